@@ -1,0 +1,110 @@
+"""The result of compiling a SPARQL query: parsed query, rewriting, SQL, provenance.
+
+Produced by ``obda.Project.compile``; consumed by the analyser, the executor,
+the CLI and the API.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from obda.model.query import CQ, Atom, Query
+
+
+@dataclass(frozen=True)
+class AtomSource:
+    """How one atom of a rewritten CQ was unfolded: which triples map, which table alias."""
+
+    atom: Atom
+    triples_map: str  # triples map IRI
+    mapping_file: str | None = None
+    mapping_line: int | None = None
+    table_aliases: tuple[str, ...] = ()  # FROM aliases this atom contributed or joined
+
+    def to_dict(self) -> dict:
+        return {
+            "atom": str(self.atom),
+            "triples_map": self.triples_map,
+            "file": self.mapping_file,
+            "line": self.mapping_line,
+            "tables": list(self.table_aliases),
+        }
+
+
+@dataclass(frozen=True)
+class MemberOrigin:
+    """Provenance of one SPJ member: the query branch, the rewritten CQ, the mappings."""
+
+    branch: int  # index of the user query's UNION / || branch
+    cq: CQ  # the rewritten CQ (ontology atoms after TBox compilation)
+    atom_sources: tuple[AtomSource, ...] = ()
+    rewriting_steps: tuple[str, ...] = ()  # axioms applied to reach cq from the branch
+    alias_tables: tuple[tuple[str, str], ...] = ()  # (FROM alias, table name)
+
+    def aliases_for(self, alias: str) -> tuple[AtomSource, ...]:
+        return tuple(s for s in self.atom_sources if alias in s.table_aliases)
+
+    def to_dict(self) -> dict:
+        return {
+            "branch": self.branch,
+            "cq": str(self.cq),
+            "atoms": [str(a) for a in self.cq.atoms],
+            "axioms": list(self.rewriting_steps),
+            "mappings": [s.to_dict() for s in self.atom_sources],
+            "tables": {a: t for a, t in self.alias_tables},
+        }
+
+
+@dataclass(frozen=True)
+class SqlMember:
+    """One SPJ member of the unfolded union: ``SELECT … FROM … WHERE …``."""
+
+    select: exp.Select
+    origin: MemberOrigin
+
+    def sql(self, dialect: str = "spark", pretty: bool = False) -> str:
+        return self.select.sql(dialect=dialect, pretty=pretty)
+
+    def to_dict(self, dialect: str = "spark") -> dict:
+        return {"sql": self.sql(dialect), "origin": self.origin.to_dict()}
+
+
+@dataclass(frozen=True)
+class Compilation:
+    """Everything ``compile`` produced.
+
+    ``sql`` is the whole query: a UNION ALL (bag, ``SELECT``) or UNION (set,
+    ``SELECT DISTINCT``) of the members, or a single member.  When every
+    member was unsatisfiable, ``members`` is empty and ``sql`` selects no rows.
+    Output column ``i`` is named after ``query.projection[i]``.
+    """
+
+    query: Query
+    rewritten: tuple[CQ, ...]
+    members: tuple[SqlMember, ...]
+    sql: exp.Expression
+    removed: tuple[str, ...] = field(default=())  # why members were dropped (unsatisfiable, duplicate, ...)
+
+    @property
+    def distinct(self) -> bool:
+        return self.query.distinct
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(v.name for v in self.query.projection)
+
+    def to_sql(self, dialect: str = "spark", pretty: bool = False) -> str:
+        return self.sql.sql(dialect=dialect, pretty=pretty)
+
+    def to_dict(self, dialect: str = "spark") -> dict:
+        return {
+            "query": self.query.text,
+            "distinct": self.distinct,
+            "columns": list(self.columns),
+            "rewritten": [str(cq) for cq in self.rewritten],
+            "sql": self.to_sql(dialect),
+            "members": [m.to_dict(dialect) for m in self.members],
+            "removed": list(self.removed),
+        }

@@ -1,0 +1,256 @@
+"""The sources catalog: which table is a stream, its timestamp column, column types.
+
+File format (YAML)::
+
+    tables:
+      measurement:
+        kind: stream            # stream | static
+        timestamp: ts           # required for streams: the application-time column
+        columns: {sensor_id: integer, value: integer, ts: timestamp}
+        location: data/measurement   # optional: file or directory
+        format: csv                  # optional: csv | json | parquet | jdbc
+      sensor:
+        kind: static
+        columns: {id: integer, kind: string, turbine_id: integer}
+
+Column types: integer, decimal, double, string, boolean, timestamp.
+Table and column names are matched case-insensitively (SQL semantics);
+the spelling of the file is kept for output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from obda.errors import Location, SourcesError
+
+
+class ColumnType(str, Enum):
+    INTEGER = "integer"
+    DECIMAL = "decimal"
+    DOUBLE = "double"
+    STRING = "string"
+    BOOLEAN = "boolean"
+    TIMESTAMP = "timestamp"
+
+    @property
+    def is_discrete(self) -> bool:
+        """Integer-like domains: bounded by a lower and an upper constant (spec §1)."""
+        return self in (ColumnType.INTEGER, ColumnType.BOOLEAN, ColumnType.TIMESTAMP)
+
+    @property
+    def is_numeric(self) -> bool:
+        return self in (ColumnType.INTEGER, ColumnType.DECIMAL, ColumnType.DOUBLE)
+
+
+class TableKind(str, Enum):
+    STREAM = "stream"
+    STATIC = "static"
+
+
+FORMATS = ("csv", "json", "parquet", "jdbc", "kafka")
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    kind: TableKind
+    columns: tuple[Column, ...]
+    timestamp: str | None = None
+    location: str | None = None
+    format: str | None = None
+    options: Mapping[str, str] = field(default_factory=dict)
+    source_location: Location = field(default_factory=Location, compare=False)
+
+    @property
+    def is_stream(self) -> bool:
+        return self.kind is TableKind.STREAM
+
+    def column(self, name: str) -> Column | None:
+        low = name.lower()
+        for c in self.columns:
+            if c.name.lower() == low:
+                return c
+        return None
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+
+@dataclass(frozen=True)
+class Sources:
+    tables: tuple[Table, ...]
+    file: str | None = None
+
+    def table(self, name: str) -> Table | None:
+        low = name.strip('"').lower()
+        for t in self.tables:
+            if t.name.lower() == low:
+                return t
+        return None
+
+    @property
+    def streams(self) -> tuple[Table, ...]:
+        return tuple(t for t in self.tables if t.is_stream)
+
+    @staticmethod
+    def load(path: str | Path) -> "Sources":
+        return load_sources(path)
+
+    @staticmethod
+    def from_yaml(text: str, file: str | None = None) -> "Sources":
+        return parse_sources(text, file)
+
+
+def _loc(file: str | None, node: yaml.Node | None) -> Location:
+    if node is None:
+        return Location(file)
+    return Location(file, node.start_mark.line + 1, node.start_mark.column + 1)
+
+
+def _mapping_items(node: yaml.Node, file: str | None, what: str) -> list[tuple[yaml.Node, yaml.Node]]:
+    if not isinstance(node, yaml.MappingNode):
+        raise SourcesError(f"{what} must be a mapping (key: value)", _loc(file, node))
+    return list(node.value)
+
+
+def load_sources(path: str | Path) -> Sources:
+    """Read and check a sources file; raises :class:`SourcesError` with file and line."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise SourcesError(f"cannot read sources file: {e.strerror}", Location(str(p))) from e
+    return parse_sources(text, str(p))
+
+
+def parse_sources(text: str, file: str | None = None) -> Sources:
+    try:
+        root = yaml.compose(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        loc = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
+        raise SourcesError(f"sources file is not valid YAML: {getattr(e, 'problem', e)}", loc) from e
+    if root is None:
+        raise SourcesError("sources file is empty; expected a 'tables:' mapping", Location(file, 1))
+    tables_node = None
+    for k, v in _mapping_items(root, file, "the sources file"):
+        if k.value == "tables":
+            tables_node = v
+        else:
+            raise SourcesError(f"unknown top-level key {k.value!r}; expected 'tables'", _loc(file, k))
+    if tables_node is None:
+        raise SourcesError("missing 'tables:' mapping", _loc(file, root))
+    tables: list[Table] = []
+    seen: set[str] = set()
+    for name_node, body in _mapping_items(tables_node, file, "'tables'"):
+        name = str(name_node.value)
+        if name.lower() in seen:
+            raise SourcesError(f"table {name!r} is declared twice", _loc(file, name_node))
+        seen.add(name.lower())
+        tables.append(_parse_table(name, name_node, body, file))
+    return Sources(tuple(tables), file)
+
+
+def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | None) -> Table:
+    fields: dict[str, tuple[yaml.Node, yaml.Node]] = {}
+    for k, v in _mapping_items(body, file, f"table {name!r}"):
+        if k.value not in ("kind", "timestamp", "columns", "location", "format", "options"):
+            raise SourcesError(
+                f"table {name!r}: unknown key {k.value!r} (expected kind, timestamp, columns, location, format, options)",
+                _loc(file, k),
+            )
+        fields[k.value] = (k, v)
+    if "kind" not in fields:
+        raise SourcesError(f"table {name!r}: missing 'kind' (stream or static)", _loc(file, name_node))
+    kind_node = fields["kind"][1]
+    try:
+        kind = TableKind(str(kind_node.value))
+    except ValueError:
+        raise SourcesError(
+            f"table {name!r}: kind {kind_node.value!r} is not 'stream' or 'static'", _loc(file, kind_node)
+        ) from None
+    if "columns" not in fields:
+        raise SourcesError(f"table {name!r}: missing 'columns'", _loc(file, name_node))
+    columns: list[Column] = []
+    seen: set[str] = set()
+    for cn, ct in _mapping_items(fields["columns"][1], file, f"columns of table {name!r}"):
+        cname = str(cn.value)
+        if cname.lower() in seen:
+            raise SourcesError(f"table {name!r}: column {cname!r} declared twice", _loc(file, cn))
+        seen.add(cname.lower())
+        try:
+            ctype = ColumnType(str(ct.value).lower())
+        except ValueError:
+            allowed = ", ".join(t.value for t in ColumnType)
+            raise SourcesError(
+                f"table {name!r}: column {cname!r} has unknown type {ct.value!r} (allowed: {allowed})",
+                _loc(file, ct),
+            ) from None
+        columns.append(Column(cname, ctype))
+    if not columns:
+        raise SourcesError(f"table {name!r} has no columns", _loc(file, fields["columns"][1]))
+    timestamp = None
+    if "timestamp" in fields:
+        ts_node = fields["timestamp"][1]
+        timestamp = str(ts_node.value)
+        col = next((c for c in columns if c.name.lower() == timestamp.lower()), None)
+        if kind is TableKind.STATIC:
+            raise SourcesError(f"table {name!r} is static but declares a timestamp column", _loc(file, ts_node))
+        if col is None:
+            raise SourcesError(
+                f"stream {name!r}: timestamp column {timestamp!r} is not among its columns", _loc(file, ts_node)
+            )
+        if col.type is not ColumnType.TIMESTAMP:
+            raise SourcesError(
+                f"stream {name!r}: timestamp column {timestamp!r} has type {col.type.value}, expected timestamp",
+                _loc(file, ts_node),
+            )
+        timestamp = col.name
+    elif kind is TableKind.STREAM:
+        raise SourcesError(
+            f"stream {name!r} has no 'timestamp' column; a stream needs exactly one application-time column",
+            _loc(file, name_node),
+        )
+    if kind is TableKind.STREAM:
+        others = [c.name for c in columns if c.type is ColumnType.TIMESTAMP and c.name != timestamp]
+        if others:
+            raise SourcesError(
+                f"stream {name!r}: columns {others} also have type timestamp; a stream carries exactly one "
+                f"timestamp column ({timestamp!r})",
+                _loc(file, fields["columns"][1]),
+            )
+    location = str(fields["location"][1].value) if "location" in fields else None
+    fmt = None
+    if "format" in fields:
+        fmt = str(fields["format"][1].value).lower()
+        if fmt not in FORMATS:
+            raise SourcesError(
+                f"table {name!r}: unknown format {fmt!r} (allowed: {', '.join(FORMATS)})", _loc(file, fields["format"][1])
+            )
+    options: dict[str, str] = {}
+    if "options" in fields:
+        for k, v in _mapping_items(fields["options"][1], file, f"options of table {name!r}"):
+            options[str(k.value)] = str(v.value)
+    return Table(
+        name=name,
+        kind=kind,
+        columns=tuple(columns),
+        timestamp=timestamp,
+        location=location,
+        format=fmt,
+        options=options,
+        source_location=_loc(file, name_node),
+    )
