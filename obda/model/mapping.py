@@ -166,6 +166,7 @@ class TriplesMap:
     subject_graphs: tuple[TermMap, ...] = ()
     predicate_object_maps: tuple[PredicateObjectMap, ...] = ()
     location: Location = field(default_factory=Location, compare=False)
+    base_iri: str | None = field(default=None, compare=False)  # base for relative generated IRIs (R2RML §5.1)
 
     @property
     def name(self) -> str:

@@ -9,6 +9,7 @@ File format (YAML)::
         columns: {sensor_id: integer, value: integer, ts: timestamp}
         location: data/measurement   # optional: file or directory
         format: csv                  # optional: csv | json | parquet | jdbc
+        key: [sensor_id, ts]         # optional: a unique key (enables self-join elimination)
       sensor:
         kind: static
         columns: {id: integer, kind: string, turbine_id: integer}
@@ -71,6 +72,7 @@ class Table:
     location: str | None = None
     format: str | None = None
     options: Mapping[str, str] = field(default_factory=dict)
+    key: tuple[str, ...] = ()
     source_location: Location = field(default_factory=Location, compare=False)
 
     @property
@@ -167,9 +169,9 @@ def parse_sources(text: str, file: str | None = None) -> Sources:
 def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | None) -> Table:
     fields: dict[str, tuple[yaml.Node, yaml.Node]] = {}
     for k, v in _mapping_items(body, file, f"table {name!r}"):
-        if k.value not in ("kind", "timestamp", "columns", "location", "format", "options"):
+        if k.value not in ("kind", "timestamp", "columns", "location", "format", "options", "key"):
             raise SourcesError(
-                f"table {name!r}: unknown key {k.value!r} (expected kind, timestamp, columns, location, format, options)",
+                f"table {name!r}: unknown key {k.value!r} (expected kind, timestamp, columns, location, format, options, key)",
                 _loc(file, k),
             )
         fields[k.value] = (k, v)
@@ -244,8 +246,18 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
     if "options" in fields:
         for k, v in _mapping_items(fields["options"][1], file, f"options of table {name!r}"):
             options[str(k.value)] = str(v.value)
+    key: list[str] = []
+    if "key" in fields:
+        knode = fields["key"][1]
+        items = knode.value if isinstance(knode, yaml.SequenceNode) else [knode]
+        for item in items:
+            col = next((c for c in columns if c.name.lower() == str(item.value).lower()), None)
+            if col is None:
+                raise SourcesError(f"table {name!r}: key column {item.value!r} is not among its columns", _loc(file, item))
+            key.append(col.name)
     return Table(
         name=name,
+        key=tuple(key),
         kind=kind,
         columns=tuple(columns),
         timestamp=timestamp,

@@ -1,0 +1,246 @@
+"""The ``obda`` command line: a thin shell over the Python API.
+
+Exit codes: 0 success; 1 the check failed (validation problems, catalog
+mismatches); 2 bad input (syntax error, unsupported construct, unreadable
+file) — the message names the file, line and column.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from obda.errors import ObdaError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="obda: ask ontology questions over streams; learn whether they run in bounded memory.",
+)
+catalog_app = typer.Typer(no_args_is_help=True, help="Batch-check a catalog of named queries.")
+app.add_typer(catalog_app, name="catalog")
+
+out = Console()
+err = Console(stderr=True)
+
+
+class Dialect(str, Enum):
+    spark = "spark"
+    duckdb = "duckdb"
+    postgres = "postgres"
+    sqlite = "sqlite"
+
+
+class Format(str, Enum):
+    text = "text"
+    json = "json"
+
+
+class CatalogFormat(str, Enum):
+    table = "table"
+    json = "json"
+    junit = "junit"
+
+
+def _fail(e: ObdaError, as_json: bool = False) -> None:
+    if as_json:
+        print(json.dumps({"error": e.to_dict()}, indent=2))
+    else:
+        err.print(f"[bold red]error[/]: {e}", markup=True, highlight=False)
+        for p in getattr(e, "problems", ())[1:]:
+            err.print(f"  {p}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _load_project(project: Path):
+    from obda.project import Project
+
+    return Project.load(project)
+
+
+@app.command()
+def compile(
+    query: Path = typer.Argument(..., help="SPARQL query file (.rq)", exists=True, dir_okay=False),
+    project: Path = typer.Option(..., "--project", "-p", help="project folder (project.yaml, ontology, mappings, sources)"),
+    dialect: Dialect = typer.Option(Dialect.spark, help="SQL dialect to print"),
+    format: Format = typer.Option(Format.text, "--format", "-f", help="text or json"),
+) -> None:
+    """Rewrite a SPARQL query with the ontology and unfold it into SQL.
+
+    Example: obda compile catalogs/queries/hot_turbines.rq --project demo --dialect duckdb --format json
+    """
+    try:
+        comp = _load_project(project).compile_file(query)
+    except ObdaError as e:
+        _fail(e, format is Format.json)
+    if format is Format.json:
+        print(json.dumps(comp.to_dict(dialect.value), indent=2, default=str))
+        return
+    out.print(f"[bold]-- {len(comp.members)} SPJ member(s), {'set (DISTINCT)' if comp.distinct else 'bag'} semantics[/]")
+    for i, m in enumerate(comp.members):
+        o = m.origin
+        out.print(f"[dim]-- member {i + 1}: branch {o.branch}: {o.cq}[/]", highlight=False)
+        for s in o.atom_sources:
+            out.print(f"[dim]--   {s.atom} ← {s.triples_map} ({s.mapping_file}:{s.mapping_line})[/]", highlight=False)
+    for r in comp.removed:
+        out.print(f"[dim]-- removed: {r}[/]", highlight=False)
+    print(comp.to_sql(dialect.value, pretty=True))
+
+
+@app.command()
+def validate(
+    project: Path = typer.Option(..., "--project", "-p", help="project folder"),
+    format: Format = typer.Option(Format.text, "--format", "-f"),
+) -> None:
+    """Check the ontology (OWL 2 QL), the sources file and the R2RML mappings.
+
+    Every problem is reported with file and line; exit code 1 if there is an error.
+
+    Example: obda validate --project demo
+    """
+    from obda.project import validate_project
+
+    problems = validate_project(project)
+    errors = [p for p in problems if p.severity == "error"]
+    if format is Format.json:
+        print(json.dumps({"ok": not errors, "problems": [p.to_dict() for p in problems]}, indent=2))
+    else:
+        for p in problems:
+            style = "red" if p.severity == "error" else "yellow"
+            err.print(f"[{style}]{p.severity}[/] {p.location}: [{p.code}] {p.message}", highlight=False)
+        if errors:
+            err.print(f"[bold red]{len(errors)} error(s)[/]")
+        else:
+            out.print(f"[green]ok[/]: project {project} is valid ({len(problems)} warning(s))")
+    if errors:
+        raise typer.Exit(1)
+
+
+@app.command()
+def analyze(
+    query: Optional[Path] = typer.Argument(None, help="SPARQL query file (with --project)"),
+    project: Optional[Path] = typer.Option(None, "--project", "-p", help="project folder"),
+    sql: Optional[str] = typer.Option(None, "--sql", help="analyse this SQL directly (with --sources)"),
+    sources: Optional[Path] = typer.Option(None, "--sources", help="sources file for --sql"),
+    format: Format = typer.Option(Format.text, "--format", "-f"),
+) -> None:
+    """Decide whether a query can run forever in bounded memory, and explain why.
+
+    Examples:
+      obda analyze catalogs/queries/q.rq --project demo
+      obda analyze --sql "SELECT s.a FROM s, t WHERE t.ts < s.ts" --sources demo/sources.yaml --format json
+    """
+    from obda.analysis import analyze as run_analysis
+    from obda.model.sources import load_sources
+
+    try:
+        if sql is not None:
+            if sources is None:
+                raise typer.BadParameter("--sql needs --sources FILE.yaml")
+            report = run_analysis(sql, load_sources(sources))
+        else:
+            if query is None or project is None:
+                raise typer.BadParameter("give QUERY.rq with --project DIR, or --sql with --sources")
+            proj = _load_project(project)
+            report = run_analysis(proj.compile_file(query), proj.sources)
+    except ObdaError as e:
+        _fail(e, format is Format.json)
+    if format is Format.json:
+        print(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        print(report.to_text())
+
+
+@app.command()
+def generate(
+    project: Path = typer.Option(..., "--project", "-p", help="project folder"),
+    rows: int = typer.Option(1000, help="approximate number of stream rows per stream"),
+    seed: int = typer.Option(0, help="random seed (same seed, same data)"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="output folder (default: the project's data folder)"),
+) -> None:
+    """Write deterministic demo data (CSV) for the project's tables.
+
+    Example: obda generate --project demo --rows 5000 --seed 7
+    """
+    from obda.datagen import main_generate
+
+    try:
+        result = main_generate(project, rows=rows, seed=seed, out_dir=out_dir)
+    except ObdaError as e:
+        _fail(e)
+    out.print(result if isinstance(result, str) else f"[green]ok[/]: {result}")
+
+
+@catalog_app.command("check")
+def catalog_check(
+    catalog: Path = typer.Argument(..., help="catalog YAML: a list of {name, query | file, expect: {verdict}}", exists=True),
+    project: Path = typer.Option(..., "--project", "-p", help="project folder"),
+    format: CatalogFormat = typer.Option(CatalogFormat.table, "--format", "-f"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="write the report here instead of stdout"),
+) -> None:
+    """Compile and analyse every query of a catalog; compare each verdict with `expect.verdict`.
+
+    Exit code 1 if any query fails to compile or gets a different verdict.
+
+    Example: obda catalog check catalogs/demo.yaml --project demo --format junit --output report.xml
+    """
+    from rich.progress import Progress
+
+    from obda.catalog import check_catalog, load_catalog, render_junit
+
+    try:
+        proj = _load_project(project)
+        entries = load_catalog(catalog)
+    except ObdaError as e:
+        _fail(e)
+    results = []
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("checking", total=len(entries))
+        for res in check_catalog(proj, entries):
+            results.append(res)
+            progress.advance(task)
+    failed = [r for r in results if not r.ok]
+    if format is CatalogFormat.json:
+        text = json.dumps({"ok": not failed, "results": [r.to_dict() for r in results]}, indent=2)
+    elif format is CatalogFormat.junit:
+        text = render_junit(results, name=str(catalog))
+    else:
+        table = RichTable(title=f"{catalog}: {len(results) - len(failed)}/{len(results)} as expected")
+        for col in ("query", "expected", "verdict", "members", "result"):
+            table.add_column(col)
+        for r in results:
+            table.add_row(
+                r.name,
+                r.expected or "-",
+                r.verdict or "-",
+                str(r.members) if r.members is not None else "-",
+                "[green]ok[/]" if r.ok else f"[red]{r.error or 'differs'}[/]",
+            )
+        if output:
+            with open(output, "w", encoding="utf-8") as fh:
+                Console(file=fh, width=160).print(table)
+        else:
+            out.print(table)
+        text = None
+    if text is not None:
+        if output:
+            Path(output).write_text(text, encoding="utf-8")
+        else:
+            print(text)
+    if failed:
+        raise typer.Exit(1)
+
+
+def main() -> None:  # entry point of the `obda` script
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""An independent oracle for catalog queries: materialise, close with owlrl, run SPARQL with rdflib.
+
+The oracle shares nothing with the SQL path but the parsed R2RML mapping: the
+mapping is materialised row by row (``obda.mapping.materialise``, one named
+graph per timestamp for stream rows), each snapshot (the static default graph,
+and each time graph on its own) is closed under the ontology with owlrl's
+OWL 2 RL semantics, and the user's SPARQL text runs on the result with rdflib.
+
+Time comparisons: rdflib cannot compare graph IRIs, so the query text is
+adjusted mechanically: after every ``GRAPH ?t { … }`` block the pattern
+``?t <urn:obda:at> ?t__at`` is added, other occurrences of ``?t`` (only in
+FILTERs, since time variables may appear nowhere else) become ``?t__at``, and
+the default graph states ``<graph> <urn:obda:at> "time"^^xsd:dateTime``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from decimal import Decimal
+
+import owlrl
+from rdflib import RDF, BNode, Graph, Literal, URIRef
+from rdflib.namespace import OWL, RDFS, XSD
+
+from obda.mapping.materialise import graph_time
+
+AT = URIRef("urn:obda:at")
+_VOCAB_NS = (str(OWL), str(RDF), str(RDFS), str(XSD))
+
+
+def _graph_blocks(text: str):
+    """(start_of_GRAPH, index_after_closing_brace, var) for every GRAPH ?v { … } block."""
+    for m in re.finditer(r"GRAPH\s+\?(\w+)\s*\{", text, flags=re.IGNORECASE):
+        depth = 0
+        i = m.end() - 1
+        while i < len(text):
+            if text[i] == "{":
+                depth += 1
+            elif text[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        yield m.start(), i + 1, m.group(1)
+
+
+def oracle_query_text(text: str) -> str:
+    blocks = list(_graph_blocks(text))
+    tvars = {v for _, _, v in blocks}
+    # insert the time patterns, back to front so indices stay valid
+    out = text
+    for _, end, v in sorted(blocks, key=lambda b: -b[1]):
+        out = out[:end] + f" ?{v} <{AT}> ?{v}__at . " + out[end:]
+    for v in tvars:
+        # every ?v not directly after GRAPH and not the subject of the inserted pattern
+        out = re.sub(rf"(?<!GRAPH )\?{v}\b(?!__at)(?! <{re.escape(str(AT))}>)", f"?{v}__at", out, flags=re.IGNORECASE)
+    # the data is naive UTC: drop a trailing Z of dateTime constants so rdflib compares like with like
+    out = re.sub(r'"(\d{4}-\d\d-\d\dT[\d:.]+)Z"\^\^', r'"\1"^^', out)
+    return out
+
+
+def closed_dataset(ds, tbox: Graph):
+    """Close the default graph and each named graph separately under ``tbox`` (OWL 2 RL)."""
+    from rdflib import Dataset
+
+    vocab = {s for s in tbox.subjects()} | {o for o in tbox.objects() if isinstance(o, URIRef)}
+    out = Dataset(default_union=False)
+
+    def close(g: Graph) -> Graph:
+        tmp = Graph()
+        tmp += tbox
+        tmp += g
+        owlrl.DeductiveClosure(owlrl.OWLRL_Semantics, axiomatic_triples=False, datatype_axioms=False).expand(tmp)
+        res = Graph()
+        for s, p, o in tmp:
+            if s in vocab or isinstance(s, Literal) or str(s).startswith(_VOCAB_NS):
+                continue
+            if p == RDF.type and (o in (OWL.Thing, RDFS.Resource) or str(o).startswith(_VOCAB_NS)):
+                continue
+            res.add((s, p, o))
+        return res
+
+    default = out.default_context if hasattr(out, "default_context") else out.graph()
+    default += close(ds.default_context if hasattr(ds, "default_context") else ds.graph())
+    for g in ds.graphs():
+        ident = g.identifier
+        if not str(ident).startswith("urn:obda:time:"):
+            continue
+        target = out.graph(ident)
+        target += close(g)
+        default.add((ident, AT, Literal(graph_time(str(ident)).replace(tzinfo=None), datatype=XSD.dateTime)))
+    return out
+
+
+def norm(v):
+    """Comparable Python value of an SQL or RDF answer value."""
+    if isinstance(v, BNode) or (isinstance(v, str) and v.startswith("_:")):
+        return "<bnode>"
+    if isinstance(v, URIRef):
+        return str(v)
+    if isinstance(v, Literal):
+        v = v.toPython()
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float, Decimal)):
+        return round(float(v), 6)
+    if isinstance(v, dt.datetime):
+        return v.replace(tzinfo=None)
+    return v
+
+
+def run_oracle(closed, text: str, columns) -> Counter:
+    res = closed.query(oracle_query_text(text))
+    return Counter(tuple(norm(row[c]) if row[c] is not None else None for c in columns) for row in res)
+
+
+def run_sql(con, sql: str) -> Counter:
+    return Counter(tuple(norm(v) for v in row) for row in con.execute(sql).fetchall())
