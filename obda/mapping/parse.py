@@ -1,0 +1,571 @@
+"""Read W3C R2RML mappings (Turtle) into the typed model of :mod:`obda.model.mapping`.
+
+rdflib parses the Turtle; this module walks the graph, applies the R2RML
+defaults (term types, shortcuts ``rr:subject``/``rr:predicate``/``rr:object``/
+``rr:graph``) and checks the structural rules of the recommendation (one
+subject map, one logical table, exactly one of constant/column/template, ...).
+Structural errors raise :class:`~obda.errors.MappingError` with file and line.
+
+rdflib keeps no source positions, so lines are recovered best-effort by
+scanning the Turtle text (:class:`_LineIndex`): the triples map's own name at
+the start of a statement, and inside its text region the line where a term
+map's template/column/constant or a predicate/class is written.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from dataclasses import replace
+from pathlib import Path
+from typing import Sequence
+
+from rdflib import BNode, Graph, Literal, Namespace, URIRef
+from rdflib.namespace import RDF
+from rdflib.term import Node
+
+from obda.errors import Location, MappingError
+from obda.model.mapping import (
+    JoinCondition,
+    LogicalTable,
+    Mapping,
+    ObjectMap,
+    PredicateObjectMap,
+    RefObjectMap,
+    TermMap,
+    TermMapKind,
+    TermType,
+    TriplesMap,
+    parse_template,
+)
+
+RR = Namespace("http://www.w3.org/ns/r2rml#")
+DEFAULT_GRAPH = str(RR.defaultGraph)
+
+#: SQL version identifiers of R2RML §5.2 and the W3C list of identifiers
+#: (https://www.w3.org/2001/sw/wiki/RDB2RDF/SQL_Version_IRIs).
+KNOWN_SQL_VERSIONS = frozenset(
+    str(RR[n])
+    for n in (
+        "SQL2008",
+        "Oracle",
+        "MySQL",
+        "MSSQLServer",
+        "HSQLDB",
+        "PostgreSQL",
+        "DB2",
+        "Informix",
+        "Ingres",
+        "Progress",
+        "SybaseASE",
+        "SybaseSQLAnywhere",
+        "Virtuoso",
+        "Firebird",
+    )
+)
+
+_TERM_TYPES = {RR.IRI: TermType.IRI, RR.BlankNode: TermType.BLANK_NODE, RR.Literal: TermType.LITERAL}
+
+#: BCP 47 language tag, syntactic check (primary subtag of 2-3 letters as in
+#: ISO 639, or the private-use / grandfathered ``x-`` and ``i-`` forms).
+_LANG_TAG = re.compile(r"^(?:[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*|[xXiI](?:-[A-Za-z0-9]{1,8})+)$")
+
+
+# --------------------------------------------------------------------------- lines
+
+
+class _LineIndex:
+    """Best-effort line numbers for nodes of one Turtle text."""
+
+    def __init__(self, text: str, file: str | None, base: str | None):
+        self.text = text
+        self.file = file
+        self._line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
+        self.prefixes = {
+            m.group(1): m.group(2)
+            for m in re.finditer(r"(?im)^\s*@?prefix\s+([A-Za-z0-9_.\-]*):\s*<([^>]*)>", text)
+        }
+        m = re.search(r"(?im)^\s*@?base\s+<([^>]*)>", text)
+        self.base = base if base is not None else (m.group(1) if m else None)
+        self._regions: dict[str, tuple[int, int]] = {}
+        self._statement_starts: dict[str, int] | None = None
+
+    def line_of(self, offset: int) -> int:
+        return bisect_right(self._line_starts, offset)
+
+    def loc(self, offset: int | None) -> Location:
+        if offset is None:
+            return Location(self.file)
+        return Location(self.file, self.line_of(offset))
+
+    def spellings(self, node: Node) -> list[str]:
+        """The ways ``node`` may be written in Turtle (``<iri>``, ``<relative>``, ``prefix:local``)."""
+        if not isinstance(node, URIRef):
+            return []
+        iri = str(node)
+        out = [f"<{iri}>"]
+        if self.base and iri.startswith(self.base) and len(iri) > len(self.base):
+            out.append(f"<{iri[len(self.base):]}>")
+        for pfx, ns in self.prefixes.items():
+            if ns and iri.startswith(ns):
+                local = iri[len(ns) :]
+                if re.fullmatch(r"[A-Za-z0-9_\-.]*", local) and not local.endswith("."):
+                    out.append(f"{pfx}:{local}")
+        return out
+
+    def patterns(self, node: Node) -> list[str]:
+        """:meth:`spellings` as regexes (prefixed names must end at a name boundary)."""
+        return [
+            re.escape(s) if s.startswith("<") else re.escape(s) + r"(?![A-Za-z0-9_\-:])" for s in self.spellings(node)
+        ]
+
+    def statement_offset(self, node: Node) -> int | None:
+        """Offset where ``node`` starts a statement (first token of a line), else its first mention."""
+        if self._statement_starts is None:
+            self._statement_starts = {}
+            for m in re.finditer(r"(?m)^[ \t]*(<[^>\s]*>|[A-Za-z0-9_\-.]*:[A-Za-z0-9_\-.]*)", self.text):
+                self._statement_starts.setdefault(m.group(1), m.start(1))
+        found = [self._statement_starts[s] for s in self.spellings(node) if s in self._statement_starts]
+        if found:
+            return min(found)
+        pats = self.patterns(node)
+        m = re.search("|".join(pats), self.text) if pats else None
+        return m.start() if m else None
+
+    def set_regions(self, starts: dict[str, int]) -> None:
+        """Text regions of triples maps: from their start to the next one's."""
+        ordered = sorted(starts.items(), key=lambda kv: kv[1])
+        for i, (tm, off) in enumerate(ordered):
+            end = ordered[i + 1][1] if i + 1 < len(ordered) else len(self.text)
+            self._regions[tm] = (off, end)
+
+    def find_in(self, tm: str, patterns: Sequence[str], after: int | None = None) -> int | None:
+        """First offset in the region of ``tm`` matching one of the patterns."""
+        if tm not in self._regions or not patterns:
+            return None
+        start, end = self._regions[tm]
+        if after is not None and start <= after < end:
+            start = after
+        m = re.compile("|".join(f"(?:{p})" for p in patterns)).search(self.text, start, end)
+        return m.start() if m else None
+
+    def find_first(self, tm: str, groups: Sequence[Sequence[str]], after: int | None = None) -> int | None:
+        """Like :meth:`find_in`, trying the pattern groups in order (most specific first)."""
+        for g in groups:
+            off = self.find_in(tm, g, after)
+            if off is not None:
+                return off
+        return None
+
+
+def _quoted_patterns(value: str) -> list[str]:
+    """Regexes for a Turtle short string literal with lexical value ``value``."""
+    esc = value.replace("\\", "\\\\").replace('"', '\\"')
+    esc_sq = value.replace("\\", "\\\\").replace("'", "\\'")
+    return [re.escape(f'"{esc}"'), re.escape(f"'{esc_sq}'"), re.escape(f'"""{value}"""')]
+
+
+def _literal_patterns(value: str, prop: str | None = None) -> list[list[str]]:
+    """Pattern groups locating a string literal, most specific first.
+
+    ``rr:<prop> "value"``, then ``"value"`` anywhere, then (for long strings
+    written with triple quotes) the value's first non-blank line.
+    """
+    quoted = _quoted_patterns(value)
+    groups = []
+    if prop:
+        groups.append([rf"rr:{prop}\s*" + q for q in quoted])
+    groups.append(quoted)
+    first = value.strip().splitlines()[0] if value.strip() else ""
+    if first:
+        groups.append([re.escape(first.replace("\\", "\\\\"))])
+    return groups
+
+
+# --------------------------------------------------------------------------- reader
+
+
+class _Reader:
+    """Turns the R2RML triples of one file into model objects."""
+
+    def __init__(self, graph: Graph, index: _LineIndex):
+        self.g = graph
+        self.ix = index
+        self.file = index.file
+
+    # ---- small helpers
+
+    def _err(self, msg: str, offset: int | None) -> MappingError:
+        return MappingError(msg, self.ix.loc(offset))
+
+    def _objects(self, s: Node, p: URIRef) -> list[Node]:
+        return sorted(self.g.objects(s, p), key=lambda n: (isinstance(n, BNode), str(n)))
+
+    def _one(self, s: Node, p: URIRef, what: str, off: int | None, required: bool = False) -> Node | None:
+        vals = self._objects(s, p)
+        if len(vals) > 1:
+            raise self._err(f"{what} has {len(vals)} values for {self._qn(p)}; R2RML allows one", off)
+        if not vals:
+            if required:
+                raise self._err(f"{what} has no {self._qn(p)}", off)
+            return None
+        return vals[0]
+
+    def _qn(self, p: Node) -> str:
+        s = str(p)
+        return "rr:" + s[len(str(RR)) :] if s.startswith(str(RR)) else f"<{s}>"
+
+    def _string(self, node: Node, what: str, off: int | None) -> str:
+        if not isinstance(node, Literal):
+            raise self._err(f"{what} must be a string literal, got {node.n3()}", off)
+        return str(node)
+
+    # ---- triples maps
+
+    def triples_map_nodes(self) -> list[Node]:
+        """Resources that are triples maps: typed rr:TriplesMap or having rr:logicalTable."""
+        nodes = set(self.g.subjects(RR.logicalTable, None)) | set(self.g.subjects(RDF.type, RR.TriplesMap))
+        return sorted(nodes, key=lambda n: (isinstance(n, BNode), str(n)))
+
+    def read_all(self) -> list[TriplesMap]:
+        nodes = self.triples_map_nodes()
+        starts = {}
+        for n in nodes:
+            off = self.ix.statement_offset(n)
+            if off is not None:
+                starts[str(n)] = off
+        self.ix.set_regions(starts)
+        self._starts = starts
+        tms = [self.read_triples_map(n) for n in nodes]
+        return sorted(tms, key=lambda t: (t.location.line or 0, t.id))
+
+    def read_triples_map(self, node: Node) -> TriplesMap:
+        tm_id = str(node) if isinstance(node, URIRef) else f"_:{node}"
+        off = self._starts.get(str(node))
+        what = f"triples map {_short(tm_id)}"
+        lt_nodes = self._objects(node, RR.logicalTable)
+        if not lt_nodes:
+            raise self._err(f"{what} has no rr:logicalTable", off)
+        if len(lt_nodes) > 1:
+            raise self._err(f"{what} has {len(lt_nodes)} rr:logicalTable values; R2RML allows exactly one", off)
+        logical_table = self.read_logical_table(lt_nodes[0], str(node), what, off)
+
+        subj_maps = [(n, "map") for n in self._objects(node, RR.subjectMap)]
+        subj_maps += [(n, "const") for n in self._objects(node, RR.subject)]
+        if not subj_maps:
+            raise self._err(f"{what} has no subject map (rr:subjectMap or rr:subject)", off)
+        if len(subj_maps) > 1:
+            raise self._err(f"{what} has {len(subj_maps)} subject maps; R2RML allows exactly one", off)
+        sm_node, how = subj_maps[0]
+        classes: tuple[str, ...] = ()
+        subject_graphs: tuple[TermMap, ...] = ()
+        if how == "const":
+            subject = self.constant_term_map(sm_node, "subject", str(node), off)
+        else:
+            subject = self.read_term_map(sm_node, "subject", str(node), off)
+            cls = []
+            for c in self._objects(sm_node, RR["class"]):
+                if not isinstance(c, URIRef):
+                    raise self._err(f"{what}: rr:class must be an IRI, got {c.n3()}", off)
+                cls.append(str(c))
+            classes = tuple(cls)
+            subject_graphs = self.read_graph_maps(sm_node, str(node), off)
+
+        poms = tuple(
+            self.read_pom(p, str(node), what, off) for p in self._objects(node, RR.predicateObjectMap)
+        )
+        poms = tuple(sorted(poms, key=lambda p: p.location.line or 0))
+        return TriplesMap(
+            id=tm_id,
+            logical_table=logical_table,
+            subject=subject,
+            classes=classes,
+            subject_graphs=subject_graphs,
+            predicate_object_maps=poms,
+            location=self.ix.loc(off),
+            base_iri=self.ix.base,
+        )
+
+    def read_logical_table(self, lt: Node, tm: str, what: str, tm_off: int | None) -> LogicalTable:
+        off = self.ix.find_in(tm, [r"rr:logicalTable", r"<http://www\.w3\.org/ns/r2rml#logicalTable>"]) or tm_off
+        table = self._one(lt, RR.tableName, f"{what}: logical table", off)
+        query = self._one(lt, RR.sqlQuery, f"{what}: logical table", off)
+        if table is not None and query is not None:
+            raise self._err(f"{what}: logical table has both rr:tableName and rr:sqlQuery; use one", off)
+        if table is None and query is None:
+            raise self._err(f"{what}: logical table has neither rr:tableName nor rr:sqlQuery", off)
+        versions = []
+        for v in self._objects(lt, RR.sqlVersion):
+            if str(v) not in KNOWN_SQL_VERSIONS:
+                raise self._err(
+                    f"{what}: unknown rr:sqlVersion {v.n3()}; known: rr:SQL2008 and the W3C SQL version IRIs", off
+                )
+            versions.append(str(v))
+        if table is not None:
+            name = self._string(table, f"{what}: rr:tableName", off)
+            if not name.strip():
+                raise self._err(f"{what}: empty rr:tableName", off)
+            off = self.ix.find_first(tm, _literal_patterns(name, "tableName")) or off
+            return LogicalTable(table_name=name, sql_versions=tuple(versions), location=self.ix.loc(off))
+        sql = self._string(query, f"{what}: rr:sqlQuery", off)
+        if not sql.strip():
+            raise self._err(f"{what}: empty rr:sqlQuery", off)
+        q_off = self.ix.find_in(tm, [r"rr:sqlQuery"]) or off
+        return LogicalTable(sql_query=sql, sql_versions=tuple(versions), location=self.ix.loc(q_off))
+
+    # ---- term maps
+
+    def constant_term_map(
+        self, value: Node, position: str, tm: str, tm_off: int | None, via: str | None = None
+    ) -> TermMap:
+        """A constant term map from a shortcut (rr:subject, rr:predicate, rr:object, rr:graph) or rr:constant.
+
+        ``via`` is the property that holds the constant (its local name), used to locate it.
+        """
+        via = via or position
+        if isinstance(value, URIRef):
+            pats = self.ix.patterns(value)
+            groups = [[rf"rr:{via}\s+(?:{'|'.join(pats)})"], pats] if pats else []
+        else:
+            groups = _literal_patterns(str(value), via)
+        off = self.ix.find_first(tm, groups) if groups else None
+        off = off if off is not None else tm_off
+        if isinstance(value, BNode):
+            raise self._err(f"{position} constant must be an IRI or a literal, not a blank node", off)
+        if isinstance(value, Literal):
+            if position != "object":
+                raise self._err(
+                    f"{position} map constant {value.n3()} is a literal; a {position} must be an IRI", off
+                )
+            return TermMap(
+                TermMapKind.CONSTANT,
+                str(value),
+                TermType.LITERAL,
+                datatype=str(value.datatype) if value.datatype else None,
+                language=value.language,
+                location=self.ix.loc(off),
+            )
+        return TermMap(TermMapKind.CONSTANT, str(value), TermType.IRI, location=self.ix.loc(off))
+
+    def read_term_map(self, node: Node, position: str, tm: str, tm_off: int | None) -> TermMap:
+        """A term map resource with rr:constant / rr:column / rr:template, R2RML defaults applied."""
+        what = f"{position} map"
+        if not isinstance(node, (BNode, URIRef)):
+            raise self._err(f"{what} must be a resource, got {node.n3()}", tm_off)
+        consts = self._objects(node, RR.constant)
+        cols = self._objects(node, RR.column)
+        tmpls = self._objects(node, RR.template)
+        given = [n for n, v in (("rr:constant", consts), ("rr:column", cols), ("rr:template", tmpls)) if v]
+        # locate the term map by what it holds
+        anchor = (cols or tmpls or consts or [None])[0]
+        if anchor is None:
+            off = tm_off
+        elif isinstance(anchor, Literal):
+            prop = "column" if cols else "template" if tmpls else "constant"
+            off = self.ix.find_first(tm, _literal_patterns(str(anchor), prop))
+        else:
+            pats = self.ix.patterns(anchor)
+            off = self.ix.find_first(tm, [[rf"rr:constant\s+(?:{'|'.join(pats)})"], pats]) if pats else None
+        off = off if off is not None else tm_off
+        if len(given) != 1 or len(consts) + len(cols) + len(tmpls) != 1:
+            if not given:
+                raise self._err(f"{what} has none of rr:constant, rr:column, rr:template", off)
+            raise self._err(f"{what} must have exactly one of rr:constant, rr:column, rr:template; has {', '.join(given)}", off)
+
+        tt_node = self._one(node, RR.termType, what, off)
+        datatype = self._one(node, RR.datatype, what, off)
+        language = self._one(node, RR.language, what, off)
+        inverse = self._one(node, RR.inverseExpression, what, off)
+        inverse_s = self._string(inverse, f"{what}: rr:inverseExpression", off) if inverse is not None else None
+        if datatype is not None and not isinstance(datatype, URIRef):
+            raise self._err(f"{what}: rr:datatype must be an IRI, got {datatype.n3()}", off)
+        lang_s = None
+        if language is not None:
+            lang_s = self._string(language, f"{what}: rr:language", off)
+            if not _LANG_TAG.match(lang_s):
+                raise self._err(f"{what}: rr:language {lang_s!r} is not a valid BCP 47 language tag (e.g. 'en', 'es-ES')", off)
+        if datatype is not None and language is not None:
+            raise self._err(f"{what} has both rr:datatype and rr:language; use one", off)
+        if (datatype is not None or language is not None) and position != "object":
+            raise self._err(f"{what}: rr:datatype / rr:language are only allowed on object maps", off)
+
+        if consts:  # the constant's own term decides its type (R2RML §7.4)
+            tmap = self.constant_term_map(consts[0], position, tm, off, "constant")
+            return replace(tmap, location=self.ix.loc(off), inverse_expression=inverse_s)
+
+        if cols:
+            kind, value = TermMapKind.COLUMN, self._string(cols[0], f"{what}: rr:column", off)
+            if not value.strip():
+                raise self._err(f"{what}: empty rr:column", off)
+        else:
+            kind, value = TermMapKind.TEMPLATE, self._string(tmpls[0], f"{what}: rr:template", off)
+            parse_template(value, self.ix.loc(off))  # raises MappingError on bad braces
+
+        if tt_node is not None:
+            if tt_node not in _TERM_TYPES:
+                raise self._err(f"{what}: rr:termType {tt_node.n3()} is not rr:IRI, rr:BlankNode or rr:Literal", off)
+            term_type = _TERM_TYPES[tt_node]
+        elif position == "object" and (kind is TermMapKind.COLUMN or datatype is not None or language is not None):
+            term_type = TermType.LITERAL
+        else:
+            term_type = TermType.IRI
+        allowed = {
+            "subject": (TermType.IRI, TermType.BLANK_NODE),
+            "predicate": (TermType.IRI,),
+            "graph": (TermType.IRI,),
+            "object": (TermType.IRI, TermType.BLANK_NODE, TermType.LITERAL),
+        }[position]
+        if term_type not in allowed:
+            raise self._err(
+                f"{what}: rr:termType {term_type.value} is not allowed for a {position} map "
+                f"(allowed: {', '.join(t.value for t in allowed)})",
+                off,
+            )
+        if term_type is not TermType.LITERAL and (datatype is not None or language is not None):
+            raise self._err(f"{what}: rr:datatype / rr:language require term type literal, not {term_type.value}", off)
+        return TermMap(
+            kind,
+            value,
+            term_type,
+            datatype=str(datatype) if datatype is not None else None,
+            language=lang_s,
+            inverse_expression=inverse_s,
+            location=self.ix.loc(off),
+        )
+
+    def read_graph_maps(self, node: Node, tm: str, off: int | None) -> tuple[TermMap, ...]:
+        out = [self.constant_term_map(g, "graph", tm, off) for g in self._objects(node, RR.graph)]
+        out += [self.read_term_map(g, "graph", tm, off) for g in self._objects(node, RR.graphMap)]
+        return tuple(out)
+
+    def read_pom(self, node: Node, tm: str, what: str, tm_off: int | None) -> PredicateObjectMap:
+        preds = [self.constant_term_map(p, "predicate", tm, tm_off) for p in self._objects(node, RR.predicate)]
+        preds += [self.read_term_map(p, "predicate", tm, tm_off) for p in self._objects(node, RR.predicateMap)]
+        off = min((p.location.line for p in preds if p.location.line), default=None)
+        loc = Location(self.file, off) if off else self.ix.loc(tm_off)
+        if not preds:
+            raise MappingError(f"{what}: predicate-object map has no rr:predicate or rr:predicateMap", loc)
+        objs: list[ObjectMap] = [self.constant_term_map(o, "object", tm, tm_off) for o in self._objects(node, RR.object)]
+        for o in self._objects(node, RR.objectMap):
+            if (o, RR.parentTriplesMap, None) in self.g:
+                objs.append(self.read_ref_object_map(o, tm, what, tm_off))
+            else:
+                objs.append(self.read_term_map(o, "object", tm, tm_off))
+        if not objs:
+            raise MappingError(f"{what}: predicate-object map has no rr:object or rr:objectMap", loc)
+        graphs = self.read_graph_maps(node, tm, tm_off)
+        return PredicateObjectMap(tuple(preds), tuple(objs), graphs, location=loc)
+
+    def read_ref_object_map(self, node: Node, tm: str, what: str, tm_off: int | None) -> RefObjectMap:
+        parents = self._objects(node, RR.parentTriplesMap)
+        parent = parents[0]
+        pats = self.ix.patterns(parent)
+        off = self.ix.find_in(tm, [rf"rr:parentTriplesMap\s+(?:{'|'.join(pats)})"]) if pats else None
+        if off is None:
+            off = self.ix.find_in(tm, [r"rr:parentTriplesMap"])
+        off = off if off is not None else tm_off
+        if len(parents) > 1:
+            raise self._err(f"{what}: referencing object map has {len(parents)} rr:parentTriplesMap values", off)
+        if not isinstance(parent, (URIRef, BNode)):
+            raise self._err(f"{what}: rr:parentTriplesMap must name a triples map, got {parent.n3()}", off)
+        conds = []
+        for jc in self._objects(node, RR.joinCondition):
+            child = self._one(jc, RR.child, f"{what}: join condition", off, required=True)
+            par = self._one(jc, RR.parent, f"{what}: join condition", off, required=True)
+            c = self._string(child, f"{what}: rr:child", off)
+            p = self._string(par, f"{what}: rr:parent", off)
+            j_off = self.ix.find_first(tm, _literal_patterns(c, "child")[:1], after=off)
+            conds.append(JoinCondition(c, p, location=self.ix.loc(j_off if j_off is not None else off)))
+        parent_id = str(parent) if isinstance(parent, URIRef) else f"_:{parent}"
+        return RefObjectMap(parent_id, tuple(conds), location=self.ix.loc(off))
+
+
+def _short(iri: str) -> str:
+    return re.split(r"[/#]", iri.rstrip("/#"))[-1] or iri
+
+
+# --------------------------------------------------------------------------- API
+
+
+def _read_text(text: str, file: str | None, base: str | None) -> list[TriplesMap]:
+    """Parse one Turtle text into triples maps (parents are not checked here)."""
+    ix = _LineIndex(text, file, base)
+    g = Graph()
+    try:
+        g.parse(data=text, format="turtle", publicID=base)
+    except Exception as e:  # rdflib raises various parser exceptions
+        msg = str(e)
+        m = re.search(r"line (\d+)", msg)
+        raise MappingError(
+            f"R2RML file is not valid Turtle: {msg.strip().splitlines()[0] if msg.strip() else type(e).__name__}",
+            Location(file, int(m.group(1)) if m else None),
+        ) from e
+    return _Reader(g, ix).read_all()
+
+
+def _same_logical_table(a: LogicalTable, b: LogicalTable) -> bool:
+    """Identical child and parent queries (R2RML §8): same table name, or same SQL text."""
+    if a.table_name is not None or b.table_name is not None:
+        return a.table_name == b.table_name
+    return (a.sql_query or "").strip() == (b.sql_query or "").strip()
+
+
+def _check_references(tms: Sequence[TriplesMap]) -> None:
+    ids: dict[str, TriplesMap] = {}
+    for tm in tms:
+        if tm.id in ids and not tm.id.startswith("_:"):
+            raise MappingError(
+                f"triples map {tm.name} is defined twice (also at {ids[tm.id].location})", tm.location
+            )
+        ids[tm.id] = tm
+    for tm in tms:
+        for pom in tm.predicate_object_maps:
+            for om in pom.objects:
+                if not isinstance(om, RefObjectMap):
+                    continue
+                if om.parent_triples_map not in ids:
+                    raise MappingError(
+                        f"triples map {tm.name}: rr:parentTriplesMap {om.parent_triples_map} is not a triples map "
+                        "of this mapping",
+                        om.location,
+                    )
+                parent = ids[om.parent_triples_map]
+                if not om.join_conditions and not _same_logical_table(tm.logical_table, parent.logical_table):
+                    raise MappingError(
+                        f"triples map {tm.name}: the referencing object map to {parent.name} has no rr:joinCondition, "
+                        "but the two logical tables differ; R2RML §8 requires at least one join condition then",
+                        om.location,
+                    )
+
+
+def parse_mapping_text(text: str, file: str | None = None, base: str | None = None) -> Mapping:
+    """Parse R2RML Turtle text into a :class:`Mapping`; raises :class:`MappingError` with file and line.
+
+    ``base`` is the base IRI for relative IRIs of the mapping and for generated
+    relative IRIs (R2RML §5.1); by default the file's ``@base``.
+    """
+    tms = _read_text(text, str(file) if file is not None else None, base)
+    _check_references(tms)
+    return Mapping(tuple(tms), (str(file),) if file is not None else ())
+
+
+def load_mapping(paths: Sequence[str | Path] | str | Path) -> Mapping:
+    """Read one or more R2RML Turtle files into one :class:`Mapping`.
+
+    Parent triples maps may live in another of the files; triples map IRIs
+    must be unique over all files.
+    """
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    tms: list[TriplesMap] = []
+    files: list[str] = []
+    for p in paths:
+        path = Path(p)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise MappingError(f"cannot read mapping file: {e.strerror}", Location(str(path))) from e
+        tms.extend(_read_text(text, str(path), None))
+        files.append(str(path))
+    _check_references(tms)
+    return Mapping(tuple(tms), tuple(files))
