@@ -1,0 +1,146 @@
+"""The `obda` command line: each command, its output formats and its exit codes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from obda.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo"
+runner = CliRunner()
+
+HOT = """PREFIX : <http://example.org/turbine#>
+SELECT ?s ?v WHERE { GRAPH ?t { ?m :measuredBy ?s ; :hasValue ?v . } FILTER(?v > 90) }
+"""
+
+
+@pytest.fixture()
+def query(tmp_path: Path) -> Path:
+    p = tmp_path / "hot.rq"
+    p.write_text(HOT)
+    return p
+
+
+def test_compile_json_has_sql_and_members_with_origin(query):
+    r = runner.invoke(app, ["compile", str(query), "--project", str(DEMO), "--format", "json", "--dialect", "duckdb"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert "measurement" in doc["sql"].lower()
+    assert doc["members"] and all("sql" in m and "origin" in m for m in doc["members"])
+    assert doc["members"][0]["origin"]["mappings"][0]["file"].endswith("turbine.r2rml.ttl")
+
+
+def test_compile_text_prints_sql(query):
+    r = runner.invoke(app, ["compile", str(query), "--project", str(DEMO)])
+    assert r.exit_code == 0, r.output
+    assert "SELECT" in r.stdout and "member" in r.stdout
+
+
+def test_compile_unsupported_construct_exit_2_with_position(tmp_path):
+    q = tmp_path / "bad.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?s WHERE {\n  ?s a :Sensor .\n  OPTIONAL { ?s :hasKind ?k }\n}\n")
+    r = runner.invoke(app, ["compile", str(q), "--project", str(DEMO), "--format", "json"])
+    assert r.exit_code == 2
+    err = json.loads(r.stdout)["error"]
+    assert err["code"] == "unsupported_construct" and err["construct"] == "OPTIONAL"
+    assert err["location"]["line"] == 4 and err["location"]["column"] == 3
+
+
+def test_compile_unknown_term_is_located(tmp_path):
+    q = tmp_path / "bad.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?s WHERE {\n  ?s a :Sensr .\n}\n")
+    r = runner.invoke(app, ["compile", str(q), "--project", str(DEMO), "--format", "json"])
+    assert r.exit_code == 2
+    err = json.loads(r.stdout)["error"]
+    assert err["code"] == "unknown_term" and "Sensr" in err["message"]
+    assert err["location"]["line"] == 3
+
+
+def test_validate_demo_ok():
+    r = runner.invoke(app, ["validate", "--project", str(DEMO)])
+    assert r.exit_code == 0, r.output
+
+
+def test_validate_reports_every_broken_mapping_with_line(tmp_path):
+    proj = tmp_path / "p"
+    shutil.copytree(DEMO, proj, ignore=shutil.ignore_patterns("data"))
+    (proj / "ontologies").mkdir()
+    shutil.copy(ROOT / "ontologies" / "turbine.ttl", proj / "ontologies" / "turbine.ttl")
+    mdir = proj / "mappings"
+    mdir.mkdir()
+    text = (ROOT / "mappings" / "turbine.r2rml.ttl").read_text()
+    text = text.replace('rr:column "kind"', 'rr:column "knd"', 1)
+    (mdir / "turbine.r2rml.ttl").write_text(text)
+    (proj / "project.yaml").write_text("name: broken\nontology: [ontologies/turbine.ttl]\nmappings: [mappings/turbine.r2rml.ttl]\nsources: sources.yaml\n")
+    r = runner.invoke(app, ["validate", "--project", str(proj), "--format", "json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    bad = [p for p in doc["problems"] if p["severity"] == "error"]
+    assert bad and bad[0]["location"]["line"] == text[: text.index('"knd"')].count("\n") + 1
+    assert "knd" in bad[0]["message"]
+
+
+def test_analyze_sql_json():
+    r = runner.invoke(
+        app,
+        ["analyze", "--sql", "SELECT m.value FROM measurement AS m WHERE m.value > 90",
+         "--sources", str(DEMO / "sources.yaml"), "--format", "json"],
+    )
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "bounded"
+    assert doc["members"][0]["projection"] == "bag"
+
+
+def test_analyze_query_text(query):
+    r = runner.invoke(app, ["analyze", str(query), "--project", str(DEMO)])
+    assert r.exit_code == 0, r.output
+    assert "bounded" in r.stdout
+
+
+def test_analyze_bad_sql_is_exit_2():
+    r = runner.invoke(app, ["analyze", "--sql", "SELECT x FROM nowhere", "--sources", str(DEMO / "sources.yaml")])
+    assert r.exit_code == 2
+
+
+def test_catalog_check_formats(tmp_path):
+    cat = tmp_path / "c.yaml"
+    cat.write_text(
+        "- name: hot\n  query: |\n" + "".join("    " + line + "\n" for line in HOT.splitlines())
+        + "  expect: {verdict: bounded}\n"
+        "- name: wrong\n  query: |\n" + "".join("    " + line + "\n" for line in HOT.splitlines())
+        + "  expect: {verdict: unbounded}\n"
+    )
+    r = runner.invoke(app, ["catalog", "check", str(cat), "--project", str(DEMO), "--format", "json"])
+    assert r.exit_code == 1
+    doc = json.loads(r.stdout)
+    assert [x["ok"] for x in doc["results"]] == [True, False]
+    out = tmp_path / "r.xml"
+    r = runner.invoke(app, ["catalog", "check", str(cat), "--project", str(DEMO), "--format", "junit", "--output", str(out)])
+    assert r.exit_code == 1
+    xml = out.read_text()
+    assert 'tests="2"' in xml and 'failures="1"' in xml and "expected verdict unbounded, got bounded" in xml
+
+
+def test_demo_catalog_checks_clean():
+    r = runner.invoke(app, ["catalog", "check", str(ROOT / "catalogs" / "demo.yaml"), "--project", str(DEMO), "--format", "json"])
+    doc = json.loads(r.stdout)
+    assert r.exit_code == 0, [x for x in doc["results"] if not x["ok"]]
+
+
+def test_generate_writes_csv(tmp_path):
+    r = runner.invoke(app, ["generate", "--project", str(DEMO), "--rows", "50", "--seed", "3", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert list((tmp_path / "measurement").glob("*.csv"))
+
+
+@pytest.mark.parametrize("cmd", [["compile"], ["validate"], ["analyze"], ["generate"], ["catalog", "check"]])
+def test_help_shows_an_example(cmd):
+    r = runner.invoke(app, cmd + ["--help"])
+    assert r.exit_code == 0 and "Example" in r.stdout
