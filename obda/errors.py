@@ -140,6 +140,12 @@ class ValidationError(ObdaError):
         return d
 
 
+class RewritingError(ObdaError):
+    """The rewriting of a query under the ontology's axioms is too large to compute."""
+
+    code = "rewriting_error"
+
+
 class AnalysisError(ObdaError):
     """SQL given to the analyser is malformed or outside the supported class."""
 

@@ -1,0 +1,305 @@
+"""Logical tables as FROM entries of an SPJ member.
+
+Private helper of :mod:`obda.mapping.unfold`.  A logical table is analysed
+once (:func:`table_shape`) and instantiated once per use with fresh aliases
+(:meth:`TableShape.instantiate`):
+
+* ``rr:tableName`` → one FROM entry ``table AS mK``;
+* ``rr:sqlQuery`` that is a plain SPJ over source tables (a SELECT of columns
+  and constants, FROM source tables joined by commas, ``[INNER|CROSS] JOIN …
+  ON``, an optional WHERE; no DISTINCT, GROUP BY, HAVING, ORDER BY, LIMIT,
+  set operations, subqueries, aggregates or window functions) → inlined: one
+  FROM entry per source table, its WHERE / ON conditions merged into the
+  member's WHERE, its output columns renamed to the inner columns;
+* any other ``rr:sqlQuery`` → a derived table ``(SELECT …) AS mK``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from sqlglot import exp
+from sqlglot.optimizer.qualify import qualify
+from sqlglot.schema import MappingSchema
+
+from obda.errors import MappingError
+from obda.mapping._unfold_terms import Val
+from obda.mapping.sql import LogicalTableInfo, describe_logical_table, unquote_identifier
+from obda.model.mapping import LogicalTable, TermMap
+from obda.model.sources import ColumnType, Sources
+
+_TO_SQLGLOT = {
+    ColumnType.INTEGER: "BIGINT",
+    ColumnType.DECIMAL: "DECIMAL",
+    ColumnType.DOUBLE: "DOUBLE",
+    ColumnType.STRING: "VARCHAR",
+    ColumnType.BOOLEAN: "BOOLEAN",
+    ColumnType.TIMESTAMP: "TIMESTAMP",
+}
+
+
+@dataclass
+class FromEntry:
+    """One FROM entry of a member: ``source AS alias``.
+
+    ``table`` is the catalog table name (or the SQL text of a derived table);
+    ``key`` the catalog key of a base table (empty for derived tables).
+    """
+
+    alias: str
+    source: exp.Expression  # exp.Table or exp.Subquery, without alias
+    table: str
+    key: tuple[str, ...] = ()
+    derived: bool = False
+    stream: bool = False
+
+    def sql_source(self) -> str:
+        return self.source.sql()
+
+    def expression(self) -> exp.Expression:
+        src = self.source.copy()
+        src.set("alias", exp.TableAlias(this=exp.to_identifier(self.alias)))
+        return src
+
+
+@dataclass
+class TableInstance:
+    """A logical table instantiated in one member: its FROM entries, columns and conditions."""
+
+    entries: list[FromEntry]
+    columns: dict[str, Val]  # lower-cased logical-table column name → value
+    conditions: list[exp.Expression]
+    timestamp: Val | None
+    not_null_exempt: set[str] = field(default_factory=set)  # column keys assumed non-null (keys, timestamps)
+
+    def column(self, name: str, term_map: TermMap | None = None, what: str = "column") -> Val:
+        key = unquote_identifier(name).lower()
+        if key not in self.columns:
+            loc = term_map.location if term_map is not None else None
+            known = ", ".join(sorted(self.columns))
+            raise MappingError(f"{what} {name!r} is not a column of the logical table (columns: {known})", loc)
+        return self.columns[key]
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(e.alias for e in self.entries)
+
+
+def _col(alias: str, name: str) -> exp.Column:
+    return exp.column(exp.to_identifier(name), table=exp.to_identifier(alias))
+
+
+@dataclass(frozen=True)
+class _Inner:
+    """A base table of an inlined logical table."""
+
+    table: str  # catalog spelling
+    stream: bool
+    timestamp: str | None
+    key: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class TableShape:
+    """The analysis of one logical table, ready to be instantiated with fresh aliases."""
+
+    info: LogicalTableInfo
+    inner: tuple[_Inner, ...]  # inlined: one per FROM source
+    # lower-cased output column → ("col", inner index, catalog column, type) or ("const", expr, type)
+    outputs: tuple[tuple[str, tuple], ...]
+    conditions: tuple[exp.Expression, ...]  # Column.table = str(inner index)
+    derived: exp.Expression | None = None  # derived-table SQL when not inlined
+    text: str = ""
+
+    @property
+    def temporal(self) -> bool:
+        return self.info.stream is not None
+
+    def instantiate(self, fresh: Callable[[], str]) -> TableInstance:
+        """FROM entries with fresh aliases, the columns as qualified SQL, the inlined conditions."""
+        if self.derived is not None:
+            alias = fresh()
+            entry = FromEntry(alias, exp.Subquery(this=self.derived.copy()), self.text, derived=True,
+                              stream=self.temporal)
+            cols = {c.name.lower(): Val(_col(alias, c.name), c.type) for c in self.info.columns}
+            ts = None
+            if self.info.stream is not None:
+                ts = cols[self.info.timestamp_column.lower()]  # checked in table_shape
+            exempt = {ts.key()} if ts is not None else set()
+            return TableInstance([entry], cols, [], ts, exempt)
+        aliases = [fresh() for _ in self.inner]
+        entries = [
+            FromEntry(a, exp.to_table(_table_sql(i.table)), i.table, i.key, stream=i.stream)
+            for a, i in zip(aliases, self.inner)
+        ]
+        cols: dict[str, Val] = {}
+        for name, spec in self.outputs:
+            if spec[0] == "col":
+                cols[name] = Val(_col(aliases[spec[1]], spec[2]), spec[3])
+            else:
+                cols[name] = Val(spec[1].copy(), spec[2])
+
+        def rename(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column) and node.table.isdigit():
+                idx = int(node.table)
+                return _col(aliases[idx], node.name)
+            return node
+
+        conds = [c.copy().transform(rename) for c in self.conditions]
+        ts = None
+        exempt: set[str] = set()
+        for a, i in zip(aliases, self.inner):
+            if i.stream and i.timestamp:
+                ts = Val(_col(a, i.timestamp), ColumnType.TIMESTAMP)
+                exempt.add(ts.key())
+            exempt.update(_col(a, k).sql() for k in i.key)
+        return TableInstance(entries, cols, conds, ts, exempt)
+
+
+def _table_sql(name: str) -> exp.Table:
+    return exp.Table(this=exp.to_identifier(name))
+
+
+def catalog_schema(sources: Sources) -> MappingSchema:
+    """The catalog as a sqlglot schema (lower-cased names), built once per unfolding."""
+    return MappingSchema(
+        {t.name.lower(): {c.name.lower(): _TO_SQLGLOT[c.type] for c in t.columns} for t in sources.tables}
+    )
+
+
+def table_shape(lt: LogicalTable, sources: Sources, schema: MappingSchema | None = None) -> TableShape:
+    """Analyse a logical table for unfolding (raises MappingError for unknown tables / columns)."""
+    info = describe_logical_table(lt, sources)
+    if lt.table_name is not None:
+        t = sources.table(info.tables[0])
+        inner = (_Inner(t.name, t.is_stream, t.timestamp, t.key),)
+        outputs = tuple((c.name.lower(), ("col", 0, c.name, c.type)) for c in t.columns)
+        return TableShape(info, inner, outputs, (), text=t.name)
+    inlined = _inline(info, sources, schema or catalog_schema(sources)) if info.select is not None else None
+    if inlined is not None:
+        inner, outputs, conds = inlined
+        return TableShape(info, inner, outputs, conds, text=lt.sql_query or "")
+    if info.stream is not None and info.timestamp_column is None:
+        st = sources.table(info.stream)
+        raise MappingError(
+            f"rr:sqlQuery reads stream {st.name!r} but does not select its timestamp column {st.timestamp!r}; "
+            "select it so that the assertions get their application time",
+            lt.location,
+        )
+    import sqlglot
+
+    tree = info.select if info.select is not None else sqlglot.parse_one((lt.sql_query or "").strip().rstrip(";"))
+    return TableShape(info, (), (), (), derived=tree, text=lt.sql_query or "")
+
+
+_BAD_NODES = (exp.Subquery, exp.AggFunc, exp.Window, exp.Union, exp.Intersect, exp.Except, exp.With, exp.Lateral)
+
+
+def _inline(info: LogicalTableInfo, sources: Sources, schema: MappingSchema):
+    """(inner tables, outputs, conditions) when the query is a plain SPJ over source tables; else None."""
+    sel = info.select
+    assert sel is not None
+    for arg in ("distinct", "group", "having", "order", "limit", "offset", "with_", "with", "qualify", "windows",
+                "laterals", "pivots", "sample", "prewhere", "connect", "match", "kind", "into", "locks"):
+        if sel.args.get(arg):
+            return None
+    if any(isinstance(n, _BAD_NODES) for n in sel.walk() if n is not sel) or any(
+        isinstance(n, exp.Select) for n in sel.walk() if n is not sel
+    ):
+        return None
+    frm = sel.args.get("from_") or sel.args.get("from")
+    if frm is None:
+        return None
+    sources_nodes = [frm.this]
+    join_conds: list[exp.Expression] = []
+    for j in sel.args.get("joins") or []:
+        if j.args.get("using") or j.side or (j.kind and j.kind.upper() not in ("INNER", "CROSS")) or j.method:
+            return None
+        sources_nodes.append(j.this)
+        if j.args.get("on"):
+            join_conds.append(j.args["on"])
+    if not all(isinstance(n, exp.Table) and not n.args.get("db") and n.name for n in sources_nodes):
+        return None
+
+    low = sel.copy()
+    for ident in low.find_all(exp.Identifier):
+        ident.set("this", ident.name.lower())
+        ident.set("quoted", False)
+    try:
+        q = qualify(low, schema=schema, validate_qualify_columns=True, quote_identifiers=False,
+                    expand_alias_refs=False)
+    except Exception:
+        return None
+    frm = q.args.get("from_") or q.args.get("from")
+    nodes = [frm.this] + [j.this for j in q.args.get("joins") or []]
+    index: dict[str, int] = {}
+    inner: list[_Inner] = []
+    for i, n in enumerate(nodes):
+        t = sources.table(n.name)
+        if t is None:
+            return None
+        index[n.alias_or_name.lower()] = i
+        inner.append(_Inner(t.name, t.is_stream, t.timestamp, t.key))
+
+    def resolve(node: exp.Expression):
+        if isinstance(node, exp.Column):
+            idx = index.get(node.table.lower())
+            if idx is None:
+                raise _NotInlinable
+            col = sources.table(inner[idx].table).column(node.name)
+            if col is None:
+                raise _NotInlinable
+            return exp.column(exp.to_identifier(col.name), table=exp.to_identifier(str(idx)))
+        return node
+
+    outputs: list[tuple[str, tuple]] = []
+    try:
+        for item, out_col in zip(q.selects, info.columns):
+            inner_e = item.this if isinstance(item, exp.Alias) else item
+            if isinstance(inner_e, exp.Column):
+                idx = index.get(inner_e.table.lower())
+                if idx is None:
+                    return None
+                col = sources.table(inner[idx].table).column(inner_e.name)
+                if col is None:
+                    return None
+                outputs.append((out_col.name.lower(), ("col", idx, col.name, col.type)))
+            elif isinstance(inner_e, (exp.Literal, exp.Boolean)):
+                outputs.append((out_col.name.lower(), ("const", sel_const(item, sel), out_col.type)))
+            else:
+                return None
+        conds: list[exp.Expression] = []
+        where = q.args.get("where")
+        raw = [c for c in [j.args.get("on") for j in q.args.get("joins") or []] if c is not None]
+        if where is not None:
+            raw.append(where.this)
+        for c in raw:
+            for part in c.flatten() if isinstance(c, exp.And) else [c]:
+                conds.append(part.copy().transform(resolve))
+    except _NotInlinable:
+        return None
+    if len(outputs) != len(info.columns):
+        return None
+    return tuple(inner), tuple(outputs), tuple(_unparen(c) for c in conds)
+
+
+def sel_const(item: exp.Expression, original: exp.Select) -> exp.Expression:
+    """The constant of a select item, with the original spelling (the qualifier lower-cases strings' identifiers only)."""
+    name = item.alias_or_name
+    for o in original.selects:
+        if o.alias_or_name.lower() == name.lower():
+            e = o.this if isinstance(o, exp.Alias) else o
+            return e.copy()
+    e = item.this if isinstance(item, exp.Alias) else item
+    return e.copy()
+
+
+def _unparen(e: exp.Expression) -> exp.Expression:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e
+
+
+class _NotInlinable(Exception):
+    pass

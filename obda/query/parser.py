@@ -1,0 +1,619 @@
+"""SPARQL 1.1 SELECT → :class:`obda.model.query.Query` (a UCQ with application time).
+
+rdflib parses the text (``parseQuery``) and resolves prefixed names, BASE and
+property paths with its own algebra helpers; this module walks the resulting
+parse tree (which, unlike rdflib's algebra, keeps the triples in text order)
+and builds typed model objects:
+
+* a basic graph pattern becomes atoms (``?x a :C`` → ClassAtom, ``?x :p ?y`` →
+  PropertyAtom); blank nodes become non-projected variables; a sequence path
+  ``:p/:q`` becomes a chain of atoms through fresh blank-node variables;
+* ``GRAPH ?t { P }`` gives the atoms of ``P`` the time label ``?t``;
+* UNION and the ``||`` alternatives of FILTERs are expanded into disjunctive
+  normal form: one CQ per combination, each with a conjunction of comparisons.
+
+Every construct outside that fragment raises
+:class:`~obda.errors.UnsupportedConstructError` naming it, with the line and
+column found by re-scanning the text (:mod:`obda.query.tokens`), because
+rdflib's tree has no positions.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Iterable
+
+from pyparsing import ParseBaseException
+from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
+from rdflib.plugins.sparql.algebra import translatePath, translatePName, traverse
+from rdflib.plugins.sparql.parser import parseQuery
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.plugins.sparql.sparql import Prologue
+from rdflib.term import BNode, Identifier, Literal as RDFLiteral, URIRef, Variable
+
+from obda.errors import Location, QuerySyntaxError, UnsupportedConstructError
+from obda.model.query import (
+    CQ,
+    IRI,
+    RDF_TYPE,
+    XSD,
+    Atom,
+    ClassAtom,
+    Comparison,
+    Literal,
+    PropertyAtom,
+    Query,
+    Term,
+    Var,
+)
+from obda.query import tokens as tk
+from obda.query.expressions import (
+    FilterProblem,
+    Hint,
+    aggregate_name,
+    expression_variables,
+    time_comparison_problem,
+    to_dnf,
+)
+
+# Keywords that end a block of triples inside a group (start of a GraphPatternNotTriples).
+_BLOCK_END_WORDS = ("OPTIONAL", "MINUS", "GRAPH", "SERVICE", "FILTER", "BIND", "VALUES")
+
+_QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
+
+# Group parts that are never supported: parse-tree name → (construct, keyword, message).
+_UNSUPPORTED_PARTS = {
+    "OptionalGraphPattern": ("OPTIONAL", "OPTIONAL", "OPTIONAL is non-monotonic and not supported"),
+    "MinusGraphPattern": ("MINUS", "MINUS", "MINUS is non-monotonic and not supported"),
+    "ServiceGraphPattern": ("SERVICE", "SERVICE", "SERVICE (federated query) is not supported"),
+    "InlineData": ("VALUES", "VALUES", "VALUES is not supported; use FILTER with = and ||"),
+    "Bind": ("BIND", "BIND", "BIND is not supported"),
+}
+
+
+def parse_query(text: str, *, file: str | None = None, base: str | None = None) -> Query:
+    """Parse a SPARQL ``SELECT`` / ``SELECT DISTINCT`` query into a :class:`Query`.
+
+    ``file`` is only used in error locations and ``Query.location``; ``base``
+    is the base IRI for relative IRIs (a ``BASE`` in the text overrides it).
+    Raises :class:`QuerySyntaxError` when the text does not parse and
+    :class:`UnsupportedConstructError` for constructs outside the supported
+    fragment (see the module docstring).
+    """
+    try:
+        tree = parseQuery(text)
+    except ParseBaseException as e:
+        raise QuerySyntaxError(f"SPARQL syntax error: {e.msg}", Location(file, e.lineno, e.col)) from None
+    except Exception as e:  # rdflib raises plain exceptions for some lexical errors
+        raise QuerySyntaxError(f"SPARQL syntax error: {e}", Location(file)) from None
+    return _Converter(text, file, base).convert(tree)
+
+
+@dataclass(frozen=True)
+class _Branch:
+    """One conjunctive branch under construction: atoms and comparisons in text order."""
+
+    atoms: tuple[Atom, ...] = ()
+    filters: tuple[Comparison, ...] = ()
+
+    def join(self, other: "_Branch") -> "_Branch":
+        return _Branch(self.atoms + other.atoms, self.filters + other.filters)
+
+    def term_vars(self) -> set[Var]:
+        return {t for a in self.atoms for t in a.terms if isinstance(t, Var)}
+
+    def to_cq(self) -> CQ:
+        return CQ(_dedup(self.atoms), _dedup(self.filters))
+
+
+def _dedup(items: Iterable) -> tuple:
+    """Drop repeated items, keeping the first occurrence (set semantics of a BGP's triples)."""
+    return tuple(dict.fromkeys(items))
+
+
+def _product(left: list[_Branch], right: list[_Branch]) -> list[_Branch]:
+    """Join of two unions of branches (distributes the join over the unions)."""
+    return [a.join(b) for a in left for b in right]
+
+
+@dataclass
+class _PendingFilter:
+    """A FILTER of a group, checked once the whole group is known (SPARQL filter scope)."""
+
+    expr: object
+    start: int  # token index of the FILTER keyword
+    end: int  # token index of the last token of the FILTER
+    dnf: list[tuple[Comparison, ...]]
+
+
+class _Converter:
+    """One conversion of one query text; holds the tokens and a cursor over them."""
+
+    def __init__(self, text: str, file: str | None, base: str | None):
+        self.text = text
+        self.file = file
+        self.base = base
+        self.ts = tk.TokenStream(text)
+        self.pos = 0  # token cursor: constructs are searched for from here, in text order
+        self.time_vars: frozenset[Var] = frozenset()
+        self.bnode_names: dict[str, str] = {}
+        self.labels: set[str] = set()
+        self.taken: set[str] = set()
+        self.fresh = 0
+
+    # ------------------------------------------------------------------ errors
+
+    def loc(self, i: int | None) -> Location:
+        line, col = self.ts.position(i)
+        return Location(self.file, line, col)
+
+    def unsupported(self, construct: str, message: str, i: int | None) -> UnsupportedConstructError:
+        return UnsupportedConstructError(construct, message, self.loc(i))
+
+    # ------------------------------------------------------------------ query level
+
+    def convert(self, tree) -> Query:
+        prologue_tree, q = tree[0], tree[1]
+        if q.name in _QUERY_FORMS:
+            kw = _QUERY_FORMS[q.name]
+            raise self.unsupported(kw, f"{kw} queries are not supported; write a SELECT query", self.ts.find_word(kw))
+
+        prologue, prefixes = self._prologue(prologue_tree)
+        q = self._resolve_names(q, prologue)
+
+        select_i = self.ts.find_word("SELECT")
+        where_open = self.ts.find_punct("{", select_i or 0)
+        where_close = self.ts.matching(where_open) if where_open is not None else len(self.ts) - 1
+
+        if q.modifier == "REDUCED":
+            raise self.unsupported("REDUCED", "SELECT REDUCED is not supported; use SELECT or SELECT DISTINCT",
+                                   self.ts.find_word("REDUCED", select_i or 0))
+        self._check_projection_syntax(q, select_i, where_open)
+        if q.datasetClause:
+            i = self.ts.find_word("FROM", select_i or 0, where_open)
+            named = i is not None and i + 1 < len(self.ts) and self.ts[i + 1].is_word("NAMED")
+            kw = "FROM NAMED" if named else "FROM"
+            raise self.unsupported(kw, f"{kw} is not supported; the data comes from the mappings and sources", i)
+
+        self.time_vars = frozenset(Var(str(v)) for v in _graph_variables(q.where))
+        self._collect_names()
+
+        self.pos = where_open + 1 if where_open is not None else 0
+        branches = self._group(q.where, None, where_open if where_open is not None else 0)
+
+        self._check_modifiers(q, where_close)
+
+        projection = self._projection(q, branches, select_i, where_open, where_close)
+        return Query(
+            projection=projection,
+            branches=tuple(b.to_cq() for b in branches),
+            distinct=q.modifier == "DISTINCT",
+            text=self.text,
+            prefixes=prefixes,
+            location=self.loc(select_i),
+        )
+
+    def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
+        """BASE and PREFIX declarations, resolved as rdflib's ``translatePrologue`` does."""
+        prologue = Prologue()
+        prologue.base = self.base or ""
+        prefixes: list[tuple[str, str]] = []
+        for decl in prologue_tree:
+            if decl.name == "Base":
+                prologue.base = decl.iri
+            elif decl.name == "PrefixDecl":
+                iri = prologue.absolutize(decl.iri)
+                prologue.bind(decl.prefix, iri)
+                prefixes.append((decl.prefix or "", str(iri)))
+        return prologue, tuple(prefixes)
+
+    def _resolve_names(self, q: CompValue, prologue: Prologue) -> CompValue:
+        """Expand prefixed names / relative IRIs and build rdflib property-path objects."""
+        try:
+            q = traverse(q, visitPost=functools.partial(translatePName, prologue=prologue))
+        except Exception as e:
+            msg = str(e)
+            if "Unknown namespace prefix" in msg:
+                prefix = msg.split(":", 1)[1].strip()
+                prefix = "" if prefix == "None" else prefix
+                i = self.ts.find(lambda t: t.kind == "pname" and t.text.split(":", 1)[0] == prefix)
+                raise QuerySyntaxError(f"undeclared prefix '{prefix}:'; add PREFIX {prefix}: <...>", self.loc(i)) from None
+            raise QuerySyntaxError(f"cannot resolve names: {msg}", Location(self.file)) from None
+        if q.where is not None:
+            q["where"] = traverse(q.where, visitPost=translatePath)
+        return q
+
+    def _check_projection_syntax(self, q: CompValue, select_i: int | None, where_open: int | None) -> None:
+        """Reject ``(expr AS ?v)`` items (aggregates named by their function)."""
+        for item in q.projection or []:
+            if item.evar is None:
+                continue
+            agg = aggregate_name(item["expr"])
+            if agg:
+                raise self.unsupported(
+                    agg,
+                    f"aggregate {agg} is not supported: a continuous query streams individual answers",
+                    self.ts.find_word(agg, select_i or 0, where_open),
+                )
+            i = self.ts.find_var(str(item["evar"]), select_i or 0, where_open)
+            open_i = self._enclosing_paren(i, select_i or 0)
+            raise self.unsupported(
+                "SELECT expression",
+                f"SELECT (expression AS ?{item['evar']}) is not supported; project variables only",
+                open_i,
+            )
+
+    def _enclosing_paren(self, i: int | None, start: int) -> int | None:
+        """Index of the '(' whose bracket pair contains token ``i`` (searching from ``start``)."""
+        if i is None:
+            return None
+        best = None
+        for j in range(start, i):
+            if self.ts[j].is_punct("(") and self.ts.matching(j) > i:
+                best = j if best is None else best
+        return best if best is not None else i
+
+    def _check_modifiers(self, q: CompValue, where_close: int) -> None:
+        """Solution modifiers after the WHERE clause: none is supported."""
+        if q.groupby:
+            raise self.unsupported("GROUP BY", "GROUP BY (aggregation) is not supported in continuous queries",
+                                   self.ts.find_words("GROUP BY", where_close))
+        if q.having:
+            raise self.unsupported("HAVING", "HAVING (aggregation) is not supported in continuous queries",
+                                   self.ts.find_word("HAVING", where_close))
+        if q.orderby:
+            raise self.unsupported(
+                "ORDER BY",
+                "ORDER BY is not supported for continuous queries: answers are emitted as a stream in "
+                "application-time order; sort the results downstream",
+                self.ts.find_words("ORDER BY", where_close),
+            )
+        if q.limitoffset:
+            kw = "LIMIT" if q.limitoffset.limit is not None else "OFFSET"
+            i = self.ts.find_word(("LIMIT", "OFFSET"), where_close)
+            if i is not None:
+                kw = self.ts[i].text.upper()
+            raise self.unsupported(
+                kw, f"{kw} is not supported for continuous queries: the answer stream has no end to count from", i
+            )
+        if q.valuesClause:
+            raise self.unsupported("VALUES", "VALUES is not supported; use FILTER with = and ||",
+                                   self.ts.find_word("VALUES", where_close))
+
+    def _projection(
+        self, q: CompValue, branches: list[_Branch], select_i: int | None, where_open: int | None, where_close: int
+    ) -> tuple[Var, ...]:
+        """Answer variables: the SELECT list, or for ``SELECT *`` every non-time, non-blank variable."""
+        bound_per_branch = [b.term_vars() for b in branches]
+        all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
+        if q.projection:
+            names = list(dict.fromkeys(str(item["var"]) for item in q.projection))
+            located = {n: self.ts.find_var(n, select_i or 0, where_open) for n in names}
+        else:
+            first = self.ts.first_var_positions(where_open or 0, where_close)
+            candidates = {v.name for v in all_bound if not v.bnode and v not in self.time_vars}
+            names = sorted(candidates, key=lambda n: (first.get(n, len(self.ts)), n))
+            star = self.ts.find_punct("*", select_i or 0, where_open)
+            located = {n: star for n in names}
+        out: list[Var] = []
+        for n in names:
+            v = Var(n)
+            if v in self.time_vars:
+                raise self.unsupported(
+                    "projected time variable",
+                    f"time variable ?{n} (bound by GRAPH) cannot be projected; application time is carried by "
+                    "the answer stream itself",
+                    located[n],
+                )
+            if v not in all_bound:
+                raise self.unsupported(
+                    "unbound answer variable",
+                    f"answer variable ?{n} does not occur in any triple pattern of the WHERE clause",
+                    located[n],
+                )
+            missing = [k for k, bound in enumerate(bound_per_branch, 1) if v not in bound]
+            if missing:
+                raise self.unsupported(
+                    "answer variable unbound in a UNION branch",
+                    f"answer variable ?{n} is not bound in every UNION alternative (missing in branch "
+                    f"{missing[0]} of {len(branches)}); every alternative must bind every answer variable",
+                    located[n],
+                )
+            out.append(v)
+        return tuple(out)
+
+    # ------------------------------------------------------------------ names
+
+    def _collect_names(self) -> None:
+        """Remember blank-node labels and variable names so fresh names never collide."""
+        for t in self.ts.tokens:
+            if t.kind == "bnode":
+                self.labels.add(t.text[2:])
+            elif t.kind == "var":
+                self.taken.add(t.text[1:])
+        self.taken |= self.labels
+
+    def _fresh_bnode(self) -> Var:
+        while True:
+            self.fresh += 1
+            name = f"b{self.fresh}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return Var(name, bnode=True)
+
+    def _bnode(self, b: BNode) -> Var:
+        """A labelled blank node keeps its label; an anonymous one gets a fresh name (b1, b2, ...)."""
+        key = str(b)
+        if key in self.labels:
+            return Var(key, bnode=True)
+        if key not in self.bnode_names:
+            self.bnode_names[key] = self._fresh_bnode().name
+        return Var(self.bnode_names[key], bnode=True)
+
+    def term(self, x: Identifier) -> Term:
+        """rdflib term → model term."""
+        if isinstance(x, Variable):
+            return Var(str(x))
+        if isinstance(x, BNode):
+            return self._bnode(x)
+        if isinstance(x, URIRef):
+            return IRI(str(x))
+        if isinstance(x, RDFLiteral):
+            if x.language:
+                return Literal(str(x), language=x.language)
+            return Literal(str(x), str(x.datatype) if x.datatype else XSD + "string")
+        raise TypeError(f"unexpected term {x!r}")
+
+    # ------------------------------------------------------------------ graph patterns
+
+    def _group(self, gp: CompValue, time: Var | None, open_i: int) -> list[_Branch]:
+        """Branches of a group ``{ ... }`` whose '{' is token ``open_i``; leaves the cursor after its '}'."""
+        close_i = self.ts.matching(open_i)
+        self.pos = open_i + 1
+        if gp.name == "SubSelect":
+            raise self.unsupported("subquery", "subqueries (nested SELECT) are not supported",
+                                   self.ts.find_word("SELECT", open_i, close_i))
+        branches = [_Branch()]
+        filters: list[_PendingFilter] = []
+        for part in gp.part or []:
+            name = part.name
+            if name == "TriplesBlock":
+                end = self._block_end(self.pos, close_i)
+                atoms = self._triples(part["triples"], time, self.pos, end)
+                branches = [b.join(_Branch(atoms)) for b in branches]
+                self.pos = end
+            elif name == "Filter":
+                filters.append(self._filter(part, close_i))
+            elif name == "GraphGraphPattern":
+                branches = _product(branches, self._graph(part, close_i))
+            elif name == "GroupOrUnionGraphPattern":
+                alternatives: list[_Branch] = []
+                for g in part["graph"]:
+                    sub_open = self.ts.find_punct("{", self.pos, close_i)
+                    alternatives.extend(self._group(g, time, sub_open))
+                branches = _product(branches, alternatives)
+            elif name in _UNSUPPORTED_PARTS:
+                construct, kw, message = _UNSUPPORTED_PARTS[name]
+                raise self.unsupported(construct, message, self.ts.find_word(kw, self.pos, close_i))
+            else:
+                raise self.unsupported(name, f"{name} is not supported", self.pos)
+        branches = self._apply_filters(branches, filters, time)
+        self.pos = close_i + 1
+        return branches
+
+    def _block_end(self, start: int, close_i: int) -> int:
+        """End (exclusive) of the triples block starting at token ``start``."""
+        i = self.ts.find(lambda t: t.is_punct("{", "}") or t.is_word(*_BLOCK_END_WORDS), start, close_i)
+        return close_i if i is None else i
+
+    def _graph(self, part: CompValue, close_i: int) -> list[_Branch]:
+        """``GRAPH ?t { P }``: the atoms of P get time label ?t."""
+        kw = self.ts.find_word("GRAPH", self.pos, close_i)
+        term = part["term"]
+        if not isinstance(term, Variable):
+            raise self.unsupported(
+                "GRAPH <IRI>",
+                f"GRAPH with a fixed IRI {term.n3() if hasattr(term, 'n3') else term} is not supported; use "
+                "GRAPH ?t to match stream assertions at application time ?t",
+                kw,
+            )
+        open_i = self.ts.find_punct("{", (kw or self.pos) + 1, close_i)
+        return self._group(part["graph"], Var(str(term)), open_i)
+
+    # ------------------------------------------------------------------ triples
+
+    def _triples(self, blocks, time: Var | None, start: int, end: int) -> tuple[Atom, ...]:
+        """Atoms of a triples block (rdflib has already expanded ``;`` ``,`` and ``[ ]``)."""
+        flat: list[Identifier] = [x for block in blocks for x in block]
+        roles = tk.triple_roles(self.ts, start, end)
+        atoms: list[Atom] = []
+        for k in range(0, len(flat), 3):
+            s, p, o = flat[k], flat[k + 1], flat[k + 2]
+            for s2, p2, o2 in self._expand_path(s, p, o, roles):
+                atoms.append(self._atom(s2, p2, o2, time, roles))
+        return tuple(atoms)
+
+    def _role_token(self, roles: list[tuple[int, str]], wanted: set[str], pred) -> int | None:
+        for i, role in roles:
+            if role in wanted and pred(self.ts[i]):
+                return i
+        return roles[0][0] if roles else self.pos
+
+    def _expand_path(self, s, p, o, roles) -> list[tuple]:
+        """A sequence path ``s :p/:q o`` becomes ``s :p _:b . _:b :q o``; other paths are rejected."""
+        if not isinstance(p, Path):
+            return [(s, p, o)]
+        if isinstance(p, SequencePath):
+            steps: list = []
+            for arg in p.args:
+                steps.extend(self._expand_path(None, arg, None, roles) if isinstance(arg, Path) else [(None, arg, None)])
+            preds = [step[1] for step in steps]
+            nodes = [s] + [self._fresh_bnode() for _ in preds[1:]] + [o]
+            return [(nodes[k], pred, nodes[k + 1]) for k, pred in enumerate(preds)]
+        if isinstance(p, AlternativePath):
+            op, what = "|", "alternative paths"
+        elif isinstance(p, MulPath):
+            op, what = p.mod, "repetition paths"
+        elif isinstance(p, InvPath):
+            op, what = "^", "inverse paths"
+        elif isinstance(p, NegatedPath):
+            op, what = "!", "negated property sets"
+        else:  # pragma: no cover - rdflib has no other path kinds
+            op, what = str(p), "this property path"
+        i = self._role_token(roles, {tk.PATH_OP}, lambda t: t.text == op)
+        raise self.unsupported(
+            f"property path {op}",
+            f"property path operator {op} ({what}) is not supported; only sequences p/q are",
+            i,
+        )
+
+    def _atom(self, s, p, o, time: Var | None, roles) -> Atom:
+        """One triple pattern → ClassAtom / PropertyAtom, enforcing the term rules."""
+        if isinstance(s, Var):  # a fresh blank node from a path expansion
+            subj: Term = s
+        else:
+            subj = self.term(s)
+        obj: Term = o if isinstance(o, Var) else self.term(o)
+        if isinstance(p, Variable):
+            raise self.unsupported(
+                "variable predicate",
+                f"variable ?{p} in predicate position is not supported; use an ontology property or class",
+                self._role_token(roles, {tk.PREDICATE}, lambda t: t.var_name == str(p)),
+            )
+        if isinstance(subj, Literal):
+            raise self.unsupported(
+                "literal subject",
+                f"literal {subj} cannot be the subject of a triple pattern",
+                self._role_token(roles, {tk.SUBJECT}, lambda t: t.kind in ("string", "number") or t.is_word("true", "false")),
+            )
+        for t in (subj, obj):
+            if isinstance(t, Var) and not t.bnode and t in self.time_vars:
+                raise self.unsupported(
+                    "time variable as term",
+                    f"?{t.name} is a time variable (it names a GRAPH) and cannot also be a subject or object",
+                    self._role_token(roles, {tk.SUBJECT, tk.OBJECT}, lambda tok, n=t.name: tok.var_name == n),
+                )
+        if str(p) == RDF_TYPE:
+            if isinstance(obj, IRI):
+                return ClassAtom(obj.value, subj, time)
+            what = f"variable {obj}" if isinstance(obj, Var) and not obj.bnode else str(obj)
+            raise self.unsupported(
+                "variable class" if isinstance(obj, Var) else "non-IRI class",
+                f"the class of rdf:type must be an IRI, not {what}",
+                self._role_token(roles, {tk.OBJECT}, lambda tok: isinstance(obj, Var) and tok.var_name == obj.name),
+            )
+        return PropertyAtom(str(p), subj, obj, time)
+
+    # ------------------------------------------------------------------ filters
+
+    def _filter(self, part: CompValue, close_i: int) -> _PendingFilter:
+        """Record a FILTER: convert it to DNF now (errors in text order), check scope later."""
+        start = self.ts.find_word("FILTER", self.pos, close_i)
+        start = self.pos if start is None else start
+        end = self._filter_end(start)
+        self.pos = end + 1
+        expr = part["expr"]
+        try:
+            dnf = to_dnf(expr, self.term)
+            for conj in dnf:
+                for c in conj:
+                    problem = time_comparison_problem(c, self.time_vars)
+                    if problem:
+                        raise problem
+        except FilterProblem as p:
+            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+        return _PendingFilter(expr, start, end, dnf)
+
+    def _filter_end(self, start: int) -> int:
+        """Last token of the FILTER at ``start``: ``FILTER (...)``, ``FILTER fn(...)``, ``FILTER [NOT] EXISTS {...}``."""
+        j = start + 1
+        while j < len(self.ts) and not self.ts[j].is_punct("(", "{"):
+            j += 1
+        return self.ts.matching(j) if j < len(self.ts) else len(self.ts) - 1
+
+    def _locate_hint(self, hint: Hint, start: int, end: int) -> int:
+        ts, stop = self.ts, end + 1
+        i: int | None = None
+        if hint.kind == "word":
+            i = ts.find_word(hint.text, start, stop)
+        elif hint.kind == "words":
+            i = ts.find_words(hint.text, start, stop)
+        elif hint.kind == "punct":
+            i = ts.find_punct(hint.text, start + 1, stop)
+        elif hint.kind == "var":
+            i = ts.find_var(hint.text, start, stop)
+        elif hint.kind == "callee":
+            i = ts.find(
+                lambda t: t.kind in ("iri", "pname"), start, stop
+            )
+            while i is not None and not (i + 1 < len(ts) and ts[i + 1].is_punct("(")):
+                i = ts.find(lambda t: t.kind in ("iri", "pname"), i + 1, stop)
+        return start if i is None else i
+
+    def _apply_filters(self, branches: list[_Branch], filters: list[_PendingFilter], time: Var | None) -> list[_Branch]:
+        """Attach a group's FILTERs to every branch of the group (SPARQL filter scope).
+
+        A FILTER sees only the variables bound inside its group — not those of
+        enclosing groups, and not the variable of the GRAPH the group belongs to.
+        A variable bound in no branch is an error; an alternative of the DNF
+        that uses a variable unbound in some branch is never true there and is
+        dropped for that branch.
+        """
+        if not filters:
+            return branches
+
+        def bound(b: _Branch) -> set[Var]:
+            return b.term_vars() | {a.time for a in b.atoms if a.time is not None and a.time != time}
+
+        bound_sets = [bound(b) for b in branches]
+        in_group = set().union(*bound_sets) if bound_sets else set()
+        for f in filters:
+            for name in expression_variables(f.expr):
+                if Var(name) not in in_group:
+                    hint = ""
+                    if time is not None and name == time.name:
+                        hint = f" (?{name} is bound by the enclosing GRAPH only outside it: move the FILTER after the GRAPH block)"
+                    raise self.unsupported(
+                        "FILTER on unbound variable",
+                        f"FILTER uses ?{name}, which is not bound in its group {{ ... }}, so the FILTER is never "
+                        f"true{hint}",
+                        self._locate_hint(Hint("var", name), f.start, f.end),
+                    )
+        out: list[_Branch] = []
+        for b, vs in zip(branches, bound_sets):
+            alternatives: list[tuple[Comparison, ...]] = [()]
+            for f in filters:
+                alternatives = [a + c for a in alternatives for c in f.dnf[:1] if _vars_of(c) <= vs]
+            out.extend(_Branch(b.atoms, b.filters + a) for a in alternatives)
+        if not out:
+            f = filters[0]
+            raise self.unsupported(
+                "FILTER on unbound variable",
+                "the FILTERs of this group are never true: no UNION alternative binds all the variables of any "
+                "alternative of the FILTER",
+                f.start,
+            )
+        return out
+
+
+def _vars_of(conj: tuple[Comparison, ...]) -> set[Var]:
+    return {t for c in conj for t in (c.left, c.right) if isinstance(t, Var)}
+
+
+def _graph_variables(where) -> list[Variable]:
+    """Variables named by ``GRAPH ?t`` anywhere in the pattern (the time variables)."""
+    out: list[Variable] = []
+
+    def walk(x) -> None:
+        if isinstance(x, CompValue):
+            if x.name == "GraphGraphPattern" and isinstance(x.term, Variable):
+                out.append(x["term"])
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(where)
+    return out

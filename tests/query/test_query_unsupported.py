@@ -1,0 +1,154 @@
+"""Each unsupported construct fails with UnsupportedConstructError naming it, at its line and column.
+
+In the query texts below, the marker ``¦`` stands just before the token the
+error must point at; it is removed before parsing and its (line, column) is
+the expected location.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from obda.errors import Location, QuerySyntaxError, UnsupportedConstructError
+from obda.query import parse_query
+
+HEAD = "PREFIX : <http://e/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+
+MARK = "¦"
+
+
+def marked(text: str) -> tuple[str, int, int]:
+    """Strip the marker; return the text and the 1-based (line, column) where it stood."""
+    i = text.index(MARK)
+    before = text[:i]
+    line = before.count("\n") + 1
+    col = i - (before.rfind("\n") + 1) + 1
+    return text.replace(MARK, "", 1), line, col
+
+
+CASES = [
+    ("OPTIONAL", "SELECT ?x WHERE {\n  ?x a :C .\n  ¦OPTIONAL { ?x :p ?y }\n}"),
+    ("OPTIONAL", "SELECT ?x WHERE { ?x a :C . # OPTIONAL in a comment\n ?x :n \"OPTIONAL\" ¦optional { ?x :p ?y } }"),
+    ("MINUS", "SELECT ?x WHERE {\n  ?x a :C\n  ¦MINUS { ?x a :D }\n}"),
+    ("NOT EXISTS", "SELECT ?x WHERE {\n  ?x a :C\n  FILTER ¦NOT EXISTS { ?x a :D }\n}"),
+    ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(¦EXISTS { ?x a :D })\n}"),
+    ("COUNT", "SELECT (¦COUNT(?x) AS ?n) WHERE { ?x a :C }"),
+    ("SUM", "SELECT ?x\n  (¦SUM(?v) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
+    ("GROUP BY", "SELECT ?x WHERE { ?x :v ?v }\n¦GROUP BY ?x"),
+    ("HAVING", "SELECT ?x WHERE { ?x :v ?v }\n  ¦HAVING (?x > 1)"),
+    ("COUNT", "SELECT ?x WHERE { ?x :v ?v FILTER(¦COUNT(?v) > 1) }"),
+    ("ORDER BY", "SELECT ?x WHERE { ?x a :C }\n¦ORDER BY ?x"),
+    ("LIMIT", "SELECT ?x WHERE { ?x a :C }\n  ¦LIMIT 10"),
+    ("OFFSET", "SELECT ?x WHERE { ?x a :C } ¦OFFSET 10"),
+    ("ASK", "¦ASK { ?x a :C }"),
+    ("CONSTRUCT", "¦CONSTRUCT { ?x a :D } WHERE { ?x a :C }"),
+    ("DESCRIBE", "¦DESCRIBE ?x WHERE { ?x a :C }"),
+    ("SERVICE", "SELECT ?x WHERE {\n  ¦SERVICE <http://s/> { ?x a :C }\n}"),
+    ("VALUES", "SELECT ?x WHERE { ?x a :C ¦VALUES ?x { :a :b } }"),
+    ("VALUES", "SELECT ?x WHERE { ?x a :C }\n¦VALUES ?x { :a }"),
+    ("BIND", "SELECT ?x WHERE {\n  ?x :v ?v .\n  ¦BIND(?v AS ?w)\n}"),
+    ("subquery", "SELECT ?x WHERE { ?x a :C {\n  ¦SELECT ?x WHERE { ?x a :D } } }"),
+    ("SELECT expression", "SELECT ?x ¦(?v AS ?w) WHERE { ?x :v ?v }"),
+    ("REDUCED", "SELECT ¦REDUCED ?x WHERE { ?x a :C }"),
+    ("FROM", "SELECT ?x ¦FROM <http://g/> WHERE { ?x a :C }"),
+    ("FROM NAMED", "SELECT ?x ¦FROM NAMED <http://g/> WHERE { ?x a :C }"),
+    # property paths other than sequences
+    ("property path |", "SELECT ?x WHERE {\n  ?x :p¦|:q ?y }"),
+    ("property path *", "SELECT ?x WHERE { ?x :p¦* ?y }"),
+    ("property path +", "SELECT ?x WHERE { ?x :a/:p¦+ ?y }"),
+    ("property path ?", "SELECT ?x WHERE { ?x :p¦? ?y }"),
+    ("property path ^", "SELECT ?x WHERE { ?x ¦^:p ?y }"),
+    ("property path ^", "SELECT ?x WHERE { ?x :a/¦^:p ?y }"),
+    ("property path !", "SELECT ?x WHERE { ?x ¦!:p ?y }"),
+    # application time
+    ("GRAPH <IRI>", "SELECT ?x WHERE {\n  ¦GRAPH <http://g/> { ?x a :C }\n}"),
+    ("GRAPH <IRI>", "SELECT ?x WHERE { ¦GRAPH :g { ?x a :C } }"),
+    ("projected time variable", "SELECT ?x ¦?t WHERE { GRAPH ?t { ?x a :C } }"),
+    ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x a :C }\n  FILTER(¦?t > 5) }"),
+    ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } FILTER(\"x\" = ¦?t) }"),
+    ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } FILTER(¦?t != :a) }"),
+    ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x :v ?v } FILTER(?v < ¦?t) }"),
+    ("time variable as term", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } ?x :p ¦?t }"),
+    ("time variable as term", "SELECT ?x WHERE { GRAPH ?t { ?x a :C . ¦?t a :D } }"),
+    ("FILTER on unbound variable", "SELECT ?x WHERE { GRAPH ?t { ?x a :C FILTER(¦?t > \"2020-01-01\"^^xsd:date) } }"),
+    # terms
+    ("variable predicate", "SELECT ?x WHERE { ?x :p ?y .\n  ?y ¦?p ?z }"),
+    ("variable predicate", "SELECT ?x WHERE { ?p :q ?x ; ¦?p ?z }"),
+    ("variable class", "SELECT ?x WHERE { ?x a ¦?c }"),
+    ("literal subject", "SELECT ?x WHERE { ¦\"s\" :p ?x }"),
+    # filter expressions
+    ("REGEX", "SELECT ?x WHERE { ?x :n ?n FILTER(¦regex(?n, \"^a\")) }"),
+    ("REGEX", "SELECT ?x WHERE { ?x :n ?n FILTER ¦REGEX(?n, \"^a\") }"),
+    ("STR", "SELECT ?x WHERE { ?x :n ?n FILTER(?n = \"a\" && ¦STR(?n) = \"a\") }"),
+    ("LANG", "SELECT ?x WHERE { ?x :n ?n FILTER(¦lang(?n) = \"en\") }"),
+    ("BOUND", "SELECT ?x WHERE { ?x :n ?n FILTER(¦bound(?n)) }"),
+    ("isIRI", "SELECT ?x WHERE { ?x :n ?n FILTER(¦isIRI(?n)) }"),
+    ("function call", "SELECT ?x WHERE { ?x :n ?n FILTER(¦xsd:integer(?n) > 1) }"),
+    ("arithmetic", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦+ 1 > 2) }"),
+    ("!", "SELECT ?x WHERE { ?x :n ?n FILTER(¦!(?n > 2)) }"),
+    ("IN", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦IN (1, 2)) }"),
+    ("NOT IN", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦NOT IN (1, 2)) }"),
+    ("effective boolean value", "SELECT ?x WHERE { ?x :n ?n FILTER(¦?n) }"),
+    ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n FILTER(¦?m > 1) }"),
+    ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n { ?x :q ?z FILTER(¦?n > 1) } }"),
+    # projection
+    ("unbound answer variable", "SELECT ?x ¦?nope WHERE { ?x a :C }"),
+    ("answer variable unbound in a UNION branch", "SELECT ?x ¦?y WHERE { { ?x :p ?y } UNION { ?x a :C } }"),
+]
+
+
+@pytest.mark.parametrize("construct,text", CASES, ids=[f"{i}-{c}" for i, (c, _) in enumerate(CASES)])
+def test_unsupported_construct_named_and_located(construct, text):
+    body, line, col = marked(HEAD + text)
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(body, file="q.rq")
+    err = info.value
+    assert err.construct == construct, err.message
+    assert err.location == Location("q.rq", line, col), err.message
+    assert err.to_dict()["construct"] == construct
+
+
+def test_order_by_message_explains_continuous_queries():
+    with pytest.raises(UnsupportedConstructError, match="continuous"):
+        parse_query(HEAD + "SELECT ?x WHERE { ?x a :C } ORDER BY ?x")
+
+
+def test_first_unsupported_construct_in_text_is_reported():
+    text, line, col = marked(HEAD + "SELECT ?x WHERE { ¦OPTIONAL { ?x a :C } OPTIONAL { ?x a :D } } ORDER BY ?x")
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(text)
+    assert (info.value.construct, info.value.location.line, info.value.location.column) == ("OPTIONAL", line, col)
+
+
+def test_filter_alternatives_that_can_never_hold_are_an_error():
+    text, line, col = marked(HEAD + "SELECT ?x WHERE { { ?x :p ?y } UNION { ?x :q ?z } ¦FILTER(?y = 1 && ?z = 1) }")
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(text)
+    assert info.value.construct == "FILTER on unbound variable"
+    assert (info.value.location.line, info.value.location.column) == (line, col)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # pyparsing reports the start of the element that failed to match
+        "SELECT ?x WHERE {\n  ¦?x a }",
+        "SELECT ?x WHERE { ?x a :C ¦",
+        "SELECT ?x WHERE ¦WHERE { ?x a :C }",
+        "SELECT ?x WHERE { ?x :p ?y ¦FILTER(?y >) }",
+    ],
+)
+def test_syntax_error_location(text):
+    body, line, col = marked(HEAD + text)
+    with pytest.raises(QuerySyntaxError) as info:
+        parse_query(body, file="bad.rq")
+    assert info.value.location.file == "bad.rq"
+    assert (info.value.location.line, info.value.location.column) == (line, col)
+
+
+def test_undeclared_prefix_is_a_syntax_error_at_the_name():
+    body, line, col = marked("PREFIX : <http://e/>\nSELECT ?x WHERE { ?x ¦foo:p ?y }")
+    with pytest.raises(QuerySyntaxError) as info:
+        parse_query(body)
+    assert "foo" in info.value.message
+    assert (info.value.location.line, info.value.location.column) == (line, col)
