@@ -1,0 +1,431 @@
+"""``ContinuousQuery``: run unfolded SQL continuously over the sources (see the package docstring)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Sequence
+
+from sqlglot import exp
+
+from obda.errors import ExecutionError
+from obda.execution.engine import QueryEngine
+from obda.execution.plan import QueryPlan, parse_query, plan_query
+from obda.execution.rows import process_rows, read_file_rows, static_rows, to_micros
+from obda.execution.runtime import Metrics, Runtime, TableBatch
+from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
+from obda.execution.spark_io import list_files, resolve_location, table_format
+from obda.model.sources import Sources
+
+log = logging.getLogger("obda.execution")
+
+CHECKPOINT_VERSION = 1
+
+
+_SEVERITY = {"bounded": 0, "unknown": 1, "not_shown": 2, "unbounded": 3}
+
+
+def member_verdicts(report, origins: Sequence[int]) -> list[str]:
+    """Verdict (``bounded`` | ``unbounded`` | ``not_shown`` | ``unknown``) of each planned member.
+
+    ``report`` is an analysis report (``obda.analysis.AnalysisReport``: ``.members[i].verdict``
+    with ``.index`` the SELECT it analyses; several entries of one SELECT — disjuncts — combine
+    to the worst), a sequence of verdict strings (one per SELECT of the SQL), or None (every
+    member ``unknown``).  ``origins`` maps planned members to the SELECT they came from.
+    """
+
+    def norm(v) -> str:
+        v = getattr(v, "value", v)
+        return str(v).lower() if v is not None else "unknown"
+
+    n = max(origins, default=-1) + 1
+    if report is None:
+        return ["unknown"] * len(origins)
+    if isinstance(report, (list, tuple)):
+        per_select = [norm(v) for v in report]
+    else:
+        per_select = ["bounded"] * n
+        members = list(getattr(report, "members", None) or [])
+        for i, m in enumerate(members):
+            k = getattr(m, "index", i)
+            if isinstance(k, int) and 0 <= k < n:
+                v = norm(getattr(m, "verdict", None))
+                if _SEVERITY.get(v, 1) > _SEVERITY.get(per_select[k], 1):
+                    per_select[k] = v
+        covered = {getattr(m, "index", i) for i, m in enumerate(members)}
+        if not members or not set(range(n)) <= covered:
+            overall = norm(getattr(report, "verdict", None))
+            per_select = [overall] * n
+    if len(per_select) < n:
+        raise ExecutionError(f"the analysis report has {len(per_select)} member verdict(s) but the SQL has {n} member(s)")
+    return [per_select[o] for o in origins]
+
+
+def analyse(sql, sources: Sources):
+    """The bounded-memory report of ``sql`` (``obda.analysis``), or None when the analyser rejects it."""
+    from obda.analysis import analyze
+    from obda.errors import ObdaError
+
+    try:
+        return analyze(sql, sources)
+    except ObdaError as e:
+        log.warning("bounded-memory analysis failed: %s", e)
+        return None
+
+
+def _fingerprint(plan: QueryPlan) -> str:
+    h = hashlib.sha256()
+    h.update(repr(plan.distinct).encode())
+    for m in plan.members:
+        h.update(m.member.sql.encode())
+        for a, t in m.member.aliases:
+            h.update(f"{a}:{t.name}:{t.location}".encode())
+    return h.hexdigest()
+
+
+class ContinuousQuery:
+    """A continuous query over the stream and static tables of a sources catalog.
+
+    See :mod:`obda.execution` for the guarantees.  Typical use::
+
+        q = ContinuousQuery(sql, sources, report, base_dir="demo", sink=JsonLinesSink("out.jsonl"),
+                            checkpoint_dir="ckpt")
+        q.run_until_exhausted()        # or q.start(); ...; q.stop()
+        print(q.metrics.to_dict())
+    """
+
+    def __init__(
+        self,
+        sql,
+        sources: Sources,
+        report=None,
+        *,
+        base_dir: str | os.PathLike = ".",
+        sink: Sink | None = None,
+        quarantine: QuarantineSink | str | os.PathLike | None = None,
+        checkpoint_dir: str | os.PathLike | None = None,
+        allow_unbounded: bool = False,
+        idle_timeout: float | None = None,
+        spark=None,
+        master: str | None = None,
+        backend: str = "spark",
+        max_files_per_batch: int | None = None,
+        trigger_interval: float = 1.0,
+        dialect: str = "spark",
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        if backend not in ("spark", "local"):
+            raise ExecutionError(f"unknown backend {backend!r} (spark or local)")
+        self.sources = sources
+        self.base_dir = Path(base_dir)
+        self.backend = backend
+        self.sink = sink if sink is not None else MemorySink()
+        if quarantine is None:
+            quarantine = Path(checkpoint_dir) / "quarantine.jsonl" if checkpoint_dir else None
+        self.quarantine = quarantine if isinstance(quarantine, QuarantineSink) else QuarantineSink(quarantine)
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.max_files_per_batch = max_files_per_batch
+        self.trigger_interval = trigger_interval
+        self._spark = spark
+        self._master = master
+        if backend == "spark":
+            from obda.execution.spark_io import const_micros_spark
+
+            const = const_micros_spark(self.spark)
+        else:
+            const = _const_micros_local
+        parsed = parse_query(sql, sources, dialect)
+        self.plan: QueryPlan = plan_query(parsed, const)
+        if report is None:  # not given: analyse here (a query the analyser rejects runs only with the opt-in)
+            report = analyse(sql, sources)
+        self.report = report
+        self.verdicts = member_verdicts(report, [m.member.origin for m in self.plan.members])
+        risky = [i for i, v in enumerate(self.verdicts) if v != "bounded" and not self.plan.members[i].unsatisfiable]
+        if risky and not allow_unbounded:
+            detail = ", ".join(f"member {self.plan.members[i].member.origin}: {self.verdicts[i]}" for i in risky)
+            raise ExecutionError(
+                f"the query is not shown to run in bounded memory ({detail}); its state may grow with the "
+                "stream. Run it anyway with allow_unbounded=True (CLI: --allow-unbounded)."
+            )
+        self.streams = [t.name for t in self.plan.stream_tables()]
+        self._static_quarantine: list[dict] = []
+        self.engine = QueryEngine(self.plan, self._load_statics())
+        self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock)
+        self.runtime.metrics.unbounded_members = risky
+        self.processed: dict[str, set[str]] = {s: set() for s in self.streams}
+        self.batch_id = 0
+        self.finished = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.error: BaseException | None = None
+        self._restore()
+
+    # -- resources ------------------------------------------------------------------------------
+    @property
+    def spark(self):
+        if self._spark is None:
+            from obda.execution.spark_io import get_spark
+
+            self._spark = get_spark(self._master)
+        return self._spark
+
+    @property
+    def metrics(self) -> Metrics:
+        return self.runtime.metrics
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.plan.columns
+
+    def _tables_by_name(self):
+        return {t.name: t for t in self.plan.stream_tables()}
+
+    def _pipelines_of(self, table_name: str):
+        return [p for p in self.plan.pipelines if p.table.name == table_name]
+
+    def _load_statics(self) -> dict[int, dict]:
+        out: dict[int, dict] = {}
+        by_table: dict[str, list] = {}
+        for p in self.plan.static_pipelines():
+            by_table.setdefault(p.table.name, []).append(p)
+        for name, pipes in by_table.items():
+            table = pipes[0].table
+            fmt = table_format(table)
+            if self.backend == "spark":
+                from obda.execution.spark_io import spark_table_batch
+
+                paths = [] if fmt == "jdbc" else list_files(resolve_location(table, self.base_dir))
+                if not paths and fmt != "jdbc":
+                    raise ExecutionError(f"static table {name!r}: no data files at {resolve_location(table, self.base_dir)}")
+                b = spark_table_batch(self.spark, table, pipes, paths, None, fmt)
+                counted: dict[int, dict] = {}
+                for per in b.groups.values():
+                    for pid, rows in per.items():
+                        dst = counted.setdefault(pid, {})
+                        for k, c in rows.items():
+                            dst[k] = dst.get(k, 0) + c
+                quarantine = b.quarantine
+            else:
+                rows = []
+                for f in list_files(resolve_location(table, self.base_dir)):
+                    rows.extend(read_file_rows(f, table_format(table, f), dict(table.options)))
+                counted, quarantine = static_rows(table, pipes, rows)
+            if quarantine:
+                log.warning("static table %s: %d invalid row(s) quarantined", name, len(quarantine))
+                self._static_quarantine.extend(quarantine)
+            out.update(counted)
+        return out
+
+    # -- checkpoint -------------------------------------------------------------------------------
+    def _ckpt_file(self) -> Path | None:
+        return self.checkpoint_dir / "state.pkl" if self.checkpoint_dir else None
+
+    def _restore(self) -> None:
+        path = self._ckpt_file()
+        if path is None or not path.exists():
+            if self._static_quarantine:  # a restarted query wrote them on its first run
+                self.quarantine.write(self._static_quarantine)
+            return
+        with open(path, "rb") as f:
+            st = pickle.load(f)
+        if st.get("version") != CHECKPOINT_VERSION or st.get("fingerprint") != _fingerprint(self.plan):
+            raise ExecutionError(
+                f"checkpoint {self.checkpoint_dir} belongs to a different query or version; "
+                "use a fresh checkpoint directory"
+            )
+        self.runtime.restore(st["runtime"])
+        self.processed = {s: set(st["processed"].get(s, ())) for s in self.streams}
+        self.batch_id = st["batch_id"]
+        self.finished = st.get("finished", False)
+        self.sink.recover(st["sink_offset"])
+        self.quarantine.recover(st["quarantine_offset"])
+
+    def _checkpoint(self, sink_offset, quarantine_offset) -> int:
+        st = {
+            "version": CHECKPOINT_VERSION,
+            "fingerprint": _fingerprint(self.plan),
+            "runtime": self.runtime.state(),
+            "processed": self.processed,
+            "batch_id": self.batch_id,
+            "finished": self.finished,
+            "sink_offset": sink_offset,
+            "quarantine_offset": quarantine_offset,
+        }
+        data = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
+        path = self._ckpt_file()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        return len(data)
+
+    # -- micro-batches --------------------------------------------------------------------------
+    def _new_files(self) -> dict[str, list[str]]:
+        tables = self._tables_by_name()
+        out: dict[str, list[str]] = {}
+        for name in self.streams:
+            t = tables[name]
+            files = [f for f in list_files(resolve_location(t, self.base_dir)) if f not in self.processed[name]]
+            if self.max_files_per_batch is not None:
+                files = files[: self.max_files_per_batch]
+            if files:
+                out[name] = files
+        return out
+
+    def _read(self, name: str, files: list[str], closed_upto: int | None) -> TableBatch:
+        table = self._tables_by_name()[name]
+        pipes = self._pipelines_of(name)
+        if self.backend == "spark":
+            from obda.execution.spark_io import spark_table_batch
+
+            by_fmt: dict[str, list[str]] = {}
+            for f in files:
+                by_fmt.setdefault(table_format(table, f), []).append(f)
+            parts = [spark_table_batch(self.spark, table, pipes, fs, closed_upto, fmt) for fmt, fs in by_fmt.items()]
+            return _merge_batches(name, parts)
+        parts = [
+            process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options)), closed_upto, f)
+            for f in files
+        ]
+        return _merge_batches(name, parts)
+
+    def step(self, exhausted: bool = False) -> int:
+        """Run one micro-batch: read new files, close timestamps, emit, checkpoint.
+
+        With ``exhausted=True`` and no new files, every buffered timestamp closes
+        (end of input).  Returns the number of files read.
+        """
+        with self._lock:
+            t0 = time.perf_counter()
+            new = self._new_files()
+            closed = self.runtime.closed_upto
+            if self.backend == "spark" and len(new) > 1:
+                # one Spark job per stream table; submitted together so the cluster overlaps them
+                with ThreadPoolExecutor(max_workers=len(new)) as pool:
+                    batches = list(pool.map(lambda kv: self._read(kv[0], kv[1], closed), new.items()))
+            else:
+                batches = [self._read(name, files, closed) for name, files in new.items()]
+            self.runtime.ingest(batches)
+            answers = self.runtime.close(exhausted=exhausted and not new)
+            if exhausted and not new:
+                self.finished = True
+            if not self.streams and not self.engine.static_done:
+                answers = self.engine.static_only()
+                self.runtime.metrics.rows_out += sum(a.count for a in answers)
+            self.sink.write_lines(answer_lines(answers, self.plan.columns))
+            q = [r for b in batches for r in b.quarantine]
+            if q:
+                self.quarantine.write(q)
+            for name, files in new.items():
+                self.processed[name].update(files)
+            self.batch_id += 1
+            m = self.runtime.metrics
+            m.batches += 1
+            sink_offset = self.sink.flush()
+            q_offset = self.quarantine.flush()
+            self.runtime.update_state_metrics()
+            nbytes = self._checkpoint(sink_offset, q_offset)
+            m.state_bytes = nbytes
+            m.last_batch_seconds = time.perf_counter() - t0
+            m.total_batch_seconds += m.last_batch_seconds
+            if m.unbounded_members and m.batches % 10 == 0:
+                log.info("unbounded query state: %s", m.state_growth())
+            return sum(len(f) for f in new.values())
+
+    def run_until_exhausted(self, max_batches: int | None = None) -> Metrics:
+        """Process all files present, then close every timestamp (end of input).
+
+        ``max_batches`` stops early *without* ending the input (the query can be
+        resumed from its checkpoint).
+        """
+        n = 0
+        while True:
+            if max_batches is not None and n >= max_batches:
+                return self.metrics
+            read = self.step(exhausted=True)
+            n += 1
+            if read == 0:
+                return self.metrics
+
+    def start(self) -> "ContinuousQuery":
+        """Run in a background thread, polling for new files every ``trigger_interval`` seconds."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+
+        def loop():
+            try:
+                while not self._stop.is_set():
+                    if self.step() == 0:
+                        self._stop.wait(self.trigger_interval)
+            except BaseException as e:  # reported through .error and the log
+                self.error = e
+                log.exception("continuous query failed")
+
+        self._thread = threading.Thread(target=loop, name="obda-query", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 60) -> None:
+        """Stop after the current micro-batch (its output and checkpoint are complete)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+        self.sink.flush() if hasattr(self.sink, "flush") else None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def close(self) -> None:
+        self.stop()
+        self.sink.close()
+        self.quarantine.close()
+
+    def describe(self) -> dict:
+        """The executed plan: per member its verdict and the synopsis of every unit."""
+        d = self.plan.describe()
+        for m, v in zip(d["members"], self.verdicts):
+            m["verdict"] = v
+        return d
+
+
+def _merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
+    b = TableBatch(name)
+    for p in parts:
+        b.rows += p.rows
+        b.valid += p.valid
+        b.late += p.late
+        b.invalid += p.invalid
+        b.quarantine.extend(p.quarantine)
+        b.files += p.files
+        if p.max_ts is not None:
+            b.max_ts = p.max_ts if b.max_ts is None else max(b.max_ts, p.max_ts)
+        for ts, per in p.groups.items():
+            slot = b.groups.setdefault(ts, {})
+            for pid, rows in per.items():
+                dst = slot.setdefault(pid, {})
+                for k, c in rows.items():
+                    dst[k] = dst.get(k, 0) + c
+    return b
+
+
+def _const_micros_local(e: exp.Expression) -> int | None:
+    from obda.execution.rows import evaluate
+
+    try:
+        return to_micros(evaluate(exp.cast(e.copy(), "TIMESTAMP"), {}))
+    except Exception:
+        return None

@@ -1,0 +1,224 @@
+"""Application-time ordering: buffering of open timestamps, markers, late rows.
+
+Every micro-batch brings, per stream table, the valid rows already filtered,
+projected and **counted per (timestamp, pipeline, key)** (by Spark or by the
+local backend), plus per-table counters and the quarantined rows.
+
+* A timestamp ``t`` **closes** (the marker of boundedness.md §1) when every
+  active input stream has seen a row with a larger timestamp, when the input
+  is exhausted (:meth:`Runtime.finish`), or when the streams that have not
+  passed ``t`` have been idle (no new rows) for ``idle_timeout`` seconds.
+* Closed timestamps are handed to the engine in increasing order; only the
+  open timestamps are buffered (aggregated), so the buffer is bounded by the
+  rows of the open timestamps.
+* A row whose timestamp is at or before the last closed timestamp is **late**:
+  the readers classify it (they receive ``closed_upto``), count it and write it
+  to the quarantine sink with the reason; it never reaches the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable
+
+from obda.execution.engine import Answer, Counted, QueryEngine
+
+
+@dataclass
+class TableBatch:
+    """What one micro-batch brought for one stream table."""
+
+    table: str
+    groups: dict[int, dict[int, Counted]] = field(default_factory=dict)  # ts -> pipeline id -> key -> count
+    max_ts: int | None = None  # largest timestamp among valid, non-late rows (filtered or not)
+    rows: int = 0  # all rows read
+    valid: int = 0
+    late: int = 0
+    invalid: int = 0
+    quarantine: list[dict] = field(default_factory=list)
+    files: tuple[str, ...] = ()
+
+
+@dataclass
+class Metrics:
+    """Counters of one running query (also in the checkpoint)."""
+
+    rows_in: dict[str, int] = field(default_factory=dict)  # valid rows per stream table
+    rows_read: dict[str, int] = field(default_factory=dict)  # all rows per stream table
+    rows_out: int = 0
+    late: int = 0
+    invalid: int = 0
+    late_by_stream: dict[str, int] = field(default_factory=dict)
+    invalid_by_stream: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    closed_timestamps: int = 0
+    closed_upto: int | None = None
+    state_entries: int = 0  # synopsis entries + emitted set (DISTINCT) + buffered groups
+    synopsis_entries: int = 0
+    buffered_entries: int = 0
+    static_entries: int = 0
+    state_bytes: int = 0
+    max_state_entries: int = 0
+    last_batch_seconds: float = 0.0
+    total_batch_seconds: float = 0.0
+    state_history: list[tuple[int, int]] = field(default_factory=list)  # (batch, state entries), last 1000
+    unbounded_members: list[int] = field(default_factory=list)
+
+    @property
+    def avg_batch_seconds(self) -> float:
+        return self.total_batch_seconds / self.batches if self.batches else 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "rows_in": dict(self.rows_in),
+            "rows_read": dict(self.rows_read),
+            "rows_out": self.rows_out,
+            "late": self.late,
+            "invalid": self.invalid,
+            "late_by_stream": dict(self.late_by_stream),
+            "invalid_by_stream": dict(self.invalid_by_stream),
+            "batches": self.batches,
+            "closed_timestamps": self.closed_timestamps,
+            "closed_upto": self.closed_upto,
+            "state_entries": self.state_entries,
+            "synopsis_entries": self.synopsis_entries,
+            "buffered_entries": self.buffered_entries,
+            "static_entries": self.static_entries,
+            "state_bytes": self.state_bytes,
+            "max_state_entries": self.max_state_entries,
+            "last_batch_seconds": round(self.last_batch_seconds, 6),
+            "avg_batch_seconds": round(self.avg_batch_seconds, 6),
+            "unbounded_members": list(self.unbounded_members),
+            "state_growth": self.state_growth(),
+        }
+
+    def state_growth(self) -> dict | None:
+        """Entries at the first and last recorded batch (reported for opted-in unbounded queries)."""
+        if not self.state_history:
+            return None
+        (b0, e0), (b1, e1) = self.state_history[0], self.state_history[-1]
+        return {"first_batch": b0, "first_entries": e0, "last_batch": b1, "last_entries": e1}
+
+
+class Runtime:
+    """Buffers open timestamps, decides markers, drives the engine."""
+
+    def __init__(
+        self,
+        engine: QueryEngine,
+        streams: list[str],
+        idle_timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.engine = engine
+        self.streams = list(streams)
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self.buffer: dict[int, dict[int, Counted]] = {}
+        self.max_ts: dict[str, int | None] = {s: None for s in streams}
+        self.closed_upto: int | None = None
+        now = clock()
+        self.last_progress: dict[str, float] = {s: now for s in streams}
+        self.metrics = Metrics(rows_in={s: 0 for s in streams}, rows_read={s: 0 for s in streams})
+
+    # -- checkpointed state -------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "buffer": self.buffer,
+            "max_ts": self.max_ts,
+            "closed_upto": self.closed_upto,
+            "engine": self.engine.state(),
+            "metrics": self.metrics,
+        }
+
+    def restore(self, st: dict) -> None:
+        self.buffer = st["buffer"]
+        self.max_ts = st["max_ts"]
+        self.closed_upto = st["closed_upto"]
+        self.engine.restore(st["engine"])
+        self.metrics = st["metrics"]
+        now = self.clock()
+        self.last_progress = {s: now for s in self.streams}
+
+    # -- ingestion ------------------------------------------------------------------------------
+    def ingest(self, batches: list[TableBatch]) -> None:
+        """Buffer the rows of a micro-batch (nothing closes here)."""
+        m = self.metrics
+        now = self.clock()
+        for b in batches:
+            m.rows_in[b.table] = m.rows_in.get(b.table, 0) + b.valid
+            m.rows_read[b.table] = m.rows_read.get(b.table, 0) + b.rows
+            m.late += b.late
+            m.invalid += b.invalid
+            if b.late:
+                m.late_by_stream[b.table] = m.late_by_stream.get(b.table, 0) + b.late
+            if b.invalid:
+                m.invalid_by_stream[b.table] = m.invalid_by_stream.get(b.table, 0) + b.invalid
+            if b.valid:
+                self.last_progress[b.table] = now
+            if b.max_ts is not None:
+                old = self.max_ts.get(b.table)
+                self.max_ts[b.table] = b.max_ts if old is None else max(old, b.max_ts)
+            for ts, per_pipe in b.groups.items():
+                slot = self.buffer.setdefault(ts, {})
+                for pid, rows in per_pipe.items():
+                    dst = slot.setdefault(pid, defaultdict(int))
+                    for k, c in rows.items():
+                        dst[k] += c
+
+    def watermark(self, exhausted: bool = False) -> int | None:
+        """Largest timestamp that is closed now (all timestamps ≤ it are closed)."""
+        candidates = []
+        now = self.clock()
+        active = [
+            s
+            for s in self.streams
+            if self.idle_timeout is None or now - self.last_progress.get(s, now) < self.idle_timeout
+        ]
+        if exhausted or not active:
+            seen = [v for v in self.max_ts.values() if v is not None] + list(self.buffer)
+            if seen:
+                candidates.append(max(seen))
+        else:
+            progress = [self.max_ts.get(s) for s in active]
+            if all(p is not None for p in progress):
+                candidates.append(min(progress) - 1)  # every active stream has passed min-1
+        if self.closed_upto is not None:
+            candidates.append(self.closed_upto)
+        if not candidates:
+            return None
+        return max(candidates)
+
+    def close(self, exhausted: bool = False) -> list[Answer]:
+        """Close every timestamp up to the watermark; return the answers in timestamp order."""
+        w = self.watermark(exhausted)
+        if w is None:
+            return []
+        answers: list[Answer] = []
+        for ts in sorted(t for t in self.buffer if t <= w):
+            groups = self.buffer.pop(ts)
+            answers.extend(self.engine.step(ts, groups))
+            self.metrics.closed_timestamps += 1
+        self.closed_upto = w
+        self.metrics.closed_upto = w
+        self.metrics.rows_out += sum(a.count for a in answers)
+        return answers
+
+    def buffered_entries(self) -> int:
+        return sum(len(rows) for slot in self.buffer.values() for rows in slot.values())
+
+    def update_state_metrics(self, state_bytes: int | None = None) -> None:
+        m = self.metrics
+        m.synopsis_entries = self.engine.entries
+        m.buffered_entries = self.buffered_entries()
+        m.static_entries = self.engine.static_entries
+        m.state_entries = m.synopsis_entries + m.buffered_entries
+        m.max_state_entries = max(m.max_state_entries, m.state_entries)
+        if state_bytes is not None:
+            m.state_bytes = state_bytes
+        m.state_history.append((m.batches, m.state_entries))
+        if len(m.state_history) > 1000:
+            # keep the first point (growth is reported against it) and the recent ones
+            del m.state_history[1:2]

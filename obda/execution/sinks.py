@@ -1,0 +1,168 @@
+"""Output and quarantine sinks.
+
+An output line is one answer **occurrence** (bags stay bags)::
+
+    {"emitted_at": "2024-01-01T00:00:05Z", "binding": {"var": value, ...}}
+
+``emitted_at`` is the closed application timestamp whose marker produced the
+answer.  Sinks report an ``offset`` after each flush; the executor stores it
+in the checkpoint *after* the sink was flushed, and on restart calls
+``recover(offset)``: a file sink truncates what a crashed batch wrote after
+the last checkpoint, so replaying that batch gives no duplicates (exactly
+once).  The quarantine sink works the same way for late and invalid rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import sys
+from decimal import Decimal
+from pathlib import Path
+from typing import Iterable, TextIO
+
+from obda.execution.engine import Answer
+from obda.execution.rows import micros_to_iso
+
+
+def _json_value(v):
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    return str(v)
+
+
+def answer_lines(answers: Iterable[Answer], columns: tuple[str, ...]) -> list[str]:
+    """JSON lines of answers, one per occurrence."""
+    out = []
+    for a in answers:
+        line = json.dumps(
+            {
+                "emitted_at": micros_to_iso(a.emitted_at),
+                "binding": {c: _json_value(v) for c, v in zip(columns, a.values)},
+            },
+            sort_keys=False,
+        )
+        out.extend([line] * a.count)
+    return out
+
+
+class Sink:
+    """Base class: receives JSON lines; ``flush`` returns a recoverable offset (or None)."""
+
+    def write_lines(self, lines: list[str]) -> None:
+        raise NotImplementedError
+
+    def flush(self):
+        return None
+
+    def recover(self, offset) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+class JsonLinesSink(Sink):
+    """Appends lines to a file; offset = file size after an fsync."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = None
+
+    def _file(self):
+        if self._f is None:
+            self._f = open(self.path, "a", encoding="utf-8")
+        return self._f
+
+    def write_lines(self, lines: list[str]) -> None:
+        if lines:
+            f = self._file()
+            f.write("".join(line + "\n" for line in lines))
+
+    def flush(self):
+        f = self._file()
+        f.flush()
+        os.fsync(f.fileno())
+        return f.tell()
+
+    def recover(self, offset) -> None:
+        """Drop anything written after the checkpointed offset (a batch that did not commit)."""
+        self.close()
+        if offset is None:
+            offset = 0
+        if self.path.exists() and self.path.stat().st_size > offset:
+            with open(self.path, "r+b") as f:
+                f.truncate(offset)
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+            self._f = None
+
+    def read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line]
+
+
+class ConsoleSink(Sink):
+    def __init__(self, stream: TextIO | None = None):
+        self.stream = stream or sys.stdout
+
+    def write_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+class MemorySink(Sink):
+    """A thread-safe queue of output dicts, read by the API (``drain`` or ``queue.get``)."""
+
+    def __init__(self, maxsize: int = 0):
+        self.queue: queue.Queue = queue.Queue(maxsize)
+
+    def write_lines(self, lines: list[str]) -> None:
+        for line in lines:
+            self.queue.put(json.loads(line))
+
+    def drain(self) -> list[dict]:
+        out = []
+        while True:
+            try:
+                out.append(self.queue.get_nowait())
+            except queue.Empty:
+                return out
+
+
+class QuarantineSink:
+    """Late and invalid rows with their reason: a JSON-lines file, or kept in memory."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.file = JsonLinesSink(path) if path is not None else None
+        self.records: list[dict] = []
+
+    def write(self, records: list[dict]) -> None:
+        if self.file is not None:
+            self.file.write_lines([json.dumps(r, default=str) for r in records])
+        else:
+            self.records.extend(records)
+
+    def flush(self):
+        return self.file.flush() if self.file is not None else len(self.records)
+
+    def recover(self, offset) -> None:
+        if self.file is not None:
+            self.file.recover(offset)
+        elif offset is not None:
+            del self.records[offset:]
+
+    def read(self) -> list[dict]:
+        return self.file.read() if self.file is not None else list(self.records)
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()

@@ -1,0 +1,26 @@
+"""Shared fixtures: a session-scoped local SparkSession for tests marked ``@pytest.mark.spark``."""
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """local[2], 2 shuffle partitions, UI off, UTC session time zone, quiet logs."""
+    os.environ.setdefault("PYSPARK_PYTHON", os.path.realpath(os.sys.executable))
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("obda-tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -Dlog4j2.level=ERROR")
+        .config("spark.sql.csv.parser.columnPruning.enabled", "false")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
