@@ -23,7 +23,7 @@ from __future__ import annotations
 from obda.model.ontology import AtomicConcept
 from obda.model.query import CQ, Atom, ClassAtom, Comparison, PropertyAtom, Term, Var
 from obda.rewrite.expand import atom_concept
-from obda.rewrite.saturation import Saturation, exists
+from obda.rewrite.saturation import Saturation
 
 
 def _bind(h: dict[Term, Term], pairs: list[tuple[Term, Term]]) -> list[Term] | None:
@@ -157,4 +157,4 @@ def unsatisfiable(cq: CQ, sat: Saturation) -> str | None:
     return None
 
 
-__all__ = ["contained_in", "prune", "unsatisfiable", "exists"]
+__all__ = ["contained_in", "prune", "unsatisfiable"]

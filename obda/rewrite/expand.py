@@ -16,9 +16,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable
 
-from obda.model.ontology import OWL_THING, AtomicConcept, BasicConcept, Exists, Ontology, Role
+from obda.model.ontology import AtomicConcept, BasicConcept, Ontology
 from obda.model.query import Atom, ClassAtom, PropertyAtom, Term, Var
-from obda.rewrite.saturation import Saturation, _concept_key, exists, saturate
+from obda.rewrite.saturation import Saturation, concept_key, exists, saturate
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def expand_with(atom: Atom, sat: Saturation, fresh: Callable[[], Var]) -> tuple[
     if isinstance(atom, ClassAtom):
         target: BasicConcept = AtomicConcept(atom.cls)
         subs = sat.concept_descendants(target)
-        for c in sorted(subs, key=lambda c: (c != target, _concept_key(c))):
+        for c in sorted(subs, key=lambda c: (c != target, concept_key(c))):
             out.append(AtomAlternative(concept_atom(c, atom.term, atom.time, fresh), subs[c]))
         return tuple(out)
     target_role = sat.role_of(atom.prop)
@@ -103,7 +103,7 @@ def concept_cover(concepts: set[BasicConcept], sat: Saturation) -> list[BasicCon
     """
     remaining = set(concepts)
     out: list[BasicConcept] = []
-    order = sorted(remaining, key=_concept_key)
+    order = sorted(remaining, key=concept_key)
     for m in order:
         if m not in remaining:
             continue
@@ -119,7 +119,7 @@ def concept_cover(concepts: set[BasicConcept], sat: Saturation) -> list[BasicCon
         m = min(
             (c for c in remaining if not any(
                 r in remaining and r != c and c not in sat.concept_ancestors(r) for r in sat.concept_ancestors(c))),
-            key=_concept_key,
+            key=concept_key,
         )
         out.append(m)
         remaining -= _covered(m, sat)
@@ -133,4 +133,4 @@ def _covered(c: BasicConcept, sat: Saturation) -> set[BasicConcept]:
     return {exists(r) for r in sat.role_descendants(c.role)}
 
 
-__all__ = ["AtomAlternative", "expand_atom", "expand_with", "concept_atom", "atom_concept", "concept_cover", "OWL_THING"]
+__all__ = ["AtomAlternative", "expand_atom", "expand_with", "concept_atom", "atom_concept", "concept_cover"]

@@ -236,7 +236,7 @@ class Saturation:
         if c == THING:
             told = {s for s, _ in edges}
             edges = edges + [
-                (s, f"{s} ⊑ owl:Thing") for s in sorted(self.concepts, key=_concept_key) if s != THING and s not in told
+                (s, f"{s} ⊑ owl:Thing") for s in sorted(self.concepts, key=concept_key) if s != THING and s not in told
             ]
         return edges
 
@@ -329,7 +329,7 @@ class Saturation:
         return None
 
 
-def _concept_key(c: BasicConcept) -> tuple:
+def concept_key(c: BasicConcept) -> tuple:
     """Sort key: atomic classes first (they cover their whole down-set in T-mappings), then by text."""
     return (0 if isinstance(c, AtomicConcept) else 1, str(c), repr(c))
 

@@ -39,7 +39,7 @@ from typing import Callable, Iterator
 
 from obda.errors import RewritingError
 from obda.model.ontology import OWL_THING, AtomicConcept, BasicConcept, Exists
-from obda.model.query import CQ, Atom, ClassAtom, Comparison, IRI, Literal, PropertyAtom, Term, Var
+from obda.model.query import CQ, Atom, ClassAtom, Comparison, Literal, Term, Var
 from obda.rewrite.expand import concept_atom, concept_cover
 from obda.rewrite.saturation import Saturation
 
@@ -392,8 +392,10 @@ def apply_witnesses(
     """The CQ for an independent set of witnesses and one generating concept per witness.
 
     The atoms ``q_t`` of each witness are replaced by its generating concept at
-    the (merged) root; roots are unified.  A merged-away answer variable keeps
-    an equality filter ``x = rep``.  None if two different constants would merge.
+    the (merged) root; roots are unified by substitution.  An answer variable
+    ``x`` merged into another root ``rep`` is not substituted (the unfolder
+    projects it): it gets the generating concept too and a filter ``x = rep``.
+    None if two different constants would merge.
     """
     parent: dict[Term, Term] = {}
 
@@ -435,9 +437,14 @@ def apply_witnesses(
     kept = [a for i, a in enumerate(atoms) if i not in removed]
     new_atoms = list(CQ(tuple(kept), filters).substitute(subst).atoms)
     new_filters = list(CQ((), filters).substitute(subst).filters)
+    merged_answer = {f.left for f in extra}
     for tw, g in zip(chosen, choice):
         term = rep_of.get(tw.roots[0], tw.roots[0]) if tw.roots else fresh()
         new_atoms.append(concept_atom(g.concept, term, tw.time, fresh))
+        for m in tw.roots:
+            if m in merged_answer:  # keep the answer variable bound by an atom (implied by the equality)
+                merged_answer.discard(m)
+                new_atoms.append(concept_atom(g.concept, m, tw.time, fresh))
     for f in extra:
         if f not in new_filters:
             new_filters.append(f)

@@ -23,7 +23,7 @@ import rdflib
 from rdflib.namespace import OWL, RDF, RDFS
 
 from obda.model.ontology import AtomicConcept, Exists, Ontology, Role, SubClassOf, SubPropertyOf
-from obda.model.query import CQ, XSD, Atom, ClassAtom, IRI, Literal, PropertyAtom, Query, Var
+from obda.model.query import CQ, XSD, Atom, IRI, Literal, Query, Var
 from obda.rewrite import expand_atom, rewrite
 
 EX = "http://ex.org/"
@@ -90,46 +90,76 @@ def _compare(op: str, a, b) -> bool:
 
 
 def evaluate(cq: CQ, kb: KB, projection: tuple[Var, ...], expand: Callable[[Atom], list[Atom]] | None = None) -> set:
-    """The set of projection tuples of ``cq`` over ``kb``; each atom matched by any of ``expand(atom)``."""
-    relations = []
+    """The set of projection tuples of ``cq`` over ``kb``; each atom matched by any of ``expand(atom)``.
+
+    Set semantics, evaluated as a sequence of hash joins; after each join the
+    bindings are projected onto the variables still needed and deduplicated.
+    """
+    relations: list[tuple[tuple[Var, ...], set[tuple]]] = []
     for atom in cq.atoms:
-        own = {t for t in atom.terms if isinstance(t, Var)} | ({atom.time} if atom.time is not None else set())
+        own = tuple(sorted({t for t in atom.terms if isinstance(t, Var)} | ({atom.time} if atom.time is not None else set()),
+                           key=lambda v: (v.name, v.bnode)))
         rows = set()
         for alt in expand(atom) if expand else [atom]:
             for b in _match(alt, kb, {}):
-                rows.add(tuple(sorted(((v, b[v]) for v in own), key=lambda p: (p[0].name, p[0].bnode))))
-        relations.append([dict(r) for r in rows])
-    out = set()
-
-    def go(i: int, b: dict) -> None:
-        if i == len(relations):
-            b = dict(b)
-            pending = list(cq.filters)
-            for _ in range(len(pending) + 1):  # '=' with an unbound side binds it (merged answer variables)
-                rest = []
-                for f in pending:
-                    lv = b.get(f.left, f.left) if isinstance(f.left, Var) else f.left
-                    rv = b.get(f.right, f.right) if isinstance(f.right, Var) else f.right
-                    if f.op == "=" and isinstance(lv, Var) and not isinstance(rv, Var):
-                        b[lv] = rv
-                    elif f.op == "=" and isinstance(rv, Var) and not isinstance(lv, Var):
-                        b[rv] = lv
-                    elif isinstance(lv, Var) or isinstance(rv, Var):
-                        rest.append(f)
-                    elif not _compare(f.op, lv, rv):
-                        return
-                pending = rest
-            if pending:
-                raise AssertionError(f"filters with unbound variables: {pending}")
-            out.add(tuple(b[v] for v in projection))
-            return
-        for row in relations[i]:
-            if all(b.get(k, v) == v for k, v in row.items()):
+                rows.add(tuple(b[v] for v in own))
+        relations.append((own, rows))
+    filter_vars = {t for f in cq.filters for t in (f.left, f.right) if isinstance(t, Var)}
+    # join order: smallest first, then the relation sharing most variables with what is bound
+    order: list[int] = []
+    bound: set[Var] = set()
+    remaining = list(range(len(relations)))
+    while remaining:
+        i = max(remaining, key=lambda k: (len(bound & set(relations[k][0])), -len(relations[k][1])))
+        remaining.remove(i)
+        order.append(i)
+        bound |= set(relations[i][0])
+    cols: tuple[Var, ...] = ()
+    rows: set[tuple] = {()}
+    for pos, i in enumerate(order):
+        own, rel = relations[i]
+        shared = [v for v in own if v in cols]
+        index: dict[tuple, list[tuple]] = {}
+        for r in rel:
+            index.setdefault(tuple(r[own.index(v)] for v in shared), []).append(r)
+        later = set(projection) | filter_vars
+        for k in order[pos + 1:]:
+            later |= set(relations[k][0])
+        new_cols = tuple(v for v in dict.fromkeys(cols + own) if v in later)
+        new_rows = set()
+        for row in rows:
+            b = dict(zip(cols, row))
+            for r in index.get(tuple(b[v] for v in shared), ()):
                 nb = dict(b)
-                nb.update(row)
-                go(i + 1, nb)
-
-    go(0, {})
+                nb.update(zip(own, r))
+                new_rows.add(tuple(nb[v] for v in new_cols))
+        cols, rows = new_cols, new_rows
+        if not rows:
+            return set()
+    out = set()
+    for row in rows:
+        b = dict(zip(cols, row))
+        pending = list(cq.filters)
+        ok = True
+        for _ in range(len(pending) + 1):  # '=' with an unbound side binds it (merged answer variables)
+            rest = []
+            for f in pending:
+                lv = b.get(f.left, f.left) if isinstance(f.left, Var) else f.left
+                rv = b.get(f.right, f.right) if isinstance(f.right, Var) else f.right
+                if f.op == "=" and isinstance(lv, Var) and not isinstance(rv, Var):
+                    b[lv] = rv
+                elif f.op == "=" and isinstance(rv, Var) and not isinstance(lv, Var):
+                    b[rv] = lv
+                elif isinstance(lv, Var) or isinstance(rv, Var):
+                    rest.append(f)
+                elif not _compare(f.op, lv, rv):
+                    ok = False
+            pending = rest
+        if not ok:
+            continue
+        if pending:
+            raise AssertionError(f"filters with unbound variables: {pending}")
+        out.add(tuple(b[v] for v in projection))
     return out
 
 

@@ -194,7 +194,7 @@ def test_merged_answer_roots_keep_an_equality():
     x2 = Var("x2")
     query = q([x, x2], PropertyAtom(R, x, y), PropertyAtom(R, x2, y))
     out = cqs(query, o)
-    assert "A(?x) ∧ ?x2 = ?x" in out
+    assert "A(?x) ∧ A(?x2) ∧ ?x2 = ?x" in out
     assert answers_by_rewriting(query, o, KB([(A, (a,), None)])) == {(a, a)}
 
 
@@ -248,3 +248,20 @@ def test_size_limit_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(rw, "MAX_CQS_PER_BRANCH", 10)
     with pytest.raises(RewritingError, match="more than 10 conjunctive queries"):
         rewrite(query, o)
+
+
+def test_with_the_ontology_loader():
+    loader = pytest.importorskip("obda.ontology")
+    ttl = """
+    @prefix : <http://ex.org/> . @prefix owl: <http://www.w3.org/2002/07/owl#> .
+    @prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+    :Turbine a owl:Class ; rdfs:subClassOf [ a owl:Restriction ; owl:onProperty :hasSensor ;
+                                             owl:someValuesFrom :TemperatureSensor ] .
+    :TemperatureSensor a owl:Class ; rdfs:subClassOf :Sensor .
+    :Sensor a owl:Class .
+    :hasSensor a owl:ObjectProperty ; owl:inverseOf :sensorOf .
+    :sensorOf a owl:ObjectProperty .
+    """
+    o = loader.parse_ontology_text(ttl, "turtle")
+    out = cqs(q([x], PropertyAtom(OF, y, x), ClassAtom(SENSOR, y)), o)
+    assert out == ["sensorOf(?y, ?x) ∧ Sensor(?y)", "Turbine(?x)"]

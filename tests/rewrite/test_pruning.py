@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from obda.model.ontology import AtomicConcept, DisjointClasses, Ontology
-from obda.model.query import CQ, ClassAtom, Comparison, Literal, PropertyAtom, Query, Var
+from obda.model.query import CQ, ClassAtom, Comparison, Literal, PropertyAtom
 from obda.rewrite import contained_in, rewrite, saturate
 from obda.rewrite.containment import prune
 
-from .test_existentials import A, B, C, R, S, ont, q, some, sub, t, t2, w, x, y, z
+from .test_existentials import A, B, C, R, ont, q, some, sub, t, t2, w, x, y, z
 
 O = ont(sub(B, A), sub(some(R), C))
 SAT = saturate(O)
