@@ -178,6 +178,66 @@ def generate(
     out.print(result if isinstance(result, str) else f"[green]ok[/]: {result}")
 
 
+@app.command()
+def run(
+    query: Path = typer.Argument(..., help="SPARQL query file (.rq)", exists=True, dir_okay=False),
+    project: Path = typer.Option(..., "--project", "-p", help="project folder"),
+    until_exhausted: bool = typer.Option(False, "--until-exhausted", help="process the current files to the end, close the last timestamp, exit"),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSON-lines file for the answers (default: console)"),
+    master: Optional[str] = typer.Option(None, "--master", envvar="OBDA_SPARK_MASTER", help="Spark master URL (default local[*])"),
+    allow_unbounded: bool = typer.Option(False, "--allow-unbounded", help="also run members not shown bounded (state grows; reported)"),
+    checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="checkpoint folder: a restarted run continues exactly once"),
+    idle_timeout: Optional[float] = typer.Option(None, "--idle-timeout", help="seconds without rows after which a stream stops holding back the marker"),
+    backend: str = typer.Option("spark", help="spark, or local (pipelines in Python: small inputs, no JVM)"),
+) -> None:
+    """Run a query continuously over the project's streams, in application-time order.
+
+    Each answer is one JSON line {"emitted_at": ..., "binding": {...}}; late and
+    invalid rows go to <checkpoint>/quarantine.jsonl with a reason. A query
+    that is not shown bounded needs --allow-unbounded.
+
+    Example: obda run q.rq --project demo --until-exhausted --output answers.jsonl
+    """
+    from obda.analysis import analyze as run_analysis
+    from obda.execution import ConsoleSink, ContinuousQuery, JsonLinesSink
+
+    try:
+        proj = _load_project(project)
+        comp = proj.compile_file(query)
+        report = run_analysis(comp, proj.sources)
+        sink = JsonLinesSink(output) if output else ConsoleSink()
+        cq = ContinuousQuery(
+            comp, proj.sources, report, base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
+            allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
+        )
+    except ObdaError as e:
+        _fail(e)
+    err.print(f"verdict: {report.verdict}; running {query.name} ({'until exhausted' if until_exhausted else 'Ctrl-C stops'})")
+    try:
+        if until_exhausted:
+            metrics = cq.run_until_exhausted()
+        else:
+            import time as _time
+
+            cq.start()
+            try:
+                while cq.running:
+                    _time.sleep(0.5)
+            except KeyboardInterrupt:
+                pass
+            cq.stop()
+            if cq.error:
+                raise cq.error
+            metrics = cq.metrics
+    except ObdaError as e:
+        _fail(e)
+    finally:
+        close = getattr(cq, "close", None)
+        if close:
+            close()
+    err.print(json.dumps(metrics.to_dict(), default=str), highlight=False)
+
+
 @catalog_app.command("check")
 def catalog_check(
     catalog: Path = typer.Argument(..., help="catalog YAML: a list of {name, query | file, expect: {verdict}}", exists=True),
@@ -236,6 +296,48 @@ def catalog_check(
             print(text)
     if failed:
         raise typer.Exit(1)
+
+
+@app.command()
+def serve(
+    project: Path = typer.Option(..., "--project", "-p", help="project folder", exists=True, file_okay=False),
+    host: str = typer.Option("127.0.0.1", help="interface to listen on (0.0.0.0: every interface)"),
+    port: int = typer.Option(8000, help="TCP port"),
+    token: Optional[str] = typer.Option(
+        None, envvar="OBDA_TOKEN", help="bearer token clients must send (default: $OBDA_TOKEN, else a random one, printed)"
+    ),
+    master: Optional[str] = typer.Option(
+        None, envvar="OBDA_SPARK_MASTER", help="Spark master URL, e.g. spark://host:7077 (default: local[*])"
+    ),
+    backend: str = typer.Option("spark", help="spark, or local (pipelines evaluated in Python: small inputs)"),
+    max_running: int = typer.Option(4, help="cap on continuous queries running at once"),
+    state_dir: Optional[Path] = typer.Option(None, help="folder for per-query checkpoints and quarantine files"),
+) -> None:
+    """Run the HTTP service (FastAPI + uvicorn): analyse SPARQL, run continuous queries, stream answers.
+
+    Example:
+      OBDA_TOKEN=change-me-please obda serve --project demo --port 8000
+      curl -H "Authorization: Bearer change-me-please" http://127.0.0.1:8000/v1/ontology
+    The OpenAPI docs page is at http://127.0.0.1:8000/docs.
+    """
+    import secrets
+
+    import uvicorn
+
+    from api import Settings, create_app
+
+    if not token:
+        token = secrets.token_urlsafe(24)
+        err.print(f"no --token / OBDA_TOKEN given; generated token: {token}", highlight=False)
+    try:
+        settings = Settings.from_env(
+            project_dir=project, token=token, master=master, backend=backend, max_running=max_running,
+            state_dir=state_dir,
+        )
+    except ValueError as e:
+        err.print(f"[bold red]error[/]: {e}")
+        raise typer.Exit(2)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
 def main() -> None:  # entry point of the `obda` script

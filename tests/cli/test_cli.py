@@ -140,7 +140,48 @@ def test_generate_writes_csv(tmp_path):
     assert list((tmp_path / "measurement").glob("*.csv"))
 
 
-@pytest.mark.parametrize("cmd", [["compile"], ["validate"], ["analyze"], ["generate"], ["catalog", "check"]])
+@pytest.mark.parametrize("cmd", [["compile"], ["validate"], ["analyze"], ["generate"], ["run"], ["catalog", "check"]])
 def test_help_shows_an_example(cmd):
     r = runner.invoke(app, cmd + ["--help"])
     assert r.exit_code == 0 and "Example" in r.stdout
+
+
+def _catalog_query(name: str, tmp_path: Path) -> Path:
+    import yaml
+
+    entry = next(e for e in yaml.safe_load((ROOT / "catalogs" / "demo.yaml").read_text()) if e["name"] == name)
+    p = tmp_path / f"{name}.rq"
+    p.write_text(entry["query"])
+    return p
+
+
+@pytest.fixture()
+def demo_copy(tmp_path: Path) -> Path:
+    """The demo project with its own small generated data (the shipped demo folder stays untouched)."""
+    proj = tmp_path / "demo"
+    shutil.copytree(DEMO, proj, ignore=shutil.ignore_patterns("data"))
+    for sub in ("ontologies", "mappings"):
+        shutil.copytree(ROOT / sub, tmp_path / sub)
+    r = runner.invoke(app, ["generate", "--project", str(proj), "--rows", "60", "--seed", "5"])
+    assert r.exit_code == 0, r.output
+    return proj
+
+
+def test_run_until_exhausted_writes_json_lines(demo_copy, tmp_path):
+    q = _catalog_query("hot_readings_after_maintenance", tmp_path)
+    out = tmp_path / "answers.jsonl"
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(out), "--checkpoint", str(tmp_path / "ckpt")])
+    assert r.exit_code == 0, r.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines and set(lines[0]) == {"emitted_at", "binding"}
+    assert set(lines[0]["binding"]) == {"turbine", "v"} and all(x["binding"]["v"] > 90 for x in lines)
+
+
+def test_run_refuses_unbounded_without_opt_in(demo_copy, tmp_path):
+    q = _catalog_query("readings_and_alarms_any_time", tmp_path)
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local"])
+    assert r.exit_code == 2 and "allow-unbounded" in r.output
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--allow-unbounded", "--output", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 0, r.output
