@@ -1,0 +1,378 @@
+"""The FastAPI application: ``create_app(settings)``.
+
+Thin by design: every endpoint calls obda's Python API (``Project.compile``,
+``obda.analysis.analyze``, ``obda.project.validate_project``,
+``obda.execution.ContinuousQuery``) and renders the result.
+
+Endpoints (all under ``/v1`` need ``Authorization: Bearer <token>``)::
+
+    POST /v1/analyze                       SPARQL → compilation + bounded-memory report (nothing registered)
+    POST /v1/queries                       register a continuous query (201: id, SQL, verdict, report)
+    GET  /v1/queries                       the registered queries with status
+    GET  /v1/queries/{id}                  status and executor metrics
+    POST /v1/queries/{id}/start | /stop    run / pause it
+    DELETE /v1/queries/{id}                stop and forget it
+    GET  /v1/queries/{id}/results          answers, paged (?after=SEQ&limit=N)
+    GET  /v1/queries/{id}/results/stream   answers live, as Server-Sent Events
+    GET  /v1/ontology                      classes and properties with labels (autocomplete)
+    POST /v1/validate                      check the project (ontology, sources, mappings)
+    GET  /healthz, /readyz                 liveness, readiness (project loaded)
+    GET  /openapi.json, /docs              the OpenAPI document and its docs page
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import secrets
+import time
+from contextlib import asynccontextmanager
+from typing import Annotated, AsyncIterator
+
+from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
+
+from api import models as m
+from api.limits import BodySizeLimit
+from api.problems import PROBLEM_JSON, ApiProblem, install_handlers
+from api.registry import QueryRegistry, RegisteredQuery
+from api.settings import Settings
+from obda.errors import ObdaError
+
+log = logging.getLogger("obda.api")
+
+API_VERSION = "1.0.0"
+ID_PATTERN = r"^[0-9a-f]{32}$"
+
+_bearer = HTTPBearer(auto_error=False, description="the token given to `obda serve --token` (or OBDA_TOKEN)")
+
+
+def _problem_responses(*codes: int) -> dict:
+    text = {
+        400: "SPARQL syntax error (the problem carries line and column)",
+        401: "missing or wrong bearer token",
+        404: "no such query",
+        409: "conflict (name taken, query failed)",
+        413: "request body or query text too large",
+        422: "invalid request, unsupported construct, unknown term, or not executable",
+        429: "too many registered or running queries",
+        503: "the project did not load",
+    }
+    return {c: {"description": text[c], "model": m.Problem, "content": {PROBLEM_JSON: {}}} for c in codes}
+
+
+class Service:
+    """What the endpoints share: settings, the loaded project (or why it did not load), the registry."""
+
+    def __init__(self, settings: Settings):
+        from obda.project import Project
+
+        self.settings = settings
+        self.project = None
+        self.load_error: ObdaError | None = None
+        try:
+            self.project = Project.load(settings.project_dir)
+        except ObdaError as e:
+            self.load_error = e
+            log.error("project %s did not load: %s", settings.project_dir, e)
+        self.registry = QueryRegistry(settings, self.project)
+
+    def require_project(self):
+        if self.project is None:
+            raise ApiProblem(503, "project_not_loaded", f"the project did not load: {self.load_error}",
+                             error=self.load_error.to_dict() if self.load_error else None)
+        return self.project
+
+    def compile(self, text: str):
+        """Parse → rewrite → unfold → analyse; obda errors propagate (rendered as problems)."""
+        from obda.analysis import analyze
+
+        if len(text) > self.settings.max_query_chars:
+            raise ApiProblem(413, "query_too_long",
+                             f"the query has {len(text)} characters; the limit is {self.settings.max_query_chars}")
+        project = self.require_project()
+        comp = project.compile(text)
+        return comp, analyze(comp, project.sources)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    """Build the service for one project (loaded now; a failure makes /readyz report it)."""
+    service = Service(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        await run_in_threadpool(service.registry.shutdown)
+
+    app = FastAPI(
+        title="obda",
+        version=API_VERSION,
+        summary="Streaming ontology-based data access: ask SPARQL over streams, learn whether it runs in bounded "
+                "memory, watch the answers arrive.",
+        description=(
+            "Every endpoint under `/v1` needs `Authorization: Bearer <token>`. Errors are RFC 9457 problem "
+            "documents (`application/problem+json`); SPARQL syntax errors carry the `location` (line, column). "
+            "User text (SPARQL, names) is only parsed; SQL is generated from the mappings as an AST, never by "
+            "interpolating user text."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    install_handlers(app)
+
+    def authenticate(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+        if credentials is None or credentials.scheme.lower() != "bearer":
+            raise ApiProblem(401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <token>'",
+                             headers={"WWW-Authenticate": 'Bearer realm="obda"'})
+        if not secrets.compare_digest(credentials.credentials.encode("utf-8", "surrogatepass"),
+                                      settings.token.encode("utf-8")):
+            raise ApiProblem(401, "unauthorized", "the bearer token is not valid",
+                             headers={"WWW-Authenticate": 'Bearer realm="obda", error="invalid_token"'})
+
+    def query_of(query_id: Annotated[str, Path(pattern=ID_PATTERN, description="the id returned at registration")]) -> RegisteredQuery:
+        return service.registry.get(query_id)
+
+    v1 = dict(dependencies=[Depends(authenticate)])
+    common = _problem_responses(401, 422)
+
+    # -- analysis -------------------------------------------------------------------------------
+    @app.post("/v1/analyze", response_model=m.AnalyzeResponse, tags=["queries"], **v1,
+              responses=_problem_responses(400, 401, 413, 422, 503))
+    def analyze_query(body: m.AnalyzeRequest) -> m.AnalyzeResponse:
+        """Compile a SPARQL query (rewrite, unfold) and decide whether it runs in bounded memory. Registers nothing."""
+        comp, report = service.compile(body.query)
+        return m.AnalyzeResponse(
+            verdict=_verdict(report), compilation=m.Compilation(**comp.to_dict(body.dialect)),
+            report=_jsonable(report.to_dict()), report_text=report.to_text(),
+        )
+
+    # -- continuous queries ---------------------------------------------------------------------
+    @app.post("/v1/queries", status_code=201, response_model=m.QueryCreated, tags=["queries"], **v1,
+              responses=_problem_responses(400, 401, 409, 413, 422, 429, 503))
+    def register_query(body: m.RegisterRequest, request: Request) -> m.QueryCreated:
+        """Register a continuous query: compiled and analysed now, run with `POST /v1/queries/{id}/start`.
+
+        A query that is not shown bounded is refused (422) unless `allow_unbounded` is true.
+        """
+        comp, report = service.compile(body.query)
+        q = service.registry.register(body.name, comp, report, allow_unbounded=body.allow_unbounded,
+                                      idle_timeout=body.idle_timeout)
+        info = _info(q, request)
+        return m.QueryCreated(**info.model_dump(), report=_jsonable(report.to_dict()),
+                              compilation=m.Compilation(**comp.to_dict("spark")))
+
+    @app.get("/v1/queries", response_model=m.QueryList, tags=["queries"], **v1, responses=common)
+    def list_queries(request: Request) -> m.QueryList:
+        """The registered queries with their status."""
+        qs = service.registry.list()
+        return m.QueryList(queries=[_info(q, request) for q in qs], running=sum(q.running for q in qs),
+                           max_running=settings.max_running)
+
+    @app.get("/v1/queries/{query_id}", response_model=m.QueryInfo, tags=["queries"], **v1,
+             responses=_problem_responses(401, 404, 422))
+    def get_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
+        """Status and executor metrics of one query."""
+        return _info(q, request)
+
+    @app.post("/v1/queries/{query_id}/start", response_model=m.QueryInfo, tags=["queries"], **v1,
+              responses=_problem_responses(401, 404, 409, 422, 429))
+    def start_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
+        """Start the query (or resume it after a stop). Idempotent while it runs."""
+        return _info(service.registry.start(q.id), request)
+
+    @app.post("/v1/queries/{query_id}/stop", response_model=m.QueryInfo, tags=["queries"], **v1,
+              responses=_problem_responses(401, 404, 422))
+    def stop_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
+        """Stop after the current micro-batch; its answers stay readable. Idempotent."""
+        return _info(service.registry.stop(q.id), request)
+
+    @app.delete("/v1/queries/{query_id}", status_code=204, tags=["queries"], **v1,
+                responses=_problem_responses(401, 404, 409, 422))
+    def delete_query(q: RegisteredQuery = Depends(query_of)) -> None:
+        """Stop the query and forget it and its answers."""
+        service.registry.delete(q.id)
+
+    @app.get("/v1/queries/{query_id}/results", response_model=m.ResultsPage, tags=["results"], **v1,
+             responses=_problem_responses(401, 404, 422))
+    def results(
+        q: RegisteredQuery = Depends(query_of),
+        after: Annotated[int, Query(ge=0, le=2**53, description="return answers with seq > after")] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000, description="at most this many answers")] = 100,
+    ) -> m.ResultsPage:
+        """Answers produced so far, oldest first, paged by sequence number."""
+        page = q.results.page(after, limit)
+        return m.ResultsPage(query_id=q.id, items=[m.Answer(**a) for a in page.items], first_seq=page.first_seq,
+                             last_seq=page.last_seq, next_after=page.next_after)
+
+    @app.get(
+        "/v1/queries/{query_id}/results/stream", tags=["results"], **v1,
+        response_class=StreamingResponse,
+        responses={
+            200: {"description": "Server-Sent Events: `event: result` with `id: <seq>` and `data: <answer JSON>`; "
+                                 "`event: status` when the query stops or fails; comments as keep-alive.",
+                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+            **_problem_responses(401, 404, 422),
+        },
+    )
+    async def stream_results(
+        request: Request,
+        q: RegisteredQuery = Depends(query_of),
+        after: Annotated[int | None, Query(ge=0, le=2**53, description="start after this seq (default: "
+                                                                        "Last-Event-ID, else 0)")] = None,
+        limit: Annotated[int | None, Query(ge=1, le=100000, description="close the stream after this many "
+                                                                        "answers (default: never)")] = None,
+        last_event_id: Annotated[str | None, Header(max_length=32, description="resume after this seq")] = None,
+    ) -> StreamingResponse:
+        """Answers live as Server-Sent Events (`curl -N`). Replays kept answers after `after`, then follows.
+
+        The stream ends when the query is stopped or failed and every answer was sent, or after `limit` answers.
+        """
+        start = after if after is not None else (int(last_event_id) if last_event_id and last_event_id.isdigit() else 0)
+        gen = _sse(request, q, start, limit, settings)
+        return StreamingResponse(gen, media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    # -- project --------------------------------------------------------------------------------
+    @app.get("/v1/ontology", response_model=m.OntologyResponse, tags=["project"], **v1,
+             responses=_problem_responses(401, 503))
+    def ontology() -> m.OntologyResponse:
+        """Classes and properties of the ontology with their labels (for clients that autocomplete)."""
+        return _ontology(service.require_project().ontology)
+
+    @app.post("/v1/validate", response_model=m.ValidateResponse, tags=["project"], **v1,
+              responses=_problem_responses(401))
+    def validate() -> m.ValidateResponse:
+        """Check the project folder as it is now on disk: ontology (OWL 2 QL), sources file, R2RML mappings."""
+        from obda.project import validate_project
+
+        problems = validate_project(settings.project_dir)
+        errors = sum(p.severity == "error" for p in problems)
+        return m.ValidateResponse(ok=errors == 0, errors=errors, warnings=len(problems) - errors,
+                                  problems=[m.ProblemItem(**p.to_dict()) for p in problems])
+
+    # -- probes ---------------------------------------------------------------------------------
+    @app.get("/healthz", response_model=m.Health, tags=["probes"])
+    def healthz() -> m.Health:
+        """Liveness: the process answers."""
+        return m.Health(status="ok")
+
+    @app.get("/readyz", response_model=m.Readiness, tags=["probes"],
+             responses={503: {"model": m.Readiness, "description": "the project did not load"}})
+    def readyz():
+        """Readiness: the project loaded (else 503 with the error)."""
+        qs = service.registry.list()
+        body = m.Readiness(
+            ready=service.project is not None, project=str(settings.project_dir),
+            error=service.load_error.to_dict() if service.load_error else None, backend=settings.backend,
+            master=settings.master, registered=len(qs), running=sum(q.running for q in qs),
+        )
+        if service.project is None:
+            from fastapi.responses import JSONResponse
+
+            return JSONResponse(body.model_dump(), status_code=503)
+        return body
+
+    return app
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _verdict(report) -> str:
+    v = getattr(report, "verdict", None)
+    return str(getattr(v, "value", v)).lower()
+
+
+def _jsonable(obj):
+    """The report as plain JSON values (enums, tuples, paths → JSON)."""
+    return json.loads(json.dumps(obj, default=lambda o: getattr(o, "value", str(o))))
+
+
+def _info(q: RegisteredQuery, request: Request) -> m.QueryInfo:
+    base = f"/v1/queries/{q.id}"
+    return m.QueryInfo(
+        id=q.id, name=q.name, status=q.status, verdict=q.verdict, query=q.text, sql=q.compilation.to_sql("spark"),
+        columns=list(q.compilation.columns), distinct=q.compilation.distinct, allow_unbounded=q.allow_unbounded,
+        idle_timeout=q.idle_timeout, created_at=q.created_at, started_at=q.started_at, stopped_at=q.stopped_at,
+        error=q.error, results=q.results.last_seq, metrics=_jsonable(q.metrics()) if q.handle is not None else None,
+        links=m.Links(self=base, start=f"{base}/start", stop=f"{base}/stop", results=f"{base}/results",
+                      stream=f"{base}/results/stream"),
+    )
+
+
+def _event(event: str, data: dict, id: int | None = None) -> bytes:
+    lines = [f"event: {event}"]
+    if id is not None:
+        lines.append(f"id: {id}")
+    lines.append("data: " + json.dumps(data, separators=(",", ":")))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+async def _sse(request: Request, q: RegisteredQuery, after: int, limit: int | None, settings: Settings) -> AsyncIterator[bytes]:
+    """Replay kept answers after ``after``, then follow new ones; end when the query stops or fails."""
+    sent = 0
+    last_beat = time.monotonic()
+    yield b"retry: 2000\n\n"
+    while True:
+        page = q.results.page(after, 500 if limit is None else min(500, limit - sent))
+        for a in page.items:
+            yield _event("result", {"emitted_at": a["emitted_at"], "binding": a["binding"]}, a["seq"])
+            after = a["seq"]
+            sent += 1
+        if limit is not None and sent >= limit:
+            return
+        if page.items:
+            last_beat = time.monotonic()
+            continue
+        status = q.status
+        if status in ("stopped", "failed") and q.results.last_seq <= after:
+            yield _event("status", {"status": status, "error": q.error, "last_seq": after})
+            return
+        if await request.is_disconnected():
+            return
+        if time.monotonic() - last_beat >= settings.sse_heartbeat:
+            yield f": keep-alive {status}\n\n".encode()
+            last_beat = time.monotonic()
+        await asyncio.sleep(settings.sse_poll)
+
+
+def _local_name(iri: str) -> str:
+    return re.split(r"[#/]", iri)[-1]
+
+
+def _namespace(iri: str) -> str:
+    return iri[: len(iri) - len(_local_name(iri))]
+
+
+def _ontology(onto) -> m.OntologyResponse:
+    from obda.model.ontology import AtomicConcept, SubClassOf, SubPropertyOf
+
+    supers: dict[str, set[str]] = {}
+    psupers: dict[str, set[str]] = {}
+    for ax in onto.axioms:
+        if isinstance(ax, SubClassOf) and isinstance(ax.sub, AtomicConcept) and isinstance(ax.sup, AtomicConcept):
+            supers.setdefault(ax.sub.iri, set()).add(ax.sup.iri)
+        elif isinstance(ax, SubPropertyOf) and not ax.sub.inverse and not ax.sup.inverse and ax.sub.prop != ax.sup.prop:
+            psupers.setdefault(ax.sub.prop, set()).add(ax.sup.prop)
+    labels = dict(onto.labels)
+    namespaces = sorted({_namespace(i) for i in (*onto.classes, *onto.object_properties, *onto.data_properties)})
+    prefixes = {"": namespaces[0]} if len(namespaces) == 1 else {f"ns{i + 1}": ns for i, ns in enumerate(namespaces)}
+
+    def cls(i: str) -> m.ClassTerm:
+        return m.ClassTerm(iri=i, local_name=_local_name(i), label=labels.get(i), superclasses=sorted(supers.get(i, ())))
+
+    def prop(i: str) -> m.PropertyTerm:
+        return m.PropertyTerm(iri=i, local_name=_local_name(i), label=labels.get(i),
+                              superproperties=sorted(psupers.get(i, ())))
+
+    return m.OntologyResponse(
+        files=[str(f) for f in onto.files], prefixes=prefixes,
+        classes=[cls(i) for i in sorted(onto.classes)],
+        object_properties=[prop(i) for i in sorted(onto.object_properties)],
+        data_properties=[prop(i) for i in sorted(onto.data_properties)],
+    )

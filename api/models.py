@@ -1,0 +1,193 @@
+"""Request and response bodies of the HTTP API (pydantic models: validation and the OpenAPI document).
+
+User text (the SPARQL query, the query name) is only ever *parsed* by obda;
+it is never executed, and never interpolated into SQL: the SQL is built by
+the unfolding stage as a sqlglot AST from the mappings.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from api.settings import QUERY_CHARS_CEILING
+
+Dialect = Literal["spark", "duckdb", "postgres", "sqlite"]
+Verdict = Literal["bounded", "unbounded", "not_shown"]
+Status = Literal["registered", "starting", "running", "stopped", "failed"]
+
+EXAMPLE_QUERY = (
+    "PREFIX : <http://example.org/turbine#>\n"
+    "SELECT ?sensor ?v WHERE {\n"
+    "  GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . }\n"
+    "  FILTER(?v > 90)\n"
+    "}\n"
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AnalyzeRequest(_Strict):
+    query: str = Field(..., min_length=1, max_length=QUERY_CHARS_CEILING, description="SPARQL SELECT query",
+                       examples=[EXAMPLE_QUERY])
+    dialect: Dialect = Field("spark", description="SQL dialect the compiled SQL is printed in")
+
+
+class Member(BaseModel):
+    sql: str
+    origin: dict[str, Any] = Field(description="branch, rewritten CQ, axioms used, triples maps (file, line) per atom")
+
+
+class Compilation(BaseModel):
+    query: str
+    distinct: bool
+    columns: list[str]
+    rewritten: list[str] = Field(description="the rewritten UCQ, one CQ per entry")
+    sql: str
+    members: list[Member]
+    removed: list[str] = Field(description="why members were dropped (unsatisfiable, duplicate, ...)")
+
+
+class AnalyzeResponse(BaseModel):
+    verdict: Verdict
+    compilation: Compilation
+    report: dict[str, Any] = Field(description="the bounded-memory report (obda.analysis): per member verdict, "
+                                               "failing condition, witness, hint or synopsis plan")
+    report_text: str = Field(description="the same report as text")
+
+
+class RegisterRequest(_Strict):
+    name: str = Field(..., min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                      description="a unique name for the query", examples=["hot_readings"])
+    query: str = Field(..., min_length=1, max_length=QUERY_CHARS_CEILING, description="SPARQL SELECT query",
+                       examples=[EXAMPLE_QUERY])
+    allow_unbounded: bool = Field(False, description="run a query that is not shown bounded (its state may grow)")
+    idle_timeout: float | None = Field(None, ge=0.1, le=86400,
+                                       description="seconds without new rows after which a lagging stream no longer "
+                                                   "holds timestamps open (default: wait for every stream)")
+
+
+class Links(BaseModel):
+    self: str
+    start: str
+    stop: str
+    results: str
+    stream: str
+
+
+class QueryInfo(BaseModel):
+    id: str
+    name: str
+    status: Status
+    verdict: Verdict
+    query: str
+    sql: str
+    columns: list[str]
+    distinct: bool
+    allow_unbounded: bool
+    idle_timeout: float | None
+    created_at: str
+    started_at: str | None = None
+    stopped_at: str | None = None
+    error: str | None = Field(None, description="why the query failed, if it did")
+    results: int = Field(description="answers produced so far (the seq of the newest answer)")
+    metrics: dict[str, Any] | None = Field(None, description="executor metrics: rows in per stream, rows out, late, "
+                                                             "invalid, state entries/bytes, batch latency")
+    links: Links
+
+
+class QueryCreated(QueryInfo):
+    report: dict[str, Any]
+    compilation: Compilation
+
+
+class QueryList(BaseModel):
+    queries: list[QueryInfo]
+    running: int
+    max_running: int
+
+
+class Answer(BaseModel):
+    seq: int = Field(description="position of the answer in the query's output (1, 2, ...)")
+    emitted_at: str | None = Field(description="the closed application timestamp that produced the answer")
+    binding: dict[str, Any]
+
+
+class ResultsPage(BaseModel):
+    query_id: str
+    items: list[Answer]
+    first_seq: int = Field(description="oldest answer still kept (older ones were dropped)")
+    last_seq: int = Field(description="newest answer produced so far")
+    next_after: int | None = Field(description="pass as ?after= to get the next page (null: no answers in this page)")
+
+
+class Term(BaseModel):
+    iri: str
+    local_name: str
+    label: str | None
+
+
+class ClassTerm(Term):
+    superclasses: list[str] = Field(description="named superclasses stated in the ontology")
+
+
+class PropertyTerm(Term):
+    superproperties: list[str]
+
+
+class OntologyResponse(BaseModel):
+    files: list[str]
+    prefixes: dict[str, str] = Field(description="namespace suggestions for the query's PREFIX lines")
+    classes: list[ClassTerm]
+    object_properties: list[PropertyTerm]
+    data_properties: list[PropertyTerm]
+
+
+class Location(BaseModel):
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+class ProblemItem(BaseModel):
+    code: str
+    severity: str
+    message: str
+    location: Location
+
+
+class ValidateResponse(BaseModel):
+    ok: bool
+    errors: int
+    warnings: int
+    problems: list[ProblemItem]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    ready: bool
+    project: str
+    error: dict[str, Any] | None = None
+    backend: str
+    master: str | None
+    registered: int
+    running: int
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (``application/problem+json``)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    code: str
+    location: Location | None = Field(None, description="where in the query text (line, column) or file")

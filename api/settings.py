@@ -1,0 +1,98 @@
+"""Configuration of the HTTP service: one frozen value, built by hand, from the CLI or from the environment.
+
+Every limit that protects the service lives here, so a deployment can tune it
+without touching code:
+
+* ``max_body_bytes`` — largest request body accepted (413 above it);
+* ``max_query_chars`` — longest SPARQL text accepted (413 above it);
+* ``max_running`` — continuous queries running at once (429 when full);
+* ``max_registered`` — registered queries kept (429 when full);
+* ``max_results`` — answers kept per query for paging and SSE replay (older
+  ones are dropped; the paging response says from where answers are kept).
+
+Environment variables (for containers): ``OBDA_PROJECT``, ``OBDA_TOKEN``,
+``OBDA_SPARK_MASTER``, ``OBDA_BACKEND``, ``OBDA_MAX_BODY_BYTES``,
+``OBDA_MAX_QUERY_CHARS``, ``OBDA_MAX_RUNNING``, ``OBDA_MAX_REGISTERED``,
+``OBDA_MAX_RESULTS``, ``OBDA_TRIGGER_INTERVAL``, ``OBDA_STATE_DIR``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+#: Hard ceiling of the SPARQL text length, also written into the OpenAPI document.
+QUERY_CHARS_CEILING = 100_000
+BACKENDS = ("spark", "local")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the service needs: the project folder, the bearer token, limits and the Spark master.
+
+    ``backend="spark"`` runs queries on Spark (``master`` = ``local[*]`` when
+    None, or e.g. ``spark://host:7077``); ``backend="local"`` evaluates the same
+    pipelines in Python (small inputs, tests).
+    """
+
+    project_dir: Path
+    token: str
+    master: str | None = None
+    backend: str = "spark"
+    max_body_bytes: int = 64 * 1024
+    max_query_chars: int = 20_000
+    max_running: int = 4
+    max_registered: int = 100
+    max_results: int = 10_000
+    trigger_interval: float = 1.0
+    state_dir: Path | None = None  # per query checkpoint + quarantine files; None: in memory
+    sse_heartbeat: float = 15.0
+    sse_poll: float = 0.2
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "project_dir", Path(self.project_dir))
+        if self.state_dir is not None:
+            object.__setattr__(self, "state_dir", Path(self.state_dir))
+        if not isinstance(self.token, str) or len(self.token) < 8:
+            raise ValueError("the bearer token must be a string of at least 8 characters")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
+        for name in ("max_body_bytes", "max_query_chars", "max_running", "max_registered", "max_results"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
+        if self.max_query_chars > QUERY_CHARS_CEILING:
+            raise ValueError(f"max_query_chars must not exceed {QUERY_CHARS_CEILING}")
+        if self.trigger_interval <= 0 or self.sse_heartbeat <= 0 or self.sse_poll <= 0:
+            raise ValueError("trigger_interval, sse_heartbeat and sse_poll must be positive")
+
+    @staticmethod
+    def from_env(env: Mapping[str, str] | None = None, **overrides) -> "Settings":
+        """Settings from ``OBDA_*`` variables; keyword arguments win over the environment."""
+        env = os.environ if env is None else env
+        ints = {
+            "max_body_bytes": "OBDA_MAX_BODY_BYTES",
+            "max_query_chars": "OBDA_MAX_QUERY_CHARS",
+            "max_running": "OBDA_MAX_RUNNING",
+            "max_registered": "OBDA_MAX_REGISTERED",
+            "max_results": "OBDA_MAX_RESULTS",
+        }
+        values: dict = {
+            "project_dir": env.get("OBDA_PROJECT"),
+            "token": env.get("OBDA_TOKEN"),
+            "master": env.get("OBDA_SPARK_MASTER") or None,
+            "backend": env.get("OBDA_BACKEND") or "spark",
+            "state_dir": env.get("OBDA_STATE_DIR") or None,
+        }
+        for key, var in ints.items():
+            if env.get(var):
+                values[key] = int(env[var])
+        if env.get("OBDA_TRIGGER_INTERVAL"):
+            values["trigger_interval"] = float(env["OBDA_TRIGGER_INTERVAL"])
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if not values.get("project_dir"):
+            raise ValueError("no project folder: set OBDA_PROJECT or pass project_dir")
+        if not values.get("token"):
+            raise ValueError("no bearer token: set OBDA_TOKEN or pass token")
+        return Settings(**{k: v for k, v in values.items() if v is not None})

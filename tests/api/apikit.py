@@ -1,0 +1,87 @@
+"""Helpers of the API tests: the demo queries, a fresh copy of the demo project with fed data, settings,
+and a full-history oracle (DuckDB evaluates the unfolded SQL over every fed file)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+
+from api import Settings
+from api.feeder import Feeder, prepare_workspace
+from obda.model.sources import ColumnType, Sources
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo"
+TOKEN = "test-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+PREFIX = "PREFIX : <http://example.org/turbine#>\n"
+#: hot_readings of catalogs/demo.yaml: bounded (single stream, bag)
+BOUNDED = PREFIX + "SELECT ?sensor ?v WHERE {\n  GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . }\n  FILTER(?v > 90)\n}\n"
+#: hot_readings_after_maintenance: bounded (two streams and a static table)
+BOUNDED_JOIN = PREFIX + (
+    "SELECT ?turbine ?v WHERE {\n"
+    "  GRAPH ?t1 { ?e :onTurbine ?turbine . }\n"
+    "  GRAPH ?t2 { ?m :measuredBy ?sensor ; :hasValue ?v . }\n"
+    "  ?turbine :hasSensor ?sensor .\n"
+    "  FILTER(?t1 < ?t2 && ?v > 90)\n"
+    "}\n"
+)
+#: hot_sensors_distinct: unbounded (every distinct sensor id must be remembered)
+UNBOUNDED = PREFIX + "SELECT DISTINCT ?sensor WHERE {\n  GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . }\n  FILTER(?v > 90)\n}\n"
+
+
+def make_workspace(dest: Path, blocks: int = 1, seed: int = 0, points: int = 5) -> tuple[Path, Feeder]:
+    ws = prepare_workspace(DEMO, dest)
+    feeder = Feeder(ws, seed=seed, points=points)
+    feeder.write_static()
+    for _ in range(blocks):
+        feeder.feed_block()
+    return ws, feeder
+
+
+def settings_for(project: Path, **kw) -> Settings:
+    base = dict(project_dir=project, token=TOKEN, backend="local", trigger_interval=0.05, sse_poll=0.02)
+    base.update(kw)
+    return Settings(**base)
+
+
+_TYPES = {
+    ColumnType.INTEGER: "BIGINT",
+    ColumnType.DECIMAL: "DECIMAL(18, 4)",
+    ColumnType.DOUBLE: "DOUBLE",
+    ColumnType.STRING: "VARCHAR",
+    ColumnType.BOOLEAN: "BOOLEAN",
+    ColumnType.TIMESTAMP: "TIMESTAMP",
+}
+
+
+def norm(v):
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def load(project: Path, sources: Sources) -> duckdb.DuckDBPyConnection:
+    """Every table's CSV files (as the sources file types them) in an in-memory DuckDB."""
+    con = duckdb.connect()
+    for t in sources.tables:
+        folder = project / t.location
+        files = sorted(str(f) for f in folder.glob("*.csv"))
+        cols = ", ".join(f"'{c.name}': '{_TYPES[c.type]}'" for c in t.columns)
+        con.execute(f"CREATE TABLE {t.name} AS SELECT * FROM read_csv({files!r}, header = true, columns = {{{cols}}})")
+    return con
+
+
+def answers(project: Path, sources: Sources, sql: str) -> Counter:
+    con = load(project, sources)
+    return Counter(tuple(norm(v) for v in row) for row in con.execute(sql).fetchall())
+
+
+def api_answers(items, columns) -> Counter:
+    return Counter(tuple(norm(a["binding"][c]) for c in columns) for a in items)
