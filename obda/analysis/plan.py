@@ -168,13 +168,37 @@ def _implied_by_chain(cl: Closure, a, op, b, consts) -> bool:
     return False
 
 
+def _subtree(mq: ModifiedQuery, stream: str) -> set[str]:
+    """The stream and its descendants in the dependency graph (children are earlier streams)."""
+    g = mq.graph
+    if stream not in g.nodes:
+        return {stream}
+    out, todo = set(), [stream]
+    while todo:
+        n = todo.pop()
+        if n not in out:
+            out.add(n)
+            todo.extend(g.children(n))
+    return out
+
+
 def _needed(mq: ModifiedQuery, cl: Closure, stream: str) -> list[Attr]:
-    """Attributes of a stream that later joins or the projection need: in L or in a cross-relation atom."""
+    """Attributes the synopsis of ``stream`` must be keyed by.
+
+    Its own attributes, and those of its descendants (whose join results it
+    summarises: a parent's count or first-join timestamp is per combination
+    with its children's past synopses), that the projection needs or that
+    join a relation outside this subtree. Without the descendants' keys a
+    parent could not tell which projected child values it joined.
+    """
+    sub = _subtree(mq, stream)
     out: list[Attr] = []
     for a, _, b in mq.value_atoms:
         if isinstance(a, Attr) and isinstance(b, Attr) and mq.stream_of_attr(a) != mq.stream_of_attr(b):
-            out.extend(x for x in (a, b) if mq.stream_of_attr(x) == stream)
-    out.extend(x for x in mq.projection if mq.stream_of_attr(x) == stream)
+            inside = [x for x in (a, b) if mq.stream_of_attr(x) in sub]
+            if len(inside) == 1:
+                out.extend(inside)
+    out.extend(x for x in mq.projection if mq.stream_of_attr(x) in sub)
     reps: dict[int, Attr] = {}
     for x in out:
         reps.setdefault(cl.class_key(x), x)
