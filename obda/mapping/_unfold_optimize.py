@@ -1,6 +1,7 @@
 """Simplification of unfolded SPJ members.
 
-Private helper of :mod:`obda.mapping.unfold`:
+Private helper of :mod:`obda.mapping.unfold`, over the light expressions of
+:mod:`obda.mapping._unfold_ir` (conditions are compared by their SQL text):
 
 * :func:`simplify` normalises a member's WHERE conjunction, evaluates
   comparisons between constants and detects unsatisfiable conjunctions
@@ -18,26 +19,15 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
-from sqlglot import exp
-
-from obda.mapping._unfold_terms import Unsat, python_value
+from obda.mapping._unfold_ir import Cmp, Col, Expr, NotNull, constant_value, render, split_cmp
 from obda.mapping._unfold_tables import FromEntry
+from obda.mapping._unfold_terms import Unsat
 
-_OPS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
-_CLS = {v: k for k, v in _OPS.items()}
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 
-def make_cmp(op: str, left: exp.Expression, right: exp.Expression) -> exp.Expression:
-    return _CLS[op](this=left, expression=right)
-
-
-def split_cmp(e: exp.Expression):
-    """(op, left, right) for a binary comparison, else None."""
-    op = _OPS.get(type(e))
-    if op is None:
-        return None
-    return op, e.this, e.expression
+def make_cmp(op: str, left: Expr, right: Expr) -> Expr:
+    return Cmp(op, left, right)
 
 
 def _holds(op: str, a, b) -> bool | None:
@@ -68,55 +58,45 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def _flatten(conds: list[exp.Expression]) -> list[exp.Expression]:
-    out: list[exp.Expression] = []
-    for c in conds:
-        while isinstance(c, exp.Paren):
-            c = c.this
-        if isinstance(c, exp.And):
-            out.extend(_flatten(list(c.flatten())))
-        else:
-            out.append(c)
-    return out
-
-
-def _orient(c: exp.Expression) -> exp.Expression:
+def _orient(c: Expr) -> Expr:
     """Put a column on the left of a comparison with a constant (``5 < a.x`` → ``a.x > 5``)."""
     s = split_cmp(c)
     if s is None:
         return c
     op, l, r = s
-    if python_value(l) is not None and python_value(r) is None:
-        return make_cmp(_FLIP[op], r, l)
+    if constant_value(l) is not None and constant_value(r) is None:
+        return Cmp(_FLIP[op], r, l)
     return c
 
 
-def simplify(conds: list[exp.Expression], exempt: set[str]) -> list[exp.Expression]:
+def simplify(conds: list[Expr], exempt: set[str]) -> list[Expr]:
     """Normalised, duplicate-free conditions; raises :class:`Unsat` (with the reason) if never true.
 
     ``exempt`` holds columns known to be non-null (keys, timestamps): ``x = x``
     on them is dropped; on other columns it becomes ``x IS NOT NULL``.
+    (Conditions are conjuncts already: inlined ``rr:sqlQuery`` conditions are
+    split when the logical table is analysed.)
     """
-    out: list[exp.Expression] = []
+    out: list[Expr] = []
     seen: set[str] = set()
-    for c in _flatten(conds):
+    for c in conds:
         c = _orient(c)
         s = split_cmp(c)
         if s is not None:
             op, l, r = s
-            vl, vr = python_value(l), python_value(r)
+            vl, vr = constant_value(l), constant_value(r)
             if vl is not None and vr is not None:
                 h = _holds(op, vl, vr)
                 if h is True:
                     continue
                 if h is False:
                     raise Unsat(f"{c.sql()} is false")
-            if l == r:
+            if l.sql() == r.sql():
                 if op in ("<", ">", "!="):
                     raise Unsat(f"{c.sql()} is never true")
                 if l.sql() in exempt:
                     continue
-                c = exp.Not(this=exp.Is(this=l.copy(), expression=exp.Null()))
+                c = NotNull(l)
         key = c.sql()
         if key not in seen:
             seen.add(key)
@@ -125,7 +105,12 @@ def simplify(conds: list[exp.Expression], exempt: set[str]) -> list[exp.Expressi
     return out
 
 
-def _check(conds: list[exp.Expression]) -> None:
+def _side(e: Expr) -> tuple:
+    v = constant_value(e)
+    return ("k", v) if v is not None else ("c", e.sql())
+
+
+def _check(conds: list[Expr]) -> None:
     """Raise Unsat when equalities and constant bounds contradict each other."""
     uf = _UnionFind()
     cmps = []
@@ -134,8 +119,7 @@ def _check(conds: list[exp.Expression]) -> None:
         if s is None:
             continue
         op, l, r = s
-        lk = ("k", python_value(l)) if python_value(l) is not None else ("c", l.sql())
-        rk = ("k", python_value(r)) if python_value(r) is not None else ("c", r.sql())
+        lk, rk = _side(l), _side(r)
         cmps.append((op, lk, rk, c))
         if op == "=" and lk[0] == "c" and rk[0] == "c":
             uf.union(lk[1], rk[1])
@@ -179,7 +163,7 @@ def _show(v) -> str:
 class Equalities:
     """The equivalence classes that the ``=`` conjuncts of a member induce on its columns (and constants)."""
 
-    def __init__(self, conds: list[exp.Expression]):
+    def __init__(self, conds: list[Expr]):
         self.uf = _UnionFind()
         self.const: dict[str, tuple] = {}
         pending = []
@@ -188,7 +172,7 @@ class Equalities:
             if s is None or s[0] != "=":
                 continue
             _, l, r = s
-            vl, vr = python_value(l), python_value(r)
+            vl, vr = constant_value(l), constant_value(r)
             if vl is None and vr is None:
                 self.uf.union(l.sql(), r.sql())
             elif vl is None:
@@ -206,26 +190,22 @@ class Equalities:
         return ra in self.const and rb in self.const and _holds("=", self.const[ra], self.const[rb]) is True
 
 
-def rename_aliases(e: exp.Expression, mapping: dict[str, str]) -> exp.Expression:
-    """A copy of ``e`` with column qualifiers renamed (derived-table bodies are left alone)."""
-
-    def fn(node: exp.Expression) -> exp.Expression:
-        if isinstance(node, exp.Subquery):
-            return node
-        if isinstance(node, exp.Column) and node.table in mapping:
-            return exp.column(node.args["this"].copy(), table=exp.to_identifier(mapping[node.table]))
-        return node
-
-    return e.copy().transform(fn)
+def rename_aliases(e: Expr, mapping: dict[str, str]) -> Expr:
+    """``e`` with column qualifiers renamed."""
+    return e.rename(mapping)
 
 
-def eliminate_self_joins(entries: list[FromEntry], conds: list[exp.Expression]) -> list[tuple[str, str]]:
+def eliminate_self_joins(entries: list[FromEntry], conds: list[Expr]) -> list[tuple[str, str]]:
     """Pairs (removed alias, kept alias) of FROM entries that must match the same row.
 
     Two entries qualify when they read the same base table, the table declares
     a key, and ``conds`` equate every key column of the two entries.  Only the
     merge plan is computed; the caller renames.  Merges are found greedily.
     """
+    candidates = [e for e in entries if not e.derived and e.key]
+    tables = [e.table.lower() for e in candidates]
+    if len(set(tables)) == len(tables):
+        return []  # no table is used twice
     merges: list[tuple[str, str]] = []
     removed: set[str] = set()
     eq = Equalities(conds)
@@ -235,24 +215,28 @@ def eliminate_self_joins(entries: list[FromEntry], conds: list[exp.Expression]) 
         for e2 in entries[i + 1:]:
             if e2.derived or e2.alias in removed or e2.table.lower() != e1.table.lower():
                 continue
-            if all(eq.same(_colsql(e1.alias, k), _colsql(e2.alias, k)) for k in e1.key):
+            if all(eq.same(Col(e1.alias, k).sql(), Col(e2.alias, k).sql()) for k in e1.key):
                 merges.append((e2.alias, e1.alias))
                 removed.add(e2.alias)
     return merges
 
 
-def _colsql(alias: str, col: str) -> str:
-    return exp.column(exp.to_identifier(col), table=exp.to_identifier(alias)).sql()
-
-
-def _norm(c: exp.Expression) -> str:
+def _norm_template(c: Expr):
+    """What :func:`canonical_key` renders of a condition: (op, left, right) templates, or (None, template)."""
     s = split_cmp(c)
     if s is None:
-        return c.sql()
+        return (None, c.template, None)
     op, l, r = s
     if op in (">", ">="):
         op, l, r = _FLIP[op], r, l
-    ls, rs = l.sql(), r.sql()
+    return (op, l.template, r.template)
+
+
+def _norm(pre, mapping: dict[str, str]) -> str:
+    op, lt, rt = pre
+    if op is None:
+        return render(lt, mapping)
+    ls, rs = render(lt, mapping), render(rt, mapping)
     if op in ("=", "!=") and rs < ls:
         ls, rs = rs, ls
     return f"{ls} {op} {rs}"
@@ -261,7 +245,7 @@ def _norm(c: exp.Expression) -> str:
 _MAX_PERMUTATIONS = 5040
 
 
-def canonical_key(entries: list[FromEntry], conds: list[exp.Expression], items: list[exp.Expression]) -> str:
+def canonical_key(entries: list[FromEntry], conds: list[Expr], items: list[Expr]) -> str:
     """Equal for members equal up to alias renaming and order of FROM entries / conditions.
 
     Entries are grouped by their source; aliases are assigned by trying every
@@ -278,18 +262,21 @@ def canonical_key(entries: list[FromEntry], conds: list[exp.Expression], items: 
         total *= len(p)
     if total > _MAX_PERMUTATIONS:
         perms_per_group = [[tuple(aliases)] for _, aliases in ordered]
+    from_part = "|".join(src for src, aliases in ordered for _ in aliases)
+    cond_pre = [_norm_template(c) for c in conds]
+    item_tpls = [i.template for i in items]
     best = None
     for choice in itertools.product(*perms_per_group):
         mapping: dict[str, str] = {}
         n = 0
-        for (src, _), perm in zip(ordered, choice):
+        for perm in choice:
             for a in perm:
                 n += 1
                 mapping[a] = f"__c{n}"
-        from_part = "|".join(src for src, aliases in ordered for _ in aliases)
-        item_part = "|".join(rename_aliases(i, mapping).sql() for i in items)
-        cond_part = "|".join(sorted(_norm(rename_aliases(c, mapping)) for c in conds))
+        item_part = "|".join(render(t, mapping) for t in item_tpls)
+        cond_part = "|".join(sorted(_norm(p, mapping) for p in cond_pre))
         key = f"{from_part}#{item_part}#{cond_part}"
         if best is None or key < best:
             best = key
     return best or ""
+

@@ -24,6 +24,7 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
 from obda.errors import MappingError
+from obda.mapping._unfold_ir import Col, Expr, const, fast_copy, flatten_conjuncts, from_sqlglot, identifier
 from obda.mapping._unfold_terms import Val
 from obda.mapping.sql import LogicalTableInfo, describe_logical_table, unquote_identifier
 from obda.model.mapping import LogicalTable, TermMap
@@ -45,6 +46,7 @@ class FromEntry:
 
     ``table`` is the catalog table name (or the SQL text of a derived table);
     ``key`` the catalog key of a base table (empty for derived tables).
+    ``source`` is shared between members (never modified; copied on output).
     """
 
     alias: str
@@ -53,13 +55,17 @@ class FromEntry:
     key: tuple[str, ...] = ()
     derived: bool = False
     stream: bool = False
+    source_text: str | None = None  # cached ``source.sql()``
 
     def sql_source(self) -> str:
-        return self.source.sql()
+        if self.source_text is None:
+            self.source_text = self.source.sql()
+        return self.source_text
 
-    def expression(self) -> exp.Expression:
-        src = self.source.copy()
-        src.set("alias", exp.TableAlias(this=exp.to_identifier(self.alias)))
+    def expression(self, alias: str | None = None) -> exp.Expression:
+        """A fresh ``source AS alias`` tree."""
+        src = self.source.copy() if self.derived else fast_copy(self.source)
+        src.set("alias", exp.TableAlias(this=identifier(alias or self.alias)))
         return src
 
 
@@ -68,26 +74,30 @@ class TableInstance:
     """A logical table instantiated in one member: its FROM entries, columns and conditions."""
 
     entries: list[FromEntry]
-    columns: dict[str, Val]  # lower-cased logical-table column name → value
-    conditions: list[exp.Expression]
+    shape: "TableShape"
+    aliases: tuple[str, ...]  # one per FROM entry
+    conditions: list[Expr]
     timestamp: Val | None
     not_null_exempt: set[str] = field(default_factory=set)  # column keys assumed non-null (keys, timestamps)
+    _columns: dict[str, Val] = field(default_factory=dict)
 
     def column(self, name: str, term_map: TermMap | None = None, what: str = "column") -> Val:
+        """The value of a logical-table column in this instance (MappingError if there is none)."""
         key = unquote_identifier(name).lower()
-        if key not in self.columns:
+        hit = self._columns.get(key)
+        if hit is not None:
+            return hit
+        spec = self.shape.output_map.get(key)
+        if spec is None:
             loc = term_map.location if term_map is not None else None
-            known = ", ".join(sorted(self.columns))
+            known = ", ".join(sorted(self.shape.output_map))
             raise MappingError(f"{what} {name!r} is not a column of the logical table (columns: {known})", loc)
-        return self.columns[key]
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        return tuple(e.alias for e in self.entries)
-
-
-def _col(alias: str, name: str) -> exp.Column:
-    return exp.column(exp.to_identifier(name), table=exp.to_identifier(alias))
+        if spec[0] == "col":
+            val = Val(Col(self.aliases[spec[1]], spec[2]), spec[3])
+        else:
+            val = Val(spec[1], spec[2])
+        self._columns[key] = val
+        return val
 
 
 @dataclass(frozen=True)
@@ -100,17 +110,34 @@ class _Inner:
     key: tuple[str, ...]
 
 
+def _slot(i: int) -> str:
+    """The placeholder alias of the ``i``-th FROM entry of a logical table (renamed on instantiation)."""
+    return f"#{i}"
+
+
 @dataclass(frozen=True)
 class TableShape:
     """The analysis of one logical table, ready to be instantiated with fresh aliases."""
 
     info: LogicalTableInfo
     inner: tuple[_Inner, ...]  # inlined: one per FROM source
-    # lower-cased output column → ("col", inner index, catalog column, type) or ("const", expr, type)
+    # lower-cased output column → ("col", inner index, catalog column, type) or ("const", Const, type)
     outputs: tuple[tuple[str, tuple], ...]
-    conditions: tuple[exp.Expression, ...]  # Column.table = str(inner index)
+    conditions: tuple[Expr, ...]  # over the placeholder aliases _slot(i)
     derived: exp.Expression | None = None  # derived-table SQL when not inlined
     text: str = ""
+    output_map: dict = field(default_factory=dict, compare=False, hash=False)
+    sources: tuple[tuple[exp.Expression, str], ...] = field(default=(), compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.derived is not None:
+            outs = {c.name.lower(): ("col", 0, c.name, c.type) for c in self.info.columns}
+            srcs = (exp.Subquery(this=self.derived.copy()),)
+        else:
+            outs = dict(self.outputs)
+            srcs = tuple(_table_sql(i.table) for i in self.inner)
+        self.output_map.update(outs)
+        object.__setattr__(self, "sources", tuple((s, s.sql()) for s in srcs))
 
     @property
     def temporal(self) -> bool:
@@ -120,41 +147,28 @@ class TableShape:
         """FROM entries with fresh aliases, the columns as qualified SQL, the inlined conditions."""
         if self.derived is not None:
             alias = fresh()
-            entry = FromEntry(alias, exp.Subquery(this=self.derived.copy()), self.text, derived=True,
-                              stream=self.temporal)
-            cols = {c.name.lower(): Val(_col(alias, c.name), c.type) for c in self.info.columns}
-            ts = None
+            src, text = self.sources[0]
+            entry = FromEntry(alias, src, self.text, derived=True, stream=self.temporal, source_text=text)
+            inst = TableInstance([entry], self, (alias,), [], None)
             if self.info.stream is not None:
-                ts = cols[self.info.timestamp_column.lower()]  # checked in table_shape
-            exempt = {ts.key()} if ts is not None else set()
-            return TableInstance([entry], cols, [], ts, exempt)
-        aliases = [fresh() for _ in self.inner]
+                inst.timestamp = inst.column(self.info.timestamp_column)  # checked in table_shape
+                inst.not_null_exempt.add(inst.timestamp.key())
+            return inst
+        aliases = tuple(fresh() for _ in self.inner)
         entries = [
-            FromEntry(a, exp.to_table(_table_sql(i.table)), i.table, i.key, stream=i.stream)
-            for a, i in zip(aliases, self.inner)
+            FromEntry(a, src, i.table, i.key, stream=i.stream, source_text=text)
+            for a, i, (src, text) in zip(aliases, self.inner, self.sources)
         ]
-        cols: dict[str, Val] = {}
-        for name, spec in self.outputs:
-            if spec[0] == "col":
-                cols[name] = Val(_col(aliases[spec[1]], spec[2]), spec[3])
-            else:
-                cols[name] = Val(spec[1].copy(), spec[2])
-
-        def rename(node: exp.Expression) -> exp.Expression:
-            if isinstance(node, exp.Column) and node.table.isdigit():
-                idx = int(node.table)
-                return _col(aliases[idx], node.name)
-            return node
-
-        conds = [c.copy().transform(rename) for c in self.conditions]
+        ren = {_slot(k): a for k, a in enumerate(aliases)}
+        conds = [c.rename(ren) for c in self.conditions]
         ts = None
         exempt: set[str] = set()
         for a, i in zip(aliases, self.inner):
             if i.stream and i.timestamp:
-                ts = Val(_col(a, i.timestamp), ColumnType.TIMESTAMP)
+                ts = Val(Col(a, i.timestamp), ColumnType.TIMESTAMP)
                 exempt.add(ts.key())
-            exempt.update(_col(a, k).sql() for k in i.key)
-        return TableInstance(entries, cols, conds, ts, exempt)
+            exempt.update(Col(a, k).sql() for k in i.key)
+        return TableInstance(entries, self, aliases, conds, ts, exempt)
 
 
 def _table_sql(name: str) -> exp.Table:
@@ -266,7 +280,7 @@ def _inline(info: LogicalTableInfo, sources: Sources, schema: MappingSchema):
                     return None
                 outputs.append((out_col.name.lower(), ("col", idx, col.name, col.type)))
             elif isinstance(inner_e, (exp.Literal, exp.Boolean)):
-                outputs.append((out_col.name.lower(), ("const", sel_const(item, sel), out_col.type)))
+                outputs.append((out_col.name.lower(), ("const", const(sel_const(item, sel)), out_col.type)))
             else:
                 return None
         conds: list[exp.Expression] = []
@@ -281,7 +295,8 @@ def _inline(info: LogicalTableInfo, sources: Sources, schema: MappingSchema):
         return None
     if len(outputs) != len(info.columns):
         return None
-    return tuple(inner), tuple(outputs), tuple(_unparen(c) for c in conds)
+    light = [from_sqlglot(part, _slot) for c in conds for part in flatten_conjuncts(c)]
+    return tuple(inner), tuple(outputs), tuple(light)
 
 
 def sel_const(item: exp.Expression, original: exp.Select) -> exp.Expression:
@@ -293,12 +308,6 @@ def sel_const(item: exp.Expression, original: exp.Select) -> exp.Expression:
             return e.copy()
     e = item.this if isinstance(item, exp.Alias) else item
     return e.copy()
-
-
-def _unparen(e: exp.Expression) -> exp.Expression:
-    while isinstance(e, exp.Paren):
-        e = e.this
-    return e
 
 
 class _NotInlinable(Exception):

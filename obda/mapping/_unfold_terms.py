@@ -3,7 +3,9 @@
 Private helper of :mod:`obda.mapping.unfold`.  A :class:`TermValue` is what a
 query variable is bound to after unfolding one atom: a constant RDF term, a
 column, or an R2RML template whose column parts are SQL expressions of the
-member's FROM aliases.  :func:`compare` turns ``v1 op v2`` into SQL conditions
+member's FROM aliases (light expressions of :mod:`obda.mapping._unfold_ir`;
+conditions are built as such too, and become sqlglot trees only in the SQL
+of a surviving member).  :func:`compare` turns ``v1 op v2`` into SQL conditions
 (IRI templates decompose into column equalities), or reports that the
 comparison can never hold (:class:`Unsat`).
 
@@ -12,7 +14,7 @@ before it is put into an IRI.  Integer, decimal, double and boolean values
 only contain characters that need no encoding, so they are cast as they are.
 For string and timestamp columns the projection applies a nested ``REPLACE``
 chain that percent-encodes ``%`` and every printable ASCII character outside
-``ALPHA / DIGIT / - . _ ~`` (see :data:`ENCODED_CHARS`).  Control characters
+``ALPHA / DIGIT / - . _ ~`` (see ``_unfold_ir.ENCODED_CHARS``).  Control characters
 and non-ASCII characters outside RFC 3987 ``iunreserved`` are not encoded
 (documented limitation).
 """
@@ -22,22 +24,35 @@ from __future__ import annotations
 import re
 import string
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Union
 from urllib.parse import unquote
 
 from sqlglot import exp
 
+from obda.mapping._unfold_ir import (  # noqa: F401 - ENCODED_CHARS, python_value: re-exported
+    ENCODED_CHARS,
+    UNRESERVED,
+    Cast,
+    Cmp,
+    Col,
+    Concat,
+    Const,
+    Encode,
+    Expr,
+    NotAll,
+    const,
+    from_sqlglot,
+    parse_datetime,
+    python_value,
+)
 from obda.model.mapping import TermType
 from obda.model.query import XSD
 from obda.model.sources import ColumnType
 
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
-UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
-# printable ASCII characters that IRI-safe encoding replaces ('%' must come first)
-ENCODED_CHARS = "%" + "".join(c for c in map(chr, range(32, 127)) if c not in UNRESERVED and c != "%")
 _HEX = frozenset("0123456789ABCDEFabcdef")
 
 
@@ -47,14 +62,22 @@ class Unsat(Exception):
 
 @dataclass(frozen=True)
 class Val:
-    """An SQL scalar of one member: a qualified column or a constant, with its type."""
+    """An SQL scalar of one member: a qualified column or a constant, with its type.
 
-    expr: exp.Expression
+    ``expr`` is a light expression (:mod:`obda.mapping._unfold_ir`); a sqlglot
+    column or constant is converted on construction.
+    """
+
+    expr: Expr
     type: ColumnType | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.expr, exp.Expression):
+            object.__setattr__(self, "expr", from_sqlglot(self.expr))
 
     @property
     def is_column(self) -> bool:
-        return isinstance(self.expr, exp.Column)
+        return isinstance(self.expr, Col)
 
     def key(self) -> str:
         return self.expr.sql()
@@ -193,21 +216,6 @@ def may_contain(slot: Slot, ch: str) -> bool:
 # ----------------------------------------------------------------------------- constants as SQL
 
 
-def parse_datetime(lexical: str) -> datetime:
-    """An xsd:dateTime / xsd:date lexical form as a naive UTC datetime."""
-    text = lexical.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        d = date.fromisoformat(text)
-        dt = datetime(d.year, d.month, d.day)
-    if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
-    return dt
-
-
 def timestamp_sql(dt: datetime) -> exp.Expression:
     text = dt.isoformat(sep=" ")
     return exp.cast(exp.Literal.string(text), exp.DataType.build("TIMESTAMP"))
@@ -252,69 +260,48 @@ def literal_sql(lexical: str, datatype: str | None, column_type: ColumnType | No
     return exp.Literal.string(lexical)
 
 
-def python_value(e: exp.Expression):
-    """The Python value of an SQL constant built by this module; None if not a constant."""
-    if isinstance(e, exp.Literal):
-        if e.is_string:
-            return ("s", e.this)
-        return ("n", Decimal(e.this))
-    if isinstance(e, exp.Boolean):
-        return ("b", bool(e.this))
-    if isinstance(e, exp.Cast) and isinstance(e.this, exp.Literal) and e.to.is_type("timestamp"):
-        try:
-            return ("t", parse_datetime(e.this.this))
-        except ValueError:
-            return None
-    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal) and not e.this.is_string:
-        return ("n", -Decimal(e.this.this))
-    return None
-
-
 # ----------------------------------------------------------------------------- SQL for terms
 
 
-def encode_sql(e: exp.Expression) -> exp.Expression:
-    """Percent-encode a string expression (IRI-safe, printable ASCII) with a REPLACE chain."""
-    for ch in ENCODED_CHARS:  # built directly: exp.func would copy the growing chain (quadratic)
-        e = exp.Replace(this=e, expression=exp.Literal.string(ch), replacement=exp.Literal.string("%%%02X" % ord(ch)))
-    return e
-
-
-def slot_text_sql(slot: Slot) -> exp.Expression:
+def slot_text_sql(slot: Slot) -> Expr:
     """SQL for the text a slot contributes: a string cast, encoded when needed."""
-    e = slot.val.expr.copy()
+    e = slot.val.expr
     if slot.val.type is not ColumnType.STRING:
-        e = exp.cast(e, exp.DataType.build("VARCHAR"))
+        e = Cast(e)
     if slot.encoded and slot.val.type in (ColumnType.STRING, ColumnType.TIMESTAMP, None):
-        e = encode_sql(e)
+        e = Encode(e)
     return e
 
 
-def concat_sql(tv: TermValue) -> exp.Expression:
+def _string(text: str) -> Const:
+    return Const(exp.Literal.string(text), ("s", text))
+
+
+def concat_sql(tv: TermValue) -> Expr:
     """The term as one SQL string: ``CONCAT('fixed', CAST(col AS VARCHAR), ...)``."""
     parts: list[Part] = list(tv.parts)
     if tv.term_type is TermType.BLANK_NODE:
         parts = ["_:"] + parts
     parts = list(make_parts(parts))
-    items = [exp.Literal.string(p) if isinstance(p, str) else slot_text_sql(p) for p in parts]
+    items = [_string(p) if isinstance(p, str) else slot_text_sql(p) for p in parts]
     if len(items) == 1:
         return items[0]
-    return exp.func("CONCAT", *items)
+    return Concat(tuple(items))
 
 
-def projection_sql(tv: TermValue) -> exp.Expression:
+def projection_sql(tv: TermValue) -> Expr:
     """What a member projects for a variable bound to ``tv``."""
     if tv.term_type is TermType.LITERAL:
         if tv.native:
-            return tv.parts[0].val.expr.copy()  # type: ignore[union-attr]
+            return tv.parts[0].val.expr  # type: ignore[union-attr]
         if tv.is_constant:
             try:
-                return literal_sql(tv.text, tv.datatype)
+                return const(literal_sql(tv.text, tv.datatype))
             except Unsat:
-                return exp.Literal.string(tv.text)
+                return _string(tv.text)
         return concat_sql(tv)
     if tv.is_constant:
-        return exp.Literal.string(("_:" if tv.term_type is TermType.BLANK_NODE else "") + tv.text)
+        return _string(("_:" if tv.term_type is TermType.BLANK_NODE else "") + tv.text)
     if len(tv.parts) == 1 and tv.term_type is TermType.IRI:
         slot = tv.parts[0]
         assert isinstance(slot, Slot)
@@ -325,12 +312,15 @@ def projection_sql(tv: TermValue) -> exp.Expression:
 # ----------------------------------------------------------------------------- comparisons
 
 
-def _cmp(op: str, left: exp.Expression, right: exp.Expression) -> exp.Expression:
-    cls = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}[op]
-    return cls(this=left, expression=right)
+def _cmp(op: str, left: Expr, right: Expr) -> Expr:
+    return Cmp(op, left, right)
 
 
-def _const_for_column(value_text: str, val: Val, what: str) -> exp.Expression:
+def _const_for_column(value_text: str, val: Val, what: str) -> Expr:
+    return const(_sqlglot_const_for_column(value_text, val, what))
+
+
+def _sqlglot_const_for_column(value_text: str, val: Val, what: str) -> exp.Expression:
     """The SQL constant a column must equal so that its text is ``value_text`` (a decoded slot)."""
     t = val.type
     if t is ColumnType.INTEGER:
@@ -351,13 +341,13 @@ def _const_for_column(value_text: str, val: Val, what: str) -> exp.Expression:
     return exp.Literal.string(value_text)
 
 
-def _slot_equal(a: Slot, b: Slot) -> exp.Expression:
+def _slot_equal(a: Slot, b: Slot) -> Expr:
     """``text(a) = text(b)`` for two slots at the same position of equal templates."""
     ta, tb = a.val.type, b.val.type
     if ta == tb or (ta is not None and tb is not None and ta.is_numeric and tb.is_numeric):
-        return _cmp("=", a.val.expr.copy(), b.val.expr.copy())
-    ea = a.val.expr.copy() if ta is ColumnType.STRING else exp.cast(a.val.expr.copy(), exp.DataType.build("VARCHAR"))
-    eb = b.val.expr.copy() if tb is ColumnType.STRING else exp.cast(b.val.expr.copy(), exp.DataType.build("VARCHAR"))
+        return _cmp("=", a.val.expr, b.val.expr)
+    ea = a.val.expr if ta is ColumnType.STRING else Cast(a.val.expr)
+    eb = b.val.expr if tb is ColumnType.STRING else Cast(b.val.expr)
     return _cmp("=", ea, eb)
 
 
@@ -397,7 +387,7 @@ def _strip_common(a: list[Part], b: list[Part], label: str) -> None:
             raise Unsat(label)
 
 
-def _slot_const(slot: Slot, raw: str, label: str) -> list[exp.Expression]:
+def _slot_const(slot: Slot, raw: str, label: str) -> list[Expr]:
     """Conditions for ``text(slot) = raw`` (``raw`` as it appears in the term, i.e. encoded if the slot is)."""
     if any(not may_contain(slot, ch) for ch in raw):
         raise Unsat(label)
@@ -411,14 +401,14 @@ def _slot_const(slot: Slot, raw: str, label: str) -> list[exp.Expression]:
     else:
         decoded = raw
     if slot.val.is_column:
-        return [_cmp("=", slot.val.expr.copy(), _const_for_column(decoded, slot.val, label))]
-    const = python_value(slot.val.expr)
-    if const is not None and str(const[1]) == decoded:
+        return [_cmp("=", slot.val.expr, _const_for_column(decoded, slot.val, label))]
+    value = slot.val.expr.value if isinstance(slot.val.expr, Const) else None
+    if value is not None and str(value[1]) == decoded:
         return []
-    return [_cmp("=", slot_text_sql(Slot(slot.val, False)), exp.Literal.string(decoded))]
+    return [_cmp("=", slot_text_sql(Slot(slot.val, False)), _string(decoded))]
 
 
-def _align(pa: list[Part], pb: list[Part], label: str) -> list[exp.Expression]:
+def _align(pa: list[Part], pb: list[Part], label: str) -> list[Expr]:
     """Match two part lists left to right as far as the parse is unique; consumes what it matched.
 
     Text against text must agree; two slots followed by the same delimiter that
@@ -426,7 +416,7 @@ def _align(pa: list[Part], pb: list[Part], label: str) -> list[exp.Expression]:
     the text up to its delimiter.  Stops (leaving the rest) where that is not
     decidable part by part.
     """
-    conds: list[exp.Expression] = []
+    conds: list[Expr] = []
     while pa and pb:
         x, y = pa[0], pb[0]
         if isinstance(x, str) and isinstance(y, str):
@@ -488,7 +478,7 @@ def _describe(tv: TermValue) -> str:
     return "".join(p if isinstance(p, str) else "{" + p.val.key() + "}" for p in tv.parts)
 
 
-def equal_terms(a: TermValue, b: TermValue) -> list[exp.Expression]:
+def equal_terms(a: TermValue, b: TermValue) -> list[Expr]:
     """Conditions under which two RDF terms are the same term; raises Unsat if never."""
     label = f"{_describe(a)} can never equal {_describe(b)}"
     if a.term_type is not b.term_type:
@@ -510,20 +500,20 @@ def equal_terms(a: TermValue, b: TermValue) -> list[exp.Expression]:
     return conds + [_cmp("=", concat_sql(TermValue(a.term_type, tuple(pa))), concat_sql(TermValue(b.term_type, tuple(pb))))]
 
 
-def _literal_side(tv: TermValue, other: TermValue, label: str) -> exp.Expression:
+def _literal_side(tv: TermValue, other: TermValue, label: str) -> Expr:
     """SQL for one side of a literal comparison."""
     if tv.native:
-        return tv.parts[0].val.expr.copy()  # type: ignore[union-attr]
+        return tv.parts[0].val.expr  # type: ignore[union-attr]
     if tv.is_constant:
         col_type = other.parts[0].val.type if other.native else None  # type: ignore[union-attr]
         try:
-            return literal_sql(tv.text, tv.datatype, col_type)
+            return const(literal_sql(tv.text, tv.datatype, col_type))
         except Unsat as e:
             raise Unsat(f"{label}: {e}") from None
     return concat_sql(tv)
 
 
-def compare_literals(op: str, a: TermValue, b: TermValue) -> list[exp.Expression]:
+def compare_literals(op: str, a: TermValue, b: TermValue) -> list[Expr]:
     """Conditions for ``a op b`` over two literals; Unsat if the types never compare."""
     label = f"{_describe(a)} {op} {_describe(b)}"
     ca, cb = category(a.datatype), category(b.datatype)
@@ -542,7 +532,7 @@ def compare_literals(op: str, a: TermValue, b: TermValue) -> list[exp.Expression
     return [_cmp(op, left, right)]
 
 
-def compare_terms(op: str, a: TermValue, b: TermValue) -> list[exp.Expression]:
+def compare_terms(op: str, a: TermValue, b: TermValue) -> list[Expr]:
     """Conditions for the SPARQL comparison ``a op b``; Unsat if it never holds.
 
     IRIs and blank nodes support ``=`` and ``!=`` only (an ordering comparison is a
@@ -559,7 +549,7 @@ def compare_terms(op: str, a: TermValue, b: TermValue) -> list[exp.Expression]:
             return []
         if not conds:
             raise Unsat(f"{_describe(a)} != {_describe(b)}: the terms are always equal")
-        if len(conds) == 1 and isinstance(conds[0], exp.EQ):
-            return [exp.NEQ(this=conds[0].this, expression=conds[0].expression)]
-        return [exp.Not(this=exp.Paren(this=exp.and_(*conds)))]
+        if len(conds) == 1 and isinstance(conds[0], Cmp) and conds[0].op == "=":
+            return [Cmp("!=", conds[0].left, conds[0].right)]
+        return [NotAll(tuple(conds))]
     raise Unsat(f"{_describe(a)} {op} {_describe(b)}: IRIs and blank nodes cannot be ordered")

@@ -31,10 +31,18 @@ Decisions worth knowing:
   rewritten CQ that lost an answer variable its branch binds is a
   :class:`RewritingError` (a rewriter bug, never silently NULL).
 * No members: ``SELECT CAST(NULL AS VARCHAR) AS v, ... WHERE 1 = 0``.
+* Speed (NPD query 28: ~2450 candidate members): candidates are built from the
+  light expressions of :mod:`obda.mapping._unfold_ir` (simplified, renamed and
+  compared by text without sqlglot); an assertion instantiated at a given
+  alias number and the equality of two shared terms are computed once per call
+  (:class:`_Memo`); sqlglot trees are built only for surviving members, node by
+  node; the cyclic garbage collector is paused meanwhile (:func:`_gc_paused`).
 """
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
@@ -42,6 +50,7 @@ from sqlglot import exp
 
 from obda.errors import MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion, AssertionIndex
+from obda.mapping._unfold_ir import Col, Expr, NotNull, Raw, Seq, identifier
 from obda.mapping._unfold_optimize import (
     canonical_key,
     eliminate_self_joins,
@@ -89,6 +98,17 @@ def _is_absolute(text: str) -> bool:
     return re.match(r"[A-Za-z][A-Za-z0-9+.-]*:", text) is not None
 
 
+_TEMPLATES: dict[str, tuple] = {}
+
+
+def _template_parts(tm: TermMap) -> tuple:
+    """``tm.template``, parsed once per template string (the model parses on every access)."""
+    parts = _TEMPLATES.get(tm.value)
+    if parts is None:
+        parts = _TEMPLATES[tm.value] = tm.template
+    return parts
+
+
 def _term_value(tm: TermMap, inst: TableInstance, triples_map: TriplesMap, used: list[Val]) -> TermValue:
     """The RDF term a term map produces on a table instance (columns it reads are recorded in ``used``)."""
     label = f"{tm.kind.value} {tm.value!r} of {triples_map.name}"
@@ -103,7 +123,7 @@ def _term_value(tm: TermMap, inst: TableInstance, triples_map: TriplesMap, used:
         return TermValue(tm.term_type, (Slot(val, False),), label=label)
     parts: list = []
     encode = tm.term_type is TermType.IRI
-    for p in tm.template:
+    for p in _template_parts(tm):
         if p.is_column:
             val = inst.column(p.text, tm, "template column")
             used.append(val)
@@ -129,68 +149,142 @@ def _constant_value(t: Term) -> TermValue:
 # ----------------------------------------------------------------------------- member building
 
 
-@dataclass
-class _Member:
-    entries: list[FromEntry] = field(default_factory=list)
-    conds: list[exp.Expression] = field(default_factory=list)
-    used: list[Val] = field(default_factory=list)
-    exempt: set[str] = field(default_factory=set)
-    bound: dict[Var, TermValue] = field(default_factory=dict)
-    sources: list[tuple[Atom, Assertion, tuple[str, ...]]] = field(default_factory=list)
-    counter: int = 0
+@dataclass(frozen=True)
+class _Unfolded:
+    """An assertion instantiated at given aliases: what it adds to a member before any variable is bound."""
 
-    def fresh(self) -> str:
-        self.counter += 1
-        return f"m{self.counter}"
-
-    def add(self, inst: TableInstance) -> TableInstance:
-        self.entries.extend(inst.entries)
-        self.conds.extend(inst.conditions)
-        self.exempt |= inst.not_null_exempt
-        return inst
-
-    def bind(self, term: Term, value: TermValue) -> None:
-        if isinstance(term, Var):
-            if term in self.bound:
-                self.conds.extend(equal_terms(self.bound[term], value))
-            else:
-                self.bound[term] = value
-        else:
-            self.conds.extend(equal_terms(_constant_value(term), value))
+    entries: tuple[FromEntry, ...]
+    conds: tuple[Expr, ...]  # inlined conditions, join conditions, timestamp equality
+    used: tuple[Val, ...]  # columns read by the term maps
+    exempt: frozenset[str]
+    aliases: tuple[str, ...]
+    subj: TermValue
+    obj: TermValue | None
+    ts: Val | None
 
 
-def _unfold_atom(m: _Member, atom: Atom, a: Assertion, kind: str) -> None:
-    """Add the FROM entries, bindings and conditions of one atom unfolded with assertion ``a``."""
-    child = m.add(a.child.instantiate(m.fresh))
+class _Memo:
+    """Caches of one ``unfold`` call: instantiated assertions, term equalities, constant terms.
+
+    Candidate members share most of their atoms (a product of per-atom options),
+    so an assertion instantiated at the same first alias number, and the
+    equality of the same two (shared, immutable) terms, are computed once.
+    Results are keyed by object identity; the keys' objects are kept alive in
+    the values so that an identity is never reused while cached.
+    """
+
+    def __init__(self) -> None:
+        self.unfolded: dict[tuple[int, int], tuple[Assertion, _Unfolded]] = {}
+        self.equal: dict[tuple[int, int], tuple[TermValue, TermValue, tuple | str]] = {}
+        self.constants: dict[Term, TermValue] = {}
+
+    def constant(self, t: Term) -> TermValue:
+        tv = self.constants.get(t)
+        if tv is None:
+            tv = self.constants[t] = _constant_value(t)
+        return tv
+
+    def equal_terms(self, a: TermValue, b: TermValue) -> tuple:
+        key = (id(a), id(b))
+        hit = self.equal.get(key)
+        if hit is None or hit[0] is not a or hit[1] is not b:
+            try:
+                res: tuple | str = tuple(equal_terms(a, b))
+            except Unsat as e:
+                res = str(e)
+            hit = self.equal[key] = (a, b, res)
+        if isinstance(hit[2], str):
+            raise Unsat(hit[2])
+        return hit[2]
+
+    def unfold_assertion(self, a: Assertion, first: int) -> _Unfolded:
+        key = (id(a), first)
+        hit = self.unfolded.get(key)
+        if hit is None or hit[0] is not a:
+            hit = self.unfolded[key] = (a, _instantiate(a, first))
+        return hit[1]
+
+
+def _instantiate(a: Assertion, first: int) -> _Unfolded:
+    """The FROM entries, conditions and terms of assertion ``a`` with aliases ``m<first+1>, m<first+2>, ...``."""
+    counter = [first]
+
+    def fresh() -> str:
+        counter[0] += 1
+        return f"m{counter[0]}"
+
+    used: list[Val] = []
+    conds: list[Expr] = []
+    child = a.child.instantiate(fresh)
+    entries = list(child.entries)
+    conds += child.conditions
+    exempt = set(child.not_null_exempt)
     aliases = list(child.aliases)
     tm = a.triples_map
-    subj = _term_value(a.subject, child, tm, m.used)
+    subj = _term_value(a.subject, child, tm, used)
     obj = None
     ts = child.timestamp
     if a.obj is not None:
         if a.parent is not None and not a.same_row:
-            parent = m.add(a.parent_shape.instantiate(m.fresh))
+            parent = a.parent_shape.instantiate(fresh)
+            entries += parent.entries
+            conds += parent.conditions
+            exempt |= parent.not_null_exempt
             aliases += parent.aliases
             for jc in a.joins:
                 cv = child.column(jc.child, None, "rr:child")
                 pv = parent.column(jc.parent, None, "rr:parent")
-                m.conds.append(make_cmp("=", cv.expr.copy(), pv.expr.copy()))
-            obj = _term_value(a.obj, parent, a.parent, m.used)
+                conds.append(make_cmp("=", cv.expr, pv.expr))
+            obj = _term_value(a.obj, parent, a.parent, used)
             if ts is None:
                 ts = parent.timestamp
             elif parent.timestamp is not None:
-                m.conds.append(make_cmp("=", ts.expr.copy(), parent.timestamp.expr.copy()))
+                conds.append(make_cmp("=", ts.expr, parent.timestamp.expr))
         elif a.parent is not None:
-            obj = _term_value(a.obj, child, a.parent, m.used)
+            obj = _term_value(a.obj, child, a.parent, used)
         else:
-            obj = _term_value(a.obj, child, tm, m.used)
+            obj = _term_value(a.obj, child, tm, used)
+    return _Unfolded(tuple(entries), tuple(conds), tuple(used), frozenset(exempt), tuple(aliases), subj, obj, ts)
+
+
+@dataclass
+class _Member:
+    memo: _Memo
+    entries: list[FromEntry] = field(default_factory=list)
+    conds: list[Expr] = field(default_factory=list)
+    used: list[Val] = field(default_factory=list)
+    exempt: set[str] = field(default_factory=set)
+    bound: dict[Var, TermValue] = field(default_factory=dict)
+    sources: list[tuple[Atom, Assertion, tuple[str, ...]]] = field(default_factory=list)
+    counter: int = 0  # aliases m1..m<counter> are taken
+
+    def bind(self, term: Term, value: TermValue) -> None:
+        if isinstance(term, Var):
+            if term in self.bound:
+                self.conds.extend(self.memo.equal_terms(self.bound[term], value))
+            else:
+                self.bound[term] = value
+        else:
+            self.conds.extend(self.memo.equal_terms(self.memo.constant(term), value))
+
+
+def _unfold_atom(m: _Member, atom: Atom, a: Assertion, kind: str) -> None:
+    """Add the FROM entries, bindings and conditions of one atom unfolded with assertion ``a``."""
+    u = m.memo.unfold_assertion(a, m.counter)
+    m.counter += len(u.entries)
+    m.entries += u.entries
+    m.conds += u.conds
+    m.used += u.used
+    m.exempt |= u.exempt
+    aliases = u.aliases
+    subj, obj, ts, tm = u.subj, u.obj, u.ts, a.triples_map
     if isinstance(atom, ClassAtom):
         m.bind(atom.term, subj)
         if kind == "dynamic-class":
-            m.conds.extend(equal_terms(obj, _constant_value(IRI(atom.cls))))
+            m.conds.extend(m.memo.equal_terms(obj, m.memo.constant(IRI(atom.cls))))
     elif kind == "type-property":
         m.bind(atom.subject, subj)
-        m.bind(atom.object, obj if obj is not None else _constant_value(IRI(a.predicate)))
+        m.bind(atom.object, obj if obj is not None else m.memo.constant(IRI(a.predicate)))
     else:
         m.bind(atom.subject, subj)
         m.bind(atom.object, obj)
@@ -213,7 +307,7 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
             return m.bound[t]
         return _constant_value(t)
 
-    m.conds.extend(compare_terms(f.op, side(f.left), side(f.right)))
+    m.conds.extend(compare_terms(f.op, side(f.left), side(f.right)))  # filters are few: not memoised
 
 
 def _freshen(alt_atom: Atom, original: Atom, position: int) -> Atom:
@@ -234,16 +328,25 @@ def _freshen(alt_atom: Atom, original: Atom, position: int) -> Atom:
 
 @dataclass
 class _Built:
-    entries: list[FromEntry]
-    conds: list[exp.Expression]
-    items: list[tuple[str, exp.Expression]]
-    skeleton: list[exp.Expression]  # small stand-ins of the items for duplicate detection
+    """A surviving member before SQL output: FROM entries (final aliases), conditions, projected terms."""
+
+    entries: list[FromEntry]  # aliases before renumbering (``ren`` gives the final ones), as in conds and bound
+    conds: list[Expr]
+    bound: list[tuple[str, TermValue | None]]  # same aliases as conds
+    ren: dict[str, str]
     origin: MemberOrigin
 
+    def skeleton(self) -> list[Expr]:
+        """Small stand-ins of the projected items for duplicate detection."""
+        return [_skeleton(tv) for _, tv in self.bound]
 
-def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice) -> _Built:
+    def items(self) -> list[tuple[str, exp.Expression]]:
+        return [(n, projection_sql(tv).to_sqlglot(self.ren) if tv is not None else exp.Null()) for n, tv in self.bound]
+
+
+def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, memo: _Memo) -> _Built:
     """One SPJ member for a choice of (alternative atom, alternative steps, assertion, kind) per atom."""
-    m = _Member()
+    m = _Member(memo)
     for atom, _steps, a, kind in choice:
         _unfold_atom(m, atom, a, kind)
     for f in cq.filters:
@@ -276,13 +379,8 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice) ->
         m.used = [Val(rename_aliases(u.expr, ren), u.type) for u in m.used]
         sources = [(atom, a, tuple(dict.fromkeys(ren.get(x, x) for x in al))) for atom, a, al in sources]
     conds = conds + _not_null(m.used, conds, m.exempt)
-    # renumber aliases m1..mk in FROM order
+    # renumber aliases m1..mk in FROM order (applied when the SQL is output)
     ren = {e.alias: f"m{i}" for i, e in enumerate(entries, 1)}
-    entries = [replace(e, alias=ren[e.alias]) for e in entries]
-    conds = [rename_aliases(c, ren) for c in conds]
-    bound = [(n, _rename_term(tv, ren)) for n, tv in bound]
-    items = [(n, projection_sql(tv) if tv is not None else exp.Null()) for n, tv in bound]
-    skeleton = [_skeleton(tv) for _, tv in bound]
     atom_sources = tuple(
         AtomSource(atom, a.triples_map.id, a.location.file or a.triples_map.location.file,
                    a.location.line or a.triples_map.location.line, tuple(ren[x] for x in al))
@@ -293,60 +391,74 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice) ->
         cq=expanded,
         atom_sources=atom_sources,
         rewriting_steps=all_steps,
-        alias_tables=tuple((e.alias, e.table) for e in entries),
+        alias_tables=tuple((ren[e.alias], e.table) for e in entries),
     )
-    return _Built(entries, conds, items, skeleton, origin)
+    return _Built(entries, conds, bound, ren, origin)
 
 
 def _rename_term(tv: TermValue | None, ren: dict[str, str]) -> TermValue | None:
     """``tv`` with the FROM aliases of its columns renamed."""
     if tv is None:
         return None
+    if not any(a in ren for p in tv.parts if isinstance(p, Slot) for a in p.val.expr.aliases()):
+        return tv
     parts = tuple(
         p if isinstance(p, str) else Slot(Val(rename_aliases(p.val.expr, ren), p.val.type), p.encoded) for p in tv.parts
     )
     return replace(tv, parts=parts)
 
 
-def _skeleton(tv: TermValue | None) -> exp.Expression:
-    """A small expression that determines the projection of ``tv`` (compared instead of REPLACE chains)."""
+def _skeleton(tv: TermValue | None) -> Expr:
+    """A small key that determines the projection of ``tv`` (compared instead of REPLACE chains)."""
     if tv is None:
-        return exp.Null()
-    args: list[exp.Expression] = [exp.Literal.string(f"{tv.term_type.value}|{tv.datatype}|{tv.language}|{tv.native}")]
+        return Seq(("NULL",))
+    out: list = [repr(f"{tv.term_type.value}|{tv.datatype}|{tv.language}|{tv.native}")]
     for p in tv.parts:
-        args.append(exp.Literal.string(p) if isinstance(p, str) else
-                    exp.Anonymous(this="S", expressions=[p.val.expr.copy(), exp.Literal.string(str(p.encoded))]))
-    return exp.Anonymous(this="T", expressions=args)
+        out += [",", repr(p)] if isinstance(p, str) else [",S(", p.val.expr, f",{p.encoded})"]
+    return Seq(tuple(out))
 
 
-def _not_null(used: list[Val], conds: list[exp.Expression], exempt: set[str]) -> list[exp.Expression]:
+def _not_null(used: list[Val], conds: list[Expr], exempt: set[str]) -> list[Expr]:
     """``c IS NOT NULL`` for term-map columns no comparison of the member already requires non-null."""
     rejected: set[str] = set(exempt)
     for c in conds:
         s = split_cmp(c)
         if s is not None:
-            rejected.update(x.sql() for x in (s[1], s[2]) if isinstance(x, exp.Column))
-        elif isinstance(c, exp.Not) and isinstance(c.this, exp.Is):
-            rejected.add(c.this.this.sql())
-    out = []
+            rejected.update(x.sql() for x in (s[1], s[2]) if isinstance(x, Col))
+        elif isinstance(c, NotNull):
+            rejected.add(c.arg.sql())
+        elif isinstance(c, Raw) and c.not_is is not None:
+            rejected.add(c.not_is.sql())
+    out: list[Expr] = []
     for u in used:
-        if isinstance(u.expr, exp.Column) and u.expr.sql() not in rejected:
+        if isinstance(u.expr, Col) and u.expr.sql() not in rejected:
             rejected.add(u.expr.sql())
-            out.append(exp.Not(this=exp.Is(this=u.expr.copy(), expression=exp.Null())))
+            out.append(NotNull(u.expr))
     return out
 
 
 def _select(b: _Built, distinct: bool) -> exp.Select:
-    sel = exp.Select(expressions=[exp.alias_(e, exp.to_identifier(n)) for n, e in b.items])
+    """The sqlglot SELECT of a member, a fresh tree on every call.
+
+    Built node by node: the same tree as ``exp.select(...).from_(...).join(...)
+    .where(...)``, without the builders' parsing and copying.
+    """
+    args: dict = {"expressions": [exp.Alias(this=e, alias=identifier(n)) for n, e in b.items()]}
     first, *rest = b.entries
-    sel = sel.from_(first.expression(), copy=False)
-    for e in rest:
-        sel = sel.join(e.expression(), copy=False)
+    args["from_"] = exp.From(this=first.expression(b.ren[first.alias]))
+    if rest:
+        args["joins"] = [exp.Join(this=e.expression(b.ren[e.alias])) for e in rest]
     if b.conds:
-        sel = sel.where(exp.and_(*b.conds), copy=False)
+        conds = [c.to_sqlglot(b.ren) for c in b.conds]
+        if len(conds) > 1:  # as exp.and_: an AND / OR operand is parenthesised
+            conds = [exp.Paren(this=c) if isinstance(c, exp.Connector) else c for c in conds]
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = exp.And(this=cond, expression=c)
+        args["where"] = exp.Where(this=cond)
     if distinct:
-        sel = sel.distinct(copy=False)
-    return sel
+        args["distinct"] = exp.Distinct()
+    return exp.Select(**args)
 
 
 def _describe_choice(branch: int, choice) -> str:
@@ -362,10 +474,10 @@ def _empty(query: Query) -> exp.Select:
     return exp.Select(expressions=items).where(exp.EQ(this=exp.Literal.number(1), expression=exp.Literal.number(0)))
 
 
-def _signature(option) -> dict[Var, TermValue]:
+def _signature(option, memo: _Memo) -> dict[Var, TermValue]:
     """The terms one unfolded atom binds its variables to (raises Unsat if the atom alone is unsatisfiable)."""
     atom, _, a, kind = option
-    m = _Member()
+    m = _Member(memo)
     _unfold_atom(m, atom, a, kind)
     return m.bound
 
@@ -455,7 +567,31 @@ def unfold(
     ``ontology`` is None.  Raises :class:`MappingError` for a mapping that
     refers to unknown tables or columns.
     """
-    expand_fn = expand or _default_expand(ontology)
+    with _gc_paused():
+        return _unfold(query, rewritten, mapping, sources, expand or _default_expand(ontology))
+
+
+@contextmanager
+def _gc_paused():
+    """Pause the cyclic garbage collector while unfolding.
+
+    Unfolding a large product allocates millions of small, long-lived objects
+    (candidate members, then one sqlglot tree per member); every collection
+    would traverse all of them again (and the caller's heap), which made up
+    half of NPD query 28's compile time.  Nothing is freed late: the collector
+    runs as usual once it is re-enabled.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Sources, expand_fn):
+    memo = _Memo()
     cache: dict[Atom, tuple] = {}
 
     def expand_cached(atom: Atom) -> tuple:
@@ -479,7 +615,7 @@ def unfold(
                     any_match = True
                     option = (alt_atom, tuple(alt.steps), a, kind)
                     try:
-                        options.append((option, _signature(option)))
+                        options.append((option, _signature(option, memo)))
                     except Unsat as e:
                         removed.append(f"{_describe_choice(rcq.branch, (option,))}: unsatisfiable: {e}")
             if not options:
@@ -493,12 +629,12 @@ def unfold(
             continue
         for choice in _compatible_choices(per_atom, rcq.branch, removed):
             try:
-                b = _build(query, rcq.branch, cq, tuple(rcq.steps), choice)
+                b = _build(query, rcq.branch, cq, tuple(rcq.steps), choice, memo)
             except Unsat as e:
                 removed.append(f"{_describe_choice(rcq.branch, choice)}: unsatisfiable: {e}")
                 continue
             # duplicates only within a branch: SPARQL UNION keeps duplicates across branches
-            key = f"{rcq.branch}#" + canonical_key(b.entries, b.conds, b.skeleton)
+            key = f"{rcq.branch}#" + canonical_key(b.entries, b.conds, b.skeleton())
             if key in keys:
                 removed.append(f"{_describe_choice(rcq.branch, choice)}: duplicate of member {keys[key] + 1}")
                 continue
@@ -510,7 +646,7 @@ def unfold(
     elif len(members) == 1:
         whole = _select(built[0], query.distinct)
     else:
-        whole = members[0].select.copy()
-        for mem in members[1:]:  # left-deep chain, built without exp.union's copies (quadratic for NPD sizes)
-            whole = exp.Union(this=whole, expression=mem.select.copy(), distinct=query.distinct)
+        whole = _select(built[0], False)
+        for b in built[1:]:  # left-deep chain of fresh trees (exp.union would copy the growing chain)
+            whole = exp.Union(this=whole, expression=_select(b, False), distinct=query.distinct)
     return members, whole, tuple(removed)

@@ -364,13 +364,14 @@ def test_duplicates_found_up_to_alias_renaming_and_order():
     assert sql(m1) != sql(m2)
 
     def key(m):
+        from obda.mapping._unfold_ir import from_sqlglot
         from obda.mapping._unfold_tables import FromEntry
 
         sel = m.select
         froms = [sel.args["from_"].this] + [j.this for j in sel.args.get("joins") or []]
         entries = [FromEntry(f.alias, exp.Table(this=f.this.copy()), f.name) for f in froms]
-        conds = list(sel.args["where"].this.flatten())
-        return canonical_key(entries, conds, [e.this for e in sel.expressions])
+        conds = [from_sqlglot(c) for c in sel.args["where"].this.flatten()]
+        return canonical_key(entries, conds, [from_sqlglot(e.this) for e in sel.expressions])
 
     assert key(m1) == key(m2)
 

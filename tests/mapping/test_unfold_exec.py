@@ -113,6 +113,21 @@ def test_one_row_matched_by_two_triples_maps_gives_two_answers():
     assert got == Counter({(EX + "s/1",): 1, (EX + "s/2",): 1, (EX + "s/3",): 1})
 
 
+def test_inlined_disjunction_keeps_its_parentheses_among_the_conjuncts():
+    # the member's WHERE is built node by node: an OR condition of an inlined rr:sqlQuery
+    # must stay one conjunct, or precedence would join sensor 3 with every row of the other atom
+    mapping = SENSOR_TM + """
+    ex:WS a rr:TriplesMap; rr:logicalTable [ rr:sqlQuery "SELECT id FROM sensor WHERE kind = 'wind' OR kind = 'solar'" ];
+      rr:subjectMap [ rr:template "http://ex.org/s/{id}"; rr:class ex:Powered ].
+    """
+    con = database(SRC, {"sensor": SENSOR_ROWS})
+    q, (members, whole, _) = compile_("SELECT ?x ?k WHERE { ?x a ex:Powered ; ex:kind ?k }", mapping, SRC)
+    (m,) = members
+    assert "(m1.kind = 'wind' OR m1.kind = 'solar') AND" in m.sql("duckdb")
+    got = Counter(con.execute(whole.sql("duckdb")).fetchall())
+    assert got == Counter({(EX + "s/1", "wind"): 4, (EX + "s/2", "solar"): 1})
+
+
 def test_duplicate_member_from_hierarchy_counts_once():
     mapping = """
     ex:S a rr:TriplesMap; rr:logicalTable [ rr:tableName "sensor" ];
