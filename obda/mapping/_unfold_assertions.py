@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from obda.errors import Location
-from obda.mapping._unfold_tables import TableShape, catalog_schema, table_shape
+from obda.mapping._unfold_tables import TableShape, table_shape
+from obda.mapping.sql import sqlglot_schema
 from obda.model.mapping import JoinCondition, LogicalTable, Mapping, RefObjectMap, TermMap, TermMapKind, TriplesMap
 from obda.model.query import RDF_TYPE, Atom, ClassAtom, PropertyAtom
 from obda.model.sources import Sources
@@ -90,7 +91,7 @@ class AssertionIndex:
         key = id(tm.logical_table)
         if key not in self._shapes:
             if self._schema is None:
-                self._schema = catalog_schema(self._sources)
+                self._schema = sqlglot_schema(self._sources)
             self._shapes[key] = table_shape(tm.logical_table, self._sources, self._schema)
         return self._shapes[key]
 

@@ -26,18 +26,10 @@ from sqlglot.schema import MappingSchema
 from obda.errors import MappingError
 from obda.mapping._unfold_ir import Col, Expr, const, fast_copy, flatten_conjuncts, from_sqlglot, identifier
 from obda.mapping._unfold_terms import Val
-from obda.mapping.sql import LogicalTableInfo, describe_logical_table, unquote_identifier
+from obda.mapping.sql import LogicalTableInfo, describe_logical_table, sqlglot_schema, unquote_identifier
 from obda.model.mapping import LogicalTable, TermMap
 from obda.model.sources import ColumnType, Sources
 
-_TO_SQLGLOT = {
-    ColumnType.INTEGER: "BIGINT",
-    ColumnType.DECIMAL: "DECIMAL",
-    ColumnType.DOUBLE: "DOUBLE",
-    ColumnType.STRING: "VARCHAR",
-    ColumnType.BOOLEAN: "BOOLEAN",
-    ColumnType.TIMESTAMP: "TIMESTAMP",
-}
 
 
 @dataclass
@@ -175,13 +167,6 @@ def _table_sql(name: str) -> exp.Table:
     return exp.Table(this=exp.to_identifier(name))
 
 
-def catalog_schema(sources: Sources) -> MappingSchema:
-    """The catalog as a sqlglot schema (lower-cased names), built once per unfolding."""
-    return MappingSchema(
-        {t.name.lower(): {c.name.lower(): _TO_SQLGLOT[c.type] for c in t.columns} for t in sources.tables}
-    )
-
-
 def table_shape(lt: LogicalTable, sources: Sources, schema: MappingSchema | None = None) -> TableShape:
     """Analyse a logical table for unfolding (raises MappingError for unknown tables / columns)."""
     info = describe_logical_table(lt, sources)
@@ -190,7 +175,7 @@ def table_shape(lt: LogicalTable, sources: Sources, schema: MappingSchema | None
         inner = (_Inner(t.name, t.is_stream, t.timestamp, t.key),)
         outputs = tuple((c.name.lower(), ("col", 0, c.name, c.type)) for c in t.columns)
         return TableShape(info, inner, outputs, (), text=t.name)
-    inlined = _inline(info, sources, schema or catalog_schema(sources)) if info.select is not None else None
+    inlined = _inline(info, sources, schema or sqlglot_schema(sources)) if info.select is not None else None
     if inlined is not None:
         inner, outputs, conds = inlined
         return TableShape(info, inner, outputs, conds, text=lt.sql_query or "")

@@ -175,14 +175,6 @@ NATURAL_DATATYPE = {
     ColumnType.TIMESTAMP: XSD + "dateTime",
 }
 
-SQL_TYPE = {
-    ColumnType.INTEGER: "BIGINT",
-    ColumnType.DECIMAL: "DECIMAL",
-    ColumnType.DOUBLE: "DOUBLE",
-    ColumnType.STRING: "VARCHAR",
-    ColumnType.BOOLEAN: "BOOLEAN",
-    ColumnType.TIMESTAMP: "TIMESTAMP",
-}
 
 # characters that can occur in the text of a column value of each type (after encoding)
 _NUMBER_CHARS = frozenset(string.digits + "-+.eE")

@@ -95,14 +95,6 @@ def find_column(columns: tuple[Column, ...] | list[Column], name: str) -> Column
     return None
 
 
-_TO_SQLGLOT = {
-    ColumnType.INTEGER: "BIGINT",
-    ColumnType.DECIMAL: "DECIMAL",
-    ColumnType.DOUBLE: "DOUBLE",
-    ColumnType.STRING: "VARCHAR",
-    ColumnType.BOOLEAN: "BOOLEAN",
-    ColumnType.TIMESTAMP: "TIMESTAMP",
-}
 
 
 def column_type_of(dt: exp.DataType | None) -> ColumnType | None:
@@ -202,13 +194,13 @@ def _origin(select: exp.Query, col_name: str) -> tuple[str, str] | None:
 _SCHEMAS: dict[int, tuple[weakref.ref, MappingSchema]] = {}
 
 
-def _schema_of(sources: Sources) -> MappingSchema:
+def sqlglot_schema(sources: Sources) -> MappingSchema:
     """The sqlglot schema of a catalog (lower-cased names), built once per Sources object."""
     hit = _SCHEMAS.get(id(sources))
     if hit is not None and hit[0]() is sources:
         return hit[1]
     schema = MappingSchema(
-        {t.name.lower(): {c.name.lower(): _TO_SQLGLOT[c.type] for c in t.columns} for t in sources.tables}
+        {t.name.lower(): {c.name.lower(): c.type.sql_type for c in t.columns} for t in sources.tables}
     )
     _SCHEMAS[id(sources)] = (weakref.ref(sources, lambda _r, k=id(sources): _SCHEMAS.pop(k, None)), schema)
     return schema
@@ -263,7 +255,7 @@ def describe_logical_table(lt: LogicalTable, sources: Sources, dialect: str | No
             lt.location,
         )
 
-    schema = _schema_of(sources)
+    schema = sqlglot_schema(sources)
     spelling = {c.name.lower(): c.name for t in sources.tables for c in t.columns}
     if isinstance(tree, exp.Query):  # aliases as written; plain column references keep the catalog spelling
         for s in tree.selects:

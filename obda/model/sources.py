@@ -48,6 +48,21 @@ class ColumnType(str, Enum):
     def is_numeric(self) -> bool:
         return self in (ColumnType.INTEGER, ColumnType.DECIMAL, ColumnType.DOUBLE)
 
+    @property
+    def sql_type(self) -> str:
+        """The generic SQL type name (as sqlglot spells it) for this column type."""
+        return _SQL_TYPES[self]
+
+
+_SQL_TYPES = {
+    ColumnType.INTEGER: "BIGINT",
+    ColumnType.DECIMAL: "DECIMAL",
+    ColumnType.DOUBLE: "DOUBLE",
+    ColumnType.STRING: "VARCHAR",
+    ColumnType.BOOLEAN: "BOOLEAN",
+    ColumnType.TIMESTAMP: "TIMESTAMP",
+}
+
 
 class TableKind(str, Enum):
     STREAM = "stream"
