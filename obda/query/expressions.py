@@ -110,11 +110,13 @@ def expression_variables(e) -> list[str]:
     return out
 
 
-def to_dnf(e, term: Callable[[Identifier], Term]) -> list[tuple[Comparison, ...]]:
+def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000) -> list[tuple[Comparison, ...]]:
     """Disjunctive normal form of a FILTER expression.
 
     ``term`` converts rdflib constants and variables to model terms.  Returns
-    a list of alternatives, each a tuple of comparisons (a conjunction).
+    a list of alternatives, each a tuple of comparisons (a conjunction); more
+    than ``limit`` alternatives is a FilterProblem (``&&`` over ``||``
+    multiplies out exponentially).
     """
     e = unwrap(e)
     if isinstance(e, CompValue):
@@ -122,17 +124,28 @@ def to_dnf(e, term: Callable[[Identifier], Term]) -> list[tuple[Comparison, ...]
         if name == "ConditionalOrExpression":
             out: list[tuple[Comparison, ...]] = []
             for part in [e["expr"], *e["other"]]:
-                out.extend(to_dnf(part, term))
+                out.extend(to_dnf(part, term, limit))
+            _check_size(out, limit)
             return out
         if name == "ConditionalAndExpression":
             acc: list[tuple[Comparison, ...]] = [()]
             for part in [e["expr"], *e["other"]]:
-                alts = to_dnf(part, term)
+                alts = to_dnf(part, term, limit)
+                _check_size(range(len(acc) * len(alts)), limit)
                 acc = [a + b for a in acc for b in alts]
             return acc
         if name == "RelationalExpression":
             return [(_comparison(e, term),)]
     raise _unsupported(e)
+
+
+def _check_size(alternatives, limit: int) -> None:
+    if len(alternatives) > limit:
+        raise FilterProblem(
+            "too many UNION / || alternatives",
+            f"the FILTER expands to more than {limit} alternatives (|| inside && multiplies out); simplify it",
+            Hint("word", "FILTER"),
+        )
 
 
 def _comparison(e: CompValue, term: Callable[[Identifier], Term]) -> Comparison:

@@ -57,6 +57,10 @@ from obda.query.expressions import (
     to_dnf,
 )
 
+# Upper bound on the number of CQs of the disjunctive normal form: UNION and ||
+# multiply out, so a deeply nested query can explode; fail clearly instead.
+MAX_BRANCHES = 10_000
+
 # Keywords that end a block of triples inside a group (start of a GraphPatternNotTriples).
 _BLOCK_END_WORDS = ("OPTIONAL", "MINUS", "GRAPH", "SERVICE", "FILTER", "BIND", "VALUES")
 
@@ -245,14 +249,13 @@ class _Converter:
             )
 
     def _enclosing_paren(self, i: int | None, start: int) -> int | None:
-        """Index of the '(' whose bracket pair contains token ``i`` (searching from ``start``)."""
+        """Index of the outermost '(' after ``start`` whose bracket pair contains token ``i``."""
         if i is None:
             return None
-        best = None
-        for j in range(start, i):
-            if self.ts[j].is_punct("(") and self.ts.matching(j) > i:
-                best = j if best is None else best
-        return best if best is not None else i
+        j = self.ts.find(lambda t: t.is_punct("("), start, i)
+        while j is not None and self.ts.matching(j) < i:
+            j = self.ts.find(lambda t: t.is_punct("("), j + 1, i)
+        return i if j is None else j
 
     def _check_modifiers(self, q: CompValue, where_close: int) -> None:
         """Solution modifiers after the WHERE clause: none is supported."""
@@ -321,6 +324,10 @@ class _Converter:
                     located[n],
                 )
             out.append(v)
+        if not out:
+            raise self.unsupported(
+                "empty projection", "the query has no answer variables: its WHERE clause binds no variable", select_i
+            )
         return tuple(out)
 
     # ------------------------------------------------------------------ names
@@ -386,13 +393,15 @@ class _Converter:
             elif name == "Filter":
                 filters.append(self._filter(part, close_i))
             elif name == "GraphGraphPattern":
-                branches = _product(branches, self._graph(part, close_i))
+                at = self.pos
+                branches = self._limit(_product(branches, self._graph(part, close_i)), at)
             elif name == "GroupOrUnionGraphPattern":
                 alternatives: list[_Branch] = []
+                first_open = self.ts.find_punct("{", self.pos, close_i)
                 for g in part["graph"]:
                     sub_open = self.ts.find_punct("{", self.pos, close_i)
                     alternatives.extend(self._group(g, time, sub_open))
-                branches = _product(branches, alternatives)
+                branches = self._limit(_product(branches, alternatives), first_open)
             elif name in _UNSUPPORTED_PARTS:
                 construct, kw, message = _UNSUPPORTED_PARTS[name]
                 raise self.unsupported(construct, message, self.ts.find_word(kw, self.pos, close_i))
@@ -400,6 +409,17 @@ class _Converter:
                 raise self.unsupported(name, f"{name} is not supported", self.pos)
         branches = self._apply_filters(branches, filters, time)
         self.pos = close_i + 1
+        return branches
+
+    def _limit(self, branches: list[_Branch], at: int) -> list[_Branch]:
+        """Fail when the DNF grows beyond MAX_BRANCHES conjunctive queries."""
+        if len(branches) > MAX_BRANCHES:
+            raise self.unsupported(
+                "too many UNION / || alternatives",
+                f"the query expands to more than {MAX_BRANCHES} conjunctive queries (UNION and || multiply out); "
+                "simplify the nesting of UNION and ||",
+                at,
+            )
         return branches
 
     def _block_end(self, start: int, close_i: int) -> int:
@@ -419,7 +439,19 @@ class _Converter:
                 kw,
             )
         open_i = self.ts.find_punct("{", (kw or self.pos) + 1, close_i)
-        return self._group(part["graph"], Var(str(term)), open_i)
+        time = Var(str(term))
+        branches = self._group(part["graph"], time, open_i)
+        if any(all(a.time != time for a in b.atoms) for b in branches):
+            # SPARQL would let ?t range over every named graph, multiplying the
+            # answers by the number of time points: not a meaningful stream query.
+            raise self.unsupported(
+                "GRAPH without triple patterns",
+                f"GRAPH ?{term} {{ ... }} has no triple pattern of its own (in some UNION alternative, or its "
+                f"patterns are all inside a nested GRAPH), so ?{term} would range over every time point; put a "
+                "triple pattern inside it",
+                kw,
+            )
+        return branches
 
     # ------------------------------------------------------------------ triples
 
@@ -444,13 +476,16 @@ class _Converter:
         """A sequence path ``s :p/:q o`` becomes ``s :p _:b . _:b :q o``; other paths are rejected."""
         if not isinstance(p, Path):
             return [(s, p, o)]
+        preds = self._path_steps(p, roles)
+        nodes = [s] + [self._fresh_bnode() for _ in preds[1:]] + [o]
+        return [(nodes[k], pred, nodes[k + 1]) for k, pred in enumerate(preds)]
+
+    def _path_steps(self, p, roles) -> list[URIRef]:
+        """The IRIs of a pure sequence path, in order; any other path operator is an error."""
+        if not isinstance(p, Path):
+            return [p]
         if isinstance(p, SequencePath):
-            steps: list = []
-            for arg in p.args:
-                steps.extend(self._expand_path(None, arg, None, roles) if isinstance(arg, Path) else [(None, arg, None)])
-            preds = [step[1] for step in steps]
-            nodes = [s] + [self._fresh_bnode() for _ in preds[1:]] + [o]
-            return [(nodes[k], pred, nodes[k + 1]) for k, pred in enumerate(preds)]
+            return [step for arg in p.args for step in self._path_steps(arg, roles)]
         if isinstance(p, AlternativePath):
             op, what = "|", "alternative paths"
         elif isinstance(p, MulPath):
@@ -515,7 +550,7 @@ class _Converter:
         self.pos = end + 1
         expr = part["expr"]
         try:
-            dnf = to_dnf(expr, self.term)
+            dnf = to_dnf(expr, self.term, MAX_BRANCHES)
             for conj in dnf:
                 for c in conj:
                     problem = time_comparison_problem(c, self.time_vars)
@@ -584,8 +619,10 @@ class _Converter:
         for b, vs in zip(branches, bound_sets):
             alternatives: list[tuple[Comparison, ...]] = [()]
             for f in filters:
-                alternatives = [a + c for a in alternatives for c in f.dnf[:1] if _vars_of(c) <= vs]
+                alternatives = [a + c for a in alternatives for c in f.dnf if _vars_of(c) <= vs]
+                self._limit(alternatives, f.start)
             out.extend(_Branch(b.atoms, b.filters + a) for a in alternatives)
+            self._limit(out, filters[0].start)
         if not out:
             f = filters[0]
             raise self.unsupported(

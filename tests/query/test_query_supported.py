@@ -141,6 +141,12 @@ def test_nested_groups_inside_graph_inherit_time():
     assert got == (CQ((R("p", x, y, t), R("q", y, z, t))),)
 
 
+def test_graph_nested_in_graph_with_own_atoms():
+    # The inner GRAPH names its own time point; the outer one keeps its atoms.
+    got = branches("SELECT ?x WHERE { GRAPH ?t1 { ?x :p ?y GRAPH ?t2 { ?y :q ?z } } }")
+    assert got == (CQ((R("p", x, y, t1), R("q", y, z, t2))),)
+
+
 def test_time_var_compared_with_date_constant():
     got = branches('SELECT ?x WHERE { GRAPH ?t { ?x :p ?y } FILTER("2020-01-01"^^xsd:date <= ?t) }')
     assert got == (CQ((R("p", x, y, t),), (Comparison("<=", lit("2020-01-01", "date"), t),)),)
@@ -247,3 +253,17 @@ def test_comments_and_strings_do_not_confuse_the_parser():
 @pytest.mark.parametrize("var", ["?x", "$x"])
 def test_dollar_and_question_mark_variables(var):
     assert parse_query(P + f"SELECT {var} WHERE {{ {var} a :C }}").projection == (x,)
+
+
+def test_dnf_explosion_is_a_clear_error():
+    from obda.errors import UnsupportedConstructError
+
+    conj = " && ".join(f"(?y = {i} || ?y = {i + 1} || ?y = {i + 2})" for i in range(10))  # 3^10 alternatives
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(P + f"SELECT ?x WHERE {{ ?x :p ?y FILTER({conj}) }}")
+    assert info.value.construct == "too many UNION / || alternatives"
+    assert info.value.location.line == 3
+    unions = " ".join("{ ?x :p ?y } UNION { ?x :q ?y } UNION { ?x :r ?y }" for _ in range(10))
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(P + f"SELECT ?x WHERE {{ {unions} }}")
+    assert info.value.construct == "too many UNION / || alternatives"

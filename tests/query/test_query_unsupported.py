@@ -71,6 +71,9 @@ CASES = [
     ("time variable as term", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } ?x :p ¦?t }"),
     ("time variable as term", "SELECT ?x WHERE { GRAPH ?t { ?x a :C . ¦?t a :D } }"),
     ("FILTER on unbound variable", "SELECT ?x WHERE { GRAPH ?t { ?x a :C FILTER(¦?t > \"2020-01-01\"^^xsd:date) } }"),
+    ("GRAPH without triple patterns", "SELECT ?x WHERE { ?x a :C . ¦GRAPH ?t0 { GRAPH ?t1 { ?x a :D } } }"),
+    ("GRAPH without triple patterns", "SELECT ?x WHERE { ?x a :C .\n  ¦GRAPH ?t { } }"),
+    ("GRAPH without triple patterns", "SELECT ?x WHERE { ?x a :C . ¦GRAPH ?t { { ?x a :D } UNION { GRAPH ?u { ?x a :E } } } }"),
     # terms
     ("variable predicate", "SELECT ?x WHERE { ?x :p ?y .\n  ?y ¦?p ?z }"),
     ("variable predicate", "SELECT ?x WHERE { ?p :q ?x ; ¦?p ?z }"),
@@ -152,3 +155,9 @@ def test_undeclared_prefix_is_a_syntax_error_at_the_name():
         parse_query(body)
     assert "foo" in info.value.message
     assert (info.value.location.line, info.value.location.column) == (line, col)
+
+
+def test_empty_projection_is_an_error():
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(HEAD + "SELECT * WHERE { }")
+    assert info.value.construct == "empty projection"
