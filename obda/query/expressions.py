@@ -139,6 +139,60 @@ def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000) -> list[t
     raise _unsupported(e)
 
 
+NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
+
+
+def to_exclusive_dnf(
+    e, term: Callable[[Identifier], Term], limit: int = 10_000, positive: bool = True, bound=None
+) -> list[tuple[Comparison, ...]]:
+    """A DNF whose alternatives are pairwise exclusive (for ``SELECT`` without DISTINCT).
+
+    With the plain DNF a solution that satisfies k alternatives of ``a || b``
+    would be answered k times once each alternative becomes a UNION branch;
+    SPARQL answers it once.  Here ``a || b`` becomes ``a`` and ``b && !a``
+    (and ``!(a && b)`` becomes ``!a`` and ``a && !b``), negating comparisons
+    (``<`` ↔ ``>=``, ``=`` ↔ ``!=``), so every solution satisfies exactly one
+    alternative.  Exact when the compared values are comparable (in obda a
+    variable is bound to one column, so its comparisons with constants of
+    its type never raise a SPARQL type error).
+
+    ``bound`` (a set of variables): a comparison using any other variable is an
+    error in SPARQL, which a FILTER treats like false; it is replaced by false
+    in the expression *before* the exclusive alternatives are built (so
+    ``?unbound > 1 || ?b > 2`` keeps the solutions with ``?b > 2``).
+    """
+    e = unwrap(e)
+    if isinstance(e, CompValue):
+        name = e.name
+        parts = [e["expr"], *e["other"]] if name in ("ConditionalOrExpression", "ConditionalAndExpression") else []
+        # an OR when positive, or an AND when negated, is a choice among the parts
+        choice = (name == "ConditionalOrExpression") == positive
+        if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+            if not choice:  # AND of the parts (or NOT of an OR): product
+                acc: list[tuple[Comparison, ...]] = [()]
+                for part in parts:
+                    alts = to_exclusive_dnf(part, term, limit, positive, bound)
+                    _check_size(range(len(acc) * len(alts)), limit)
+                    acc = [a + b for a in acc for b in alts]
+                return acc
+            out: list[tuple[Comparison, ...]] = []
+            prefix: list[tuple[Comparison, ...]] = [()]  # the earlier parts, failed (OR) / held (NOT AND)
+            for part in parts:
+                here = to_exclusive_dnf(part, term, limit, positive, bound)
+                out.extend(a + b for a in prefix for b in here)
+                _check_size(out, limit)
+                other = to_exclusive_dnf(part, term, limit, not positive, bound)
+                prefix = [a + b for a in prefix for b in other]
+                _check_size(prefix, limit)
+            return out
+        if name == "RelationalExpression":
+            c = _comparison(e, term)
+            if bound is not None and not {t for t in (c.left, c.right) if isinstance(t, Var)} <= bound:
+                return [] if positive else [()]  # an error: false, and its negation in our construction true
+            return [(c if positive else Comparison(NEGATE[c.op], c.left, c.right),)]
+    raise _unsupported(e)
+
+
 def _check_size(alternatives, limit: int) -> None:
     if len(alternatives) > limit:
         raise FilterProblem(

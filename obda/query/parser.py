@@ -55,6 +55,7 @@ from obda.query.expressions import (
     expression_variables,
     time_comparison_problem,
     to_dnf,
+    to_exclusive_dnf,
 )
 
 # Upper bound on the number of CQs of the disjunctive normal form: UNION and ||
@@ -180,6 +181,7 @@ class _Converter:
             kw = "FROM NAMED" if named else "FROM"
             raise self.unsupported(kw, f"{kw} is not supported; the data comes from the mappings and sources", i)
 
+        self.distinct = q.modifier == "DISTINCT"
         self.time_vars = frozenset(Var(str(v)) for v in _graph_variables(q.where))
         self._collect_names()
 
@@ -550,7 +552,8 @@ class _Converter:
         self.pos = end + 1
         expr = part["expr"]
         try:
-            dnf = to_dnf(expr, self.term, MAX_BRANCHES)
+            # bag semantics needs exclusive alternatives (one answer per solution), sets do not
+            dnf = (to_dnf if self.distinct else to_exclusive_dnf)(expr, self.term, MAX_BRANCHES)
             for conj in dnf:
                 for c in conj:
                     problem = time_comparison_problem(c, self.time_vars)
@@ -619,7 +622,11 @@ class _Converter:
         for b, vs in zip(branches, bound_sets):
             alternatives: list[tuple[Comparison, ...]] = [()]
             for f in filters:
-                alternatives = [a + c for a in alternatives for c in f.dnf if _vars_of(c) <= vs]
+                if self.distinct:
+                    here = [c for c in f.dnf if _vars_of(c) <= vs]
+                else:  # exclusive alternatives, unbound comparisons read as false first
+                    here = to_exclusive_dnf(f.expr, self.term, MAX_BRANCHES, bound=vs)
+                alternatives = [a + c for a in alternatives for c in here]
                 self._limit(alternatives, f.start)
             out.extend(_Branch(b.atoms, b.filters + a) for a in alternatives)
             self._limit(out, filters[0].start)

@@ -177,7 +177,7 @@ def test_filter_comparisons_all_operators():
 
 
 def test_filter_or_and_parentheses_dnf():
-    got = branches("SELECT ?x WHERE { ?x :p ?y ; :q ?z FILTER((?y < 1 || ?y > 5) && (?z = :a || ?z = :b)) }")
+    got = branches("SELECT DISTINCT ?x WHERE { ?x :p ?y ; :q ?z FILTER((?y < 1 || ?y > 5) && (?z = :a || ?z = :b)) }")
     atoms = (R("p", x, y), R("q", x, z))
     lt, gt = Comparison("<", y, lit("1")), Comparison(">", y, lit("5"))
     ea, eb = Comparison("=", z, IRI(E + "a")), Comparison("=", z, IRI(E + "b"))
@@ -190,7 +190,7 @@ def test_filter_or_and_parentheses_dnf():
 
 
 def test_filter_or_combined_with_union():
-    got = branches("SELECT ?x WHERE { { ?x :p ?y } UNION { ?x :q ?y } FILTER(?y < 1 || ?y > 5) }")
+    got = branches("SELECT DISTINCT ?x WHERE { { ?x :p ?y } UNION { ?x :q ?y } FILTER(?y < 1 || ?y > 5) }")
     assert len(got) == 4
     assert {(cq.atoms[0].prop[len(E):], cq.filters[0].op) for cq in got} == {("p", "<"), ("p", ">"), ("q", "<"), ("q", ">")}
 
@@ -212,12 +212,45 @@ def test_filter_scope_is_its_group():
 def test_filter_alternative_over_a_variable_unbound_in_a_branch_is_dropped_there():
     # ?z is bound in the second union alternative only: in the first one the
     # `?z = 1` alternative is an error (never true), so only `?y = 1` remains.
-    got = branches("SELECT ?x WHERE { { ?x :p ?y } UNION { ?x :p ?y ; :q ?z } FILTER(?y = 1 || ?z = 1) }")
+    got = branches("SELECT DISTINCT ?x WHERE { { ?x :p ?y } UNION { ?x :p ?y ; :q ?z } FILTER(?y = 1 || ?z = 1) }")
     one = lit("1")
     assert got == (
         CQ((R("p", x, y),), (Comparison("=", y, one),)),
         CQ((R("p", x, y), R("q", x, z)), (Comparison("=", y, one),)),
         CQ((R("p", x, y), R("q", x, z)), (Comparison("=", z, one),)),
+    )
+
+
+def test_bag_query_gets_exclusive_alternatives():
+    # Without DISTINCT, a solution satisfying both alternatives must be answered once (SPARQL):
+    # the second alternative excludes the first (?y = 1 fails: ?y != 1).
+    got = branches("SELECT ?x WHERE { ?x :p ?y ; :q ?z FILTER(?y = 1 || ?z = 1) }")
+    one = lit("1")
+    atoms = (R("p", x, y), R("q", x, z))
+    assert got == (
+        CQ(atoms, (Comparison("=", y, one),)),
+        CQ(atoms, (Comparison("!=", y, one), Comparison("=", z, one))),
+    )
+
+
+def test_bag_query_negates_a_conjunction_exclusively():
+    got = branches("SELECT ?x WHERE { ?x :p ?y ; :q ?z FILTER((?y > 1 && ?z > 1) || ?y = 0) }")
+    one, zero = lit("1"), lit("0")
+    atoms = (R("p", x, y), R("q", x, z))
+    assert got == (
+        CQ(atoms, (Comparison(">", y, one), Comparison(">", z, one))),
+        CQ(atoms, (Comparison("<=", y, one), Comparison("=", y, zero))),
+        CQ(atoms, (Comparison(">", y, one), Comparison("<=", z, one), Comparison("=", y, zero))),
+    )
+
+
+def test_bag_query_reads_an_unbound_comparison_as_false_before_excluding():
+    got = branches("SELECT ?x WHERE { { ?x :p ?y } UNION { ?x :p ?y ; :q ?z } FILTER(?z = 1 || ?y = 1) }")
+    one = lit("1")
+    assert got == (
+        CQ((R("p", x, y),), (Comparison("=", y, one),)),
+        CQ((R("p", x, y), R("q", x, z)), (Comparison("=", z, one),)),
+        CQ((R("p", x, y), R("q", x, z)), (Comparison("!=", z, one), Comparison("=", y, one))),
     )
 
 
