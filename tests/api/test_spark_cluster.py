@@ -27,7 +27,7 @@ from apikit import BOUNDED_JOIN, answers, api_answers, make_workspace
 from obda.datagen import DEFAULT_START, DEFAULT_STEP
 from obda.project import Project
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a cluster and two drivers: minutes on a small machine
+pytestmark = [pytest.mark.spark]  # a cluster and two drivers: a few minutes on a small machine, in the default run
 
 HERE = Path(__file__).resolve().parent
 
