@@ -45,11 +45,20 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
   one atomic checkpoint file after the sink was flushed.  On restart the sink
   is truncated to the committed offset and the uncommitted batch is re-read:
   no lost and no repeated output.
-* Per batch and stream table one Spark job validates rows (explicit schema,
-  PERMISSIVE + ``_corrupt_record``; missing timestamp), marks rows at or before
-  the last closed timestamp as late, evaluates every member's local conditions,
-  projects the synopsis keys and groups by ``(timestamp, key)`` with counts
-  (:mod:`obda.execution.spark_io`).  Only these aggregated rows reach the driver.
+* Per micro-batch **one Spark job** reads the new files of every stream table
+  (one DataFrame per table and format: explicit schema, PERMISSIVE +
+  ``_corrupt_record``, every declared column parsed so that a bad value
+  anywhere marks the row invalid), projects each to a tag, the row's validity,
+  its timestamp, one flag per pipeline (that alias' local conditions, as
+  Spark SQL) and the synopsis keys, unites them by name and groups by all of
+  these with a count (:mod:`obda.execution.spark_io`).  Only these aggregated
+  rows reach the driver.  Lateness is decided on the driver from the grouped
+  timestamps (the job does not depend on the marker).  A second job runs only
+  when a batch has late or invalid rows, to collect them for the quarantine.
+  Why one job and not one per table: on a small cluster a micro-batch's cost
+  is mostly per-job overhead (DataFrame analysis, planning, scheduling of a
+  map and a result stage), not rows; measured in
+  ``benchmarks/executor_vs_spark.py``.
 * :mod:`obda.execution.runtime` buffers the open timestamps (aggregated) and
   closes a timestamp when every stream passed it, at the end of input, or when
   the lagging streams were idle for ``idle_timeout``.

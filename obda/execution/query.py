@@ -8,7 +8,6 @@ import os
 import pickle
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -272,6 +271,7 @@ class ContinuousQuery:
 
     # -- micro-batches --------------------------------------------------------------------------
     def _new_files(self) -> dict[str, list[str]]:
+        """Per stream table its unprocessed files (name order, at most ``max_files_per_batch``)."""
         tables = self._tables_by_name()
         out: dict[str, list[str]] = {}
         for name in self.streams:
@@ -283,22 +283,42 @@ class ContinuousQuery:
                 out[name] = files
         return out
 
-    def _read(self, name: str, files: list[str], closed_upto: int | None) -> TableBatch:
-        table = self._tables_by_name()[name]
-        pipes = self._pipelines_of(name)
-        if self.backend == "spark":
-            from obda.execution.spark_io import spark_table_batch
+    def _requests(self, new: dict[str, list[str]]):
+        from obda.execution.spark_io import ReadRequest
 
+        tables = self._tables_by_name()
+        requests = []
+        for name, files in new.items():
+            table, pipes = tables[name], tuple(self._pipelines_of(name))
             by_fmt: dict[str, list[str]] = {}
             for f in files:
                 by_fmt.setdefault(table_format(table, f), []).append(f)
-            parts = [spark_table_batch(self.spark, table, pipes, fs, closed_upto, fmt) for fmt, fs in by_fmt.items()]
-            return _merge_batches(name, parts)
-        parts = [
-            process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options)), closed_upto, f)
-            for f in files
-        ]
-        return _merge_batches(name, parts)
+            requests.extend(ReadRequest(table, pipes, tuple(fs), fmt) for fmt, fs in by_fmt.items())
+        return requests
+
+    def _read_all(self, new: dict[str, list[str]], closed_upto: int | None) -> list[TableBatch]:
+        """One aggregated batch per stream table with new files (Spark: all in one job)."""
+        tables = self._tables_by_name()
+        if self.backend == "spark":
+            from obda.execution.spark_io import collect_batch, decode_batch
+
+            if not new:
+                return []
+            collected = collect_batch(self.spark, self._requests(new))
+            parts = decode_batch(self.spark, collected, closed_upto)
+            return [
+                _merge_batches(name, [b for r, b in zip(collected.requests, parts) if r.table.name == name])
+                for name in new
+            ]
+        out = []
+        for name, files in new.items():
+            table, pipes = tables[name], self._pipelines_of(name)
+            parts = [
+                process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options)), closed_upto, f)
+                for f in files
+            ]
+            out.append(_merge_batches(name, parts))
+        return out
 
     def step(self, exhausted: bool = False) -> int:
         """Run one micro-batch: read new files, close timestamps, emit, checkpoint.
@@ -309,13 +329,7 @@ class ContinuousQuery:
         with self._lock:
             t0 = time.perf_counter()
             new = self._new_files()
-            closed = self.runtime.closed_upto
-            if self.backend == "spark" and len(new) > 1:
-                # one Spark job per stream table; submitted together so the cluster overlaps them
-                with ThreadPoolExecutor(max_workers=len(new)) as pool:
-                    batches = list(pool.map(lambda kv: self._read(kv[0], kv[1], closed), new.items()))
-            else:
-                batches = [self._read(name, files, closed) for name, files in new.items()]
+            batches = self._read_all(new, self.runtime.closed_upto)
             self.runtime.ingest(batches)
             answers = self.runtime.close(exhausted=exhausted and not new)
             if exhausted and not new:

@@ -81,7 +81,8 @@ class JsonLinesSink(Sink):
     def write_lines(self, lines: list[str]) -> None:
         if lines:
             f = self._file()
-            f.write("".join(line + "\n" for line in lines))
+            f.write("\n".join(lines))
+            f.write("\n")
 
     def flush(self):
         f = self._file()

@@ -1,20 +1,22 @@
-"""Spark side of the executor: session, file listing, per-batch DataFrame pipelines.
+"""Spark side of the executor: session, file listing, the one DataFrame job of a micro-batch.
 
-Per micro-batch and stream table, **one Spark job** reads the new files
-(explicit schema; CSV/JSON in PERMISSIVE mode with a ``_corrupt_record``
-column; Parquet cast-checked), classifies every row as ``ok`` / ``late`` /
-``invalid``, evaluates the local conditions of every pipeline on that table as
-boolean columns, projects the kept attributes and groups by
-``(status, timestamp, flags, attributes)`` with a count.  Only these aggregated
-rows — per timestamp and synopsis key — are collected to the driver.  A second
-job, only when the first one counted late or invalid rows, collects those rows
-with their file for the quarantine.
+Per micro-batch **one Spark job** (:func:`collect_batch`) reads the new files of
+every stream table (explicit schema; CSV/JSON in PERMISSIVE mode with a
+``_corrupt_record`` column; Parquet cast-checked), projects every row to
+``(tag, valid, timestamp, one flag per pipeline, kept attributes)`` — the flag
+is the pipeline's local conditions, kept attributes are NULL when no pipeline
+keeps the row — unites the tables by column name and groups by all columns
+with a count.  Only these aggregated rows reach the driver.
+:func:`decode_batch` then classifies them against the marker (late: timestamp
+at or before the last closed one) into one :class:`TableBatch` per table; a
+second job, only when some row was late or invalid, collects those rows with
+their file for the quarantine.
 """
 
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from obda.errors import ExecutionError
@@ -115,8 +117,27 @@ def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _read(spark, table: Table, paths: list[str], fmt: str):
-    """DataFrame of the files plus a boolean column ``__bad`` for malformed rows and ``__raw`` text."""
+@dataclass(frozen=True)
+class ReadRequest:
+    """Files of one table and format to read in a micro-batch, with the pipelines over that table."""
+
+    table: Table
+    pipelines: tuple[Pipeline, ...]
+    paths: tuple[str, ...]
+    fmt: str
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A read request as a DataFrame plus the SQL text of its per-row classification."""
+
+    df: object  # pyspark DataFrame with the table's columns (typed) and whatever ``bad``/``raw`` read
+    bad: str  # SQL: the row is malformed (unparseable, wrong arity, a value of the wrong type)
+    raw: str  # SQL: the row's raw text where the reader kept it, else NULL
+
+
+def _read(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
+    """The files as a DataFrame with an explicit schema, and how to tell malformed rows."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -133,7 +154,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str):
         # The reader only parses (and so only validates) the columns a query needs; this never-true
         # term makes every declared column needed, so a bad value in any column marks the row.
         nulls = ", ".join(f"{_quoted(c.name)} IS NULL" for c in table.columns)
-        return df.selectExpr("*", f"({CORRUPT} IS NOT NULL OR size(array({nulls})) < 0) AS __bad", f"{CORRUPT} AS __raw")
+        return _Frame(df, f"({CORRUPT} IS NOT NULL OR size(array({nulls})) < 0)", CORRUPT)
     if fmt == "parquet":
         raw = spark.read.options(**opts).parquet(*paths)
         present = {n.lower(): n for n in raw.columns}
@@ -148,7 +169,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str):
             bad = bad | (F.col(_quoted(src)).isNotNull() & casted.isNull())
             cols.append(casted.alias(c.name))
         rawjson = F.to_json(F.struct(*[F.col(_quoted(n)) for n in raw.columns]))
-        return raw.select(*cols, bad.alias("__bad"), F.when(bad, rawjson).alias("__raw"))
+        return _Frame(raw.select(*cols, bad.alias("__bad"), F.when(bad, rawjson).alias("__raw")), "__bad", "__raw")
     if fmt == "jdbc":
         r = spark.read.format("jdbc")
         opts.setdefault("dbtable", table.name)
@@ -156,102 +177,173 @@ def _read(spark, table: Table, paths: list[str], fmt: str):
             opts["url"] = table.location
         df = r.options(**opts).load()
         df = df.select(*[F.col(_quoted(c.name)).cast(spark_type(c.type)).alias(c.name) for c in table.columns])
-        return df.withColumn("__bad", F.lit(False)).withColumn("__raw", F.lit(None).cast("string"))
+        return _Frame(df, "false", "CAST(NULL AS STRING)")
     raise ExecutionError(f"table {table.name!r}: format {fmt!r} is not readable by the executor", table.source_location)
+
+
+@dataclass
+class _Layout:
+    """Where the classification, flags and kept attributes of one request are in a collected row."""
+
+    flags: list[tuple[Pipeline, int]] = field(default_factory=list)
+    keys: dict[int, tuple[int, ...]] = field(default_factory=dict)  # pipeline id -> key positions
+
+
+def _valid_sql(table: Table, frame: _Frame) -> tuple[str, str]:
+    """SQL of (row is valid, its timestamp in µs since the epoch)."""
+    q = _quoted
+    if table.timestamp:
+        return f"(NOT {frame.bad} AND {q(table.timestamp)} IS NOT NULL)", f"unix_micros({q(table.timestamp)})"
+    return f"(NOT {frame.bad})", "CAST(NULL AS BIGINT)"
+
+
+def _projection(table: Table, frame: _Frame, pipelines, tag: int) -> tuple[list[str], list[tuple[str, tuple]]]:
+    """Per-row SQL columns of a request: tag, validity, timestamp, one flag per pipeline, kept attributes.
+
+    Returns the select items and, per kept attribute, ``(output column, (pipeline id or None, name))``
+    (plain columns are shared by the table's pipelines, computed expressions are per pipeline).
+    Kept attributes are NULL unless some pipeline keeps the row, so that rows no pipeline needs
+    collapse into one group per timestamp.
+    """
+    valid, tsm = _valid_sql(table, frame)
+    items = [f"{tag} AS __g", f"{valid} AS __v", f"CASE WHEN {valid} THEN {tsm} END AS __ts"]
+    conds = {p.id: " AND ".join(f"({f.sql(dialect='spark')})" for f in p.filters) or "true" for p in pipelines}
+    for p in pipelines:
+        items.append(f"coalesce({valid} AND {conds[p.id]}, false) AS __f{p.id}")
+    any_cond = " OR ".join(f"({conds[p.id]})" for p in pipelines) or "false"
+    cols: list[tuple[str, tuple]] = []
+    kept: dict[tuple, str] = {}
+    for p in pipelines:
+        exprs = dict(p.exprs)
+        for a in p.attrs:
+            ident = (p.id, a[1]) if a in exprs else (None, a[1])
+            if ident in kept:
+                continue
+            name = f"__k{tag}_{len(kept)}"
+            kept[ident] = name
+            if a in exprs:
+                c = exprs[a].sql(dialect="spark")
+            else:
+                col = table.column(a[1])
+                c = _quoted(a[1])
+                if col is not None and col.type is ColumnType.TIMESTAMP:
+                    c = f"unix_micros({c})"
+            items.append(f"CASE WHEN {valid} AND ({any_cond}) THEN {c} END AS {name}")
+            cols.append((name, ident))
+    return items, cols
+
+
+@dataclass
+class CollectedBatch:
+    """The aggregated rows of one micro-batch job, not yet classified against the marker."""
+
+    requests: list[ReadRequest]
+    rows: list[tuple] = field(default_factory=list)  # (tag, valid, ts, flags..., keys..., count)
+    frames: dict[int, _Frame] = field(default_factory=dict)
+    layouts: dict[int, _Layout] = field(default_factory=dict)
+
+    def files(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for r in self.requests:
+            out[r.table.name] = out.get(r.table.name, ()) + tuple(r.paths)
+        return out
+
+
+def collect_batch(spark, requests: list[ReadRequest]) -> CollectedBatch:
+    """Run the **one** Spark job of a micro-batch over every request.
+
+    The requests' DataFrames (different tables and schemas) are projected to a tag, the row's
+    validity, its timestamp, one flag per pipeline (its local conditions hold) and the kept
+    attributes, united by name (missing columns are NULL) and grouped with a count; only the
+    groups reach the driver.  The job does not depend on the marker (see :func:`decode_batch`).
+    """
+    out = CollectedBatch(list(requests))
+    live = [i for i, r in enumerate(requests) if r.paths or r.fmt == "jdbc"]
+    if not live:
+        return out
+    cols_of: dict[int, list[tuple[str, tuple]]] = {}
+    union = None
+    for i in live:
+        r = requests[i]
+        out.frames[i] = _read(spark, r.table, list(r.paths), r.fmt)
+        items, cols_of[i] = _projection(r.table, out.frames[i], r.pipelines, i)
+        df = out.frames[i].df.selectExpr(*items)
+        union = df if union is None else union.unionByName(df, allowMissingColumns=True)
+    names = list(union.columns)
+    pos = {n: k for k, n in enumerate(names)}
+    for i in live:
+        lay = _Layout()
+        by_ident = {ident: pos[name] for name, ident in cols_of[i]}
+        for p in requests[i].pipelines:
+            lay.flags.append((p, pos[f"__f{p.id}"]))
+            exprs = dict(p.exprs)
+            lay.keys[p.id] = tuple(by_ident[(p.id, a[1]) if a in exprs else (None, a[1])] for a in p.attrs)
+        out.layouts[i] = lay
+    out.rows = [tuple(r) for r in union.groupBy(*names).count().collect()]
+    return out
+
+
+def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> list[TableBatch]:
+    """One :class:`TableBatch` per request: counts, groups per (timestamp, pipeline, key), quarantine.
+
+    A row whose timestamp is at or before ``closed_upto`` is late; lateness is decided here,
+    from the grouped timestamps.  A second job, only when some row was late or invalid,
+    collects those rows with their file for the quarantine.
+    """
+    requests = collected.requests
+    batches = [TableBatch(r.table.name, files=tuple(r.paths)) for r in requests]
+    groups: dict[int, dict[int, dict[int, dict]]] = {i: {} for i in collected.layouts}
+    for r in collected.rows:
+        g, valid, ts, n = r[0], r[1], r[2], r[-1]
+        b = batches[g]
+        b.rows += n
+        if not valid:
+            b.invalid += n
+            continue
+        if ts is not None and closed_upto is not None and ts <= closed_upto:
+            b.late += n
+            continue
+        b.valid += n
+        if ts is not None and (b.max_ts is None or ts > b.max_ts):
+            b.max_ts = ts
+        lay = collected.layouts[g]
+        for p, fpos in lay.flags:
+            if not r[fpos]:
+                continue
+            key = tuple(r[k] for k in lay.keys[p.id])
+            slot = groups[g].setdefault(ts, {}).setdefault(p.id, {})
+            slot[key] = slot.get(key, 0) + n
+    for i in collected.layouts:
+        b = batches[i]
+        b.groups = groups[i]
+        if b.late or b.invalid:
+            b.quarantine = _quarantine_rows(collected.frames[i], requests[i].table, closed_upto)
+    return batches
+
+
+def spark_read_batches(spark, requests: list[ReadRequest], closed_upto: int | None) -> list[TableBatch]:
+    """Read every request in one Spark job; one aggregated :class:`TableBatch` per request."""
+    return decode_batch(spark, collect_batch(spark, requests), closed_upto)
 
 
 def spark_table_batch(
     spark, table: Table, pipelines: list[Pipeline], paths: list[str], closed_upto: int | None, fmt: str
 ) -> TableBatch:
-    """Read ``paths`` of ``table`` and return its aggregated micro-batch (see module docstring)."""
-    from pyspark.sql import functions as F
-
-    b = TableBatch(table.name, files=tuple(paths))
-    if not paths and fmt != "jdbc":
-        return b
-    df = _read(spark, table, paths, fmt)
-    # Built as SQL text: a few Py4J calls per batch instead of hundreds of Column objects.
-    q = _quoted
-    tsm = f"unix_micros({q(table.timestamp)})" if table.timestamp else "CAST(NULL AS BIGINT)"
-    missing = f"{q(table.timestamp)} IS NULL" if table.timestamp else "false"
-    late = f" WHEN {tsm} <= {int(closed_upto)} THEN 'late'" if closed_upto is not None else ""
-    status = f"CASE WHEN __bad OR {missing} THEN 'invalid'{late} ELSE 'ok' END"
-    flags: list[tuple[Pipeline, str]] = [(p, f"__f{p.id}") for p in pipelines]
-    conds = {p.id: " AND ".join(f"({f.sql(dialect='spark')})" for f in p.filters) or "true" for p in pipelines}
-    kept: dict[tuple, str] = {}  # (pipeline id or None, attr name) -> output column
-    cols: list[tuple[str, str]] = []
-    for p in pipelines:
-        exprs = dict(p.exprs)
-        for a in p.attrs:
-            if a in exprs:
-                name = f"__e{p.id}_{a[1][2:]}"
-                kept[(p.id, a[1])] = name
-                cols.append((name, exprs[a].sql(dialect="spark")))
-            elif (None, a[1]) not in kept:
-                name = f"__c{len(kept)}"
-                kept[(None, a[1])] = name
-                col = table.column(a[1])
-                c = q(a[1])
-                if col is not None and col.type is ColumnType.TIMESTAMP:
-                    c = f"unix_micros({c})"
-                cols.append((name, c))
-    all_cols = ", ".join(q(c.name) for c in table.columns)
-    stage1 = df.selectExpr(
-        f"{status} AS __st",
-        f"{tsm} AS __tsus",
-        *[f"({conds[p.id]}) AS __cond{p.id}" for p, _ in flags],
-        *[f"{c} AS {n}" for n, c in cols],
-        "__raw",
-        f"to_json(struct({all_cols})) AS __json",
-    )
-    any_flag = " OR ".join(name for _, name in flags) or "false"
-    base = stage1.selectExpr(
-        "__st",
-        "CASE WHEN __st = 'ok' THEN __tsus END AS __ts",
-        *[f"coalesce(__st = 'ok' AND __cond{p.id}, false) AS {name}" for p, name in flags],
-        *[n for n, _ in cols],
-        "__raw",
-        "CASE WHEN __st <> 'ok' THEN __json END AS __json",
-        "__tsus AS __tsus",
-    )
-    agg_cols = ["__st", "__ts"] + [name for _, name in flags] + [
-        f"CASE WHEN __st = 'ok' AND ({any_flag}) THEN {n} END AS {n}" for n, _ in cols
-    ]
-    rows = base.selectExpr(*agg_cols).groupBy(*[c.rsplit(' AS ', 1)[-1] for c in agg_cols]).count().collect()
-    groups: dict[int, dict[int, dict]] = {}
-    for r in rows:
-        st, n = r["__st"], r["count"]
-        b.rows += n
-        if st == "invalid":
-            b.invalid += n
-            continue
-        if st == "late":
-            b.late += n
-            continue
-        b.valid += n
-        t = r["__ts"]
-        if t is not None:
-            b.max_ts = t if b.max_ts is None else max(b.max_ts, t)
-        for p, _ in flags:
-            if not r[f"__f{p.id}"]:
-                continue
-            exprs = dict(p.exprs)
-            key = tuple(
-                (r[kept[(p.id, a[1])]] if a in exprs else r[kept[(None, a[1])]]) for a in p.attrs
-            )
-            slot = groups.setdefault(t, {}).setdefault(p.id, defaultdict(int))
-            slot[key] += n
-    b.groups = {t: {pid: dict(d) for pid, d in per.items()} for t, per in groups.items()}
-    if b.late or b.invalid:
-        b.quarantine = _quarantine_rows(base, table, closed_upto)
-    return b
+    """Read ``paths`` of ``table`` and return its aggregated micro-batch (see :func:`spark_read_batches`)."""
+    return spark_read_batches(spark, [ReadRequest(table, tuple(pipelines), tuple(paths), fmt)], closed_upto)[0]
 
 
-def _quarantine_rows(base, table: Table, closed_upto: int | None) -> list[dict]:
-    q = base.where("__st <> 'ok'").selectExpr("__st", "__raw", "__json", "input_file_name() AS __file", "__tsus")
+def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None) -> list[dict]:
+    valid, tsm = _valid_sql(table, frame)
+    late = f" OR __tsus <= {int(closed_upto)}" if closed_upto is not None and table.timestamp else ""
+    all_cols = ", ".join(_quoted(c.name) for c in table.columns)
+    q = frame.df.selectExpr(
+        f"{valid} AS __v", f"{frame.raw} AS __raw", f"to_json(struct({all_cols})) AS __json",
+        "input_file_name() AS __file", f"{tsm} AS __tsus",
+    ).where(f"NOT __v{late}")
     out = []
     for r in q.collect():
-        if r["__st"] == "late":
+        if r["__v"]:
             reason = (
                 f"late: timestamp {micros_to_iso(r['__tsus'])} is at or before the closed timestamp {micros_to_iso(closed_upto)}"
             )

@@ -112,3 +112,25 @@ def test_spark_reads_json_and_parquet(spark, tmp_path):
     q, text = run(spark, tmp_path, src, case, "o.jsonl")
     assert q.metrics.invalid == 1
     assert bindings(text, ("x", "n")) == Oracle(src0, rows, {"r": STATIC_R}).answers(case.sql)
+
+
+def test_spark_one_job_reads_several_tables_and_formats(spark, tmp_path):
+    """One micro-batch job unites CSV and JSON files of one stream with another stream's files."""
+    case = CASE["row5_bag"]
+    rows = random_streams(24)
+    base = sources(t="data/t")
+    src = Sources(tuple(dataclasses.replace(t, location="data/s", format=None) if t.name == "s" else t
+                        for t in base.tables))
+    write_csv_batches(tmp_path / "data", [{"t": rows["t"]}], base)
+    d = tmp_path / "data" / "s"
+    d.mkdir(parents=True)
+    half = len(rows["s"]) // 2
+    with open(d / "part-0.csv", "w") as f:
+        f.write("a,b,c,ts\n" + "".join(f"{r['a']},{r['b']},{r['c']},{r['ts'].isoformat(sep=' ')}\n"
+                                        for r in rows["s"][:half]))
+    with open(d / "part-1.json", "w") as f:
+        f.writelines(json.dumps({**r, "ts": r["ts"].isoformat()}) + "\n" for r in rows["s"][half:])
+    q, text = run(spark, tmp_path, src, case, "o.jsonl")
+    assert q.metrics.batches == 2 and q.metrics.rows_in == {"s": len(rows["s"]), "t": len(rows["t"])}
+    expected = Oracle(base, rows).answers(case.sql)
+    assert sum(expected.values()) > 0 and bindings(text, ("a",)) == expected

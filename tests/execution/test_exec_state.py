@@ -74,12 +74,6 @@ def _analyser_bounds(sql):
     }
 
 
-# The analyser's plan for row 9 (DISTINCT) keeps only a first timestamp for T; the existence synopsis
-# needs T's entries per key f (the f of the U tuples it joined: a later S tuple must see which f
-# had a U < T chain), so T keeps ≤ |dom(f)| = 4 entries.  Reported to the analysis stage.
-KNOWN_PLAN_DIFFERENCES = {("row9_set", "m2"): 4}
-
-
 @pytest.mark.parametrize("case", [c for c in CASES if c.verdict == "bounded"], ids=lambda c: c.name)
 def test_synopses_stay_within_the_analysers_plan_bound(case):
     """Each single-stream unit keeps at most the analyser's bound (its plan: keys × domain sizes)."""
@@ -90,7 +84,7 @@ def test_synopses_stay_within_the_analysers_plan_bound(case):
             if len(node.aliases) != 1:
                 continue
             alias = node.aliases[0]
-            b = KNOWN_PLAN_DIFFERENCES.get((case.name, alias), bounds.get((me.plan.member.origin, alias)))
+            b = bounds.get((me.plan.member.origin, alias))
             if isinstance(b, int):
                 assert len(me.past[node.id]) <= b, (case.name, alias, len(me.past[node.id]), b)
 
