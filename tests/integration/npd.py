@@ -12,10 +12,9 @@ def npd_dir() -> Path:
     env = os.environ.get("OBDA_NPD_DIR")
     if env:
         return Path(env)
-    for cand in (ROOT.parent / "shared" / "testdata" / "npd", ROOT / ".." / "shared" / "testdata" / "npd"):
-        if cand.exists():
-            return cand.resolve()
-    return ROOT.parent / "shared" / "testdata" / "npd"
+    from shared_data import TESTDATA
+
+    return TESTDATA / "npd"
 
 
 def load_npd(validate: bool = False):

@@ -18,8 +18,9 @@ from obda.errors import SourcesError
 from obda.mapping import load_mapping, parse_mapping_text, validate_mapping
 from obda.mapping.ddl import sources_from_ddl
 from obda.model.sources import ColumnType, TableKind
+from shared_data import TESTDATA
 
-NPD = Path("/work/shared/testdata/npd")
+NPD = TESTDATA / "npd"
 pytestmark = pytest.mark.skipif(not NPD.exists(), reason="NPD data not available")
 
 

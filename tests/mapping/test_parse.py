@@ -9,6 +9,7 @@ import pytest
 from obda.errors import MappingError
 from obda.mapping import load_mapping, parse_mapping_text
 from obda.model.mapping import RefObjectMap, TermMapKind, TermType
+from shared_data import TESTDATA
 
 PREFIXES = """\
 @prefix rr: <http://www.w3.org/ns/r2rml#> .
@@ -260,7 +261,7 @@ def test_npd_parses_quickly() -> None:
     import time
     from pathlib import Path
 
-    path = Path("/work/shared/testdata/npd/npd-v2-ql.r2rml.ttl")
+    path = TESTDATA / "npd" / "npd-v2-ql.r2rml.ttl"
     if not path.exists():
         pytest.skip("NPD data not available")
     t0 = time.perf_counter()

@@ -48,8 +48,9 @@ from rdflib.namespace import XSD
 
 from obda.errors import MappingError
 from obda.mapping import load_mapping, materialise
+from shared_data import TESTDATA
 
-CASES_DIR = Path("/work/shared/testdata/r2rml-testcases")
+CASES_DIR = TESTDATA / "r2rml-testcases"
 CASES = sorted(p.name for p in CASES_DIR.glob("R2RMLTC*")) if CASES_DIR.exists() else []
 
 ERROR_WITH_EMPTY_OUTPUT = {"R2RMLTC0002c", "R2RMLTC0002g", "R2RMLTC0002h", "R2RMLTC0003a"}

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import sqlglot
 from sqlglot import exp
+from shared_data import TESTDATA
 
-NPD = Path("/work/shared/testdata/npd")
+NPD = TESTDATA / "npd"
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not NPD.exists(), reason="NPD data not available")]
 
 

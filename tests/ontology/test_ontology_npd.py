@@ -17,8 +17,9 @@ from rdflib.namespace import OWL, RDF
 
 from obda.model.ontology import AtomicConcept, DisjointClasses, Exists, SubClassOf, SubPropertyOf
 from obda.ontology import load_ontology
+from shared_data import TESTDATA
 
-NPD = "/work/shared/testdata/npd/npd-v2-ql.owl"
+NPD = str(TESTDATA / "npd" / "npd-v2-ql.owl")
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,9 @@ import pytest
 from obda.errors import UnsupportedConstructError
 from obda.model.query import XSD, ClassAtom, Comparison, Literal, Var
 from obda.query import parse_query
+from shared_data import TESTDATA
 
-NPD = Path("/work/shared/testdata/npd/queries")
+NPD = TESTDATA / "npd" / "queries"
 NPDV = "http://sws.ifi.uio.no/vocab/npd-v2#"
 
 # file → None (parses) or (construct, text found at the reported position).

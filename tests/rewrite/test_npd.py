@@ -12,8 +12,9 @@ from obda.model.ontology import AtomicConcept
 from obda.model.query import CQ, ClassAtom, PropertyAtom, Query, Var
 from obda.rewrite import expand_atom, rewrite, saturate
 from obda.rewrite.saturation import Saturation
+from shared_data import TESTDATA
 
-NPD = Path("/work/shared/testdata/npd")
+NPD = TESTDATA / "npd"
 N = "http://sws.ifi.uio.no/vocab/npd-v2#"
 
 pytestmark = pytest.mark.skipif(not NPD.exists(), reason="NPD test data not available")
