@@ -241,14 +241,17 @@ def _inline(info: LogicalTableInfo, sources: Sources, schema: MappingSchema):
         index[n.alias_or_name.lower()] = i
         inner.append(_Inner(t.name, t.is_stream, t.timestamp, t.key))
 
+    def lookup(column: exp.Column):
+        """(FROM position, source column) of a qualified column; _NotInlinable if it is not a source column."""
+        idx = index.get(column.table.lower())
+        col = sources.table(inner[idx].table).column(column.name) if idx is not None else None
+        if col is None:
+            raise _NotInlinable
+        return idx, col
+
     def resolve(node: exp.Expression):
         if isinstance(node, exp.Column):
-            idx = index.get(node.table.lower())
-            if idx is None:
-                raise _NotInlinable
-            col = sources.table(inner[idx].table).column(node.name)
-            if col is None:
-                raise _NotInlinable
+            idx, col = lookup(node)
             return exp.column(exp.to_identifier(col.name), table=exp.to_identifier(str(idx)))
         return node
 
@@ -257,12 +260,7 @@ def _inline(info: LogicalTableInfo, sources: Sources, schema: MappingSchema):
         for item, out_col in zip(q.selects, info.columns):
             inner_e = item.this if isinstance(item, exp.Alias) else item
             if isinstance(inner_e, exp.Column):
-                idx = index.get(inner_e.table.lower())
-                if idx is None:
-                    return None
-                col = sources.table(inner[idx].table).column(inner_e.name)
-                if col is None:
-                    return None
+                idx, col = lookup(inner_e)
                 outputs.append((out_col.name.lower(), ("col", idx, col.name, col.type)))
             elif isinstance(inner_e, (exp.Literal, exp.Boolean)):
                 outputs.append((out_col.name.lower(), ("const", const(sel_const(item, sel)), out_col.type)))

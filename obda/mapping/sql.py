@@ -206,6 +206,16 @@ def sqlglot_schema(sources: Sources) -> MappingSchema:
     return schema
 
 
+def _unknown_table(what: str, sources: Sources, lt: LogicalTable) -> "LogicalTableError":
+    """The unknown_table error, naming the sources file and the tables it does declare."""
+    return LogicalTableError(
+        "unknown_table",
+        what + (f" {sources.file}" if sources.file else "")
+        + f" (known: {', '.join(t.name for t in sources.tables) or 'none'})",
+        lt.location,
+    )
+
+
 def describe_logical_table(lt: LogicalTable, sources: Sources, dialect: str | None = None) -> LogicalTableInfo:
     """Analyse a logical table against the sources catalog.
 
@@ -217,13 +227,7 @@ def describe_logical_table(lt: LogicalTable, sources: Sources, dialect: str | No
     if lt.table_name is not None:
         table = sources.table(unquote_identifier(lt.table_name))
         if table is None:
-            raise LogicalTableError(
-                "unknown_table",
-                f"rr:tableName {lt.table_name!r} is not a table of the sources file"
-                + (f" {sources.file}" if sources.file else "")
-                + f" (known: {', '.join(t.name for t in sources.tables) or 'none'})",
-                lt.location,
-            )
+            raise _unknown_table(f"rr:tableName {lt.table_name!r} is not a table of the sources file", sources, lt)
         return LogicalTableInfo(
             tables=(table.name,),
             columns=table.columns,
@@ -237,13 +241,7 @@ def describe_logical_table(lt: LogicalTable, sources: Sources, dialect: str | No
     for t in _source_tables(tree):
         st = sources.table(t.name)
         if st is None:
-            raise LogicalTableError(
-                "unknown_table",
-                f"rr:sqlQuery reads table {t.name!r}, which is not in the sources file"
-                + (f" {sources.file}" if sources.file else "")
-                + f" (known: {', '.join(x.name for x in sources.tables) or 'none'})",
-                lt.location,
-            )
+            raise _unknown_table(f"rr:sqlQuery reads table {t.name!r}, which is not in the sources file", sources, lt)
         if st.name not in tables:
             tables.append(st.name)
     streams = [n for n in tables if sources.table(n).is_stream]
