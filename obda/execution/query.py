@@ -116,6 +116,7 @@ class ContinuousQuery:
         backend: str = "spark",
         max_files_per_batch: int | None = None,
         trigger_interval: float = 1.0,
+        prefetch: bool = True,
         dialect: str = "spark",
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -163,6 +164,9 @@ class ContinuousQuery:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self.prefetch = prefetch
+        self._ahead: tuple[dict[str, list[str]], object] | None = None  # next batch's files and Spark job
+        self._pool = None
         self.error: BaseException | None = None
         self._restore()
 
@@ -270,13 +274,19 @@ class ContinuousQuery:
         return len(data)
 
     # -- micro-batches --------------------------------------------------------------------------
-    def _new_files(self) -> dict[str, list[str]]:
-        """Per stream table its unprocessed files (name order, at most ``max_files_per_batch``)."""
+    def _new_files(self, exclude: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Per stream table its unprocessed files (name order, at most ``max_files_per_batch``).
+
+        ``exclude``: files already taken by the micro-batch in progress.
+        """
         tables = self._tables_by_name()
         out: dict[str, list[str]] = {}
         for name in self.streams:
             t = tables[name]
-            files = [f for f in list_files(resolve_location(t, self.base_dir)) if f not in self.processed[name]]
+            taken = set(exclude.get(name, ())) if exclude else set()
+            files = [
+                f for f in list_files(resolve_location(t, self.base_dir)) if f not in self.processed[name] and f not in taken
+            ]
             if self.max_files_per_batch is not None:
                 files = files[: self.max_files_per_batch]
             if files:
@@ -296,15 +306,64 @@ class ContinuousQuery:
             requests.extend(ReadRequest(table, pipes, tuple(fs), fmt) for fmt, fs in by_fmt.items())
         return requests
 
-    def _read_all(self, new: dict[str, list[str]], closed_upto: int | None) -> list[TableBatch]:
+    def _collect(self, new: dict[str, list[str]]):
+        """The Spark job of a micro-batch (independent of the marker, so it may run ahead)."""
+        from obda.execution.spark_io import collect_batch
+
+        return collect_batch(self.spark, self._requests(new))
+
+    def _take_batch(self) -> tuple[dict[str, list[str]], object]:
+        """The files of this micro-batch and, on Spark, their collected job result.
+
+        Uses the job started ahead by the previous micro-batch when there is one, and then starts
+        the next micro-batch's job ahead, so that Spark reads and aggregates batch k+1 while the
+        driver updates synopses, writes answers and checkpoints batch k.  The job result is only
+        a cache: files count as processed when the batch that read them is checkpointed, so a
+        crash loses nothing and repeats nothing.
+        """
+        if self.backend != "spark":
+            return self._new_files(), None
+        if self._ahead is not None:
+            new, future = self._ahead
+            self._ahead = None
+            collected = future.result()
+        else:
+            new = self._new_files()
+            collected = self._collect(new) if new else None
+        if new and self.prefetch:
+            following = self._new_files(exclude=new)
+            if following:
+                if self._pool is None:
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="obda-prefetch")
+                self._ahead = (following, self._pool.submit(self._collect, following))
+        return new, collected
+
+    def _drop_ahead(self) -> None:
+        """Forget a job started ahead (waits for it: no Spark job outlives its query)."""
+        if self._ahead is not None:
+            _, future = self._ahead
+            self._ahead = None
+            future.cancel()
+            try:
+                future.result()
+            except BaseException:  # its files were not processed; they are read again
+                pass
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def _read_all(self, new: dict[str, list[str]], closed_upto: int | None, collected=None) -> list[TableBatch]:
         """One aggregated batch per stream table with new files (Spark: all in one job)."""
         tables = self._tables_by_name()
         if self.backend == "spark":
-            from obda.execution.spark_io import collect_batch, decode_batch
+            from obda.execution.spark_io import decode_batch
 
             if not new:
                 return []
-            collected = collect_batch(self.spark, self._requests(new))
+            if collected is None:
+                collected = self._collect(new)
             parts = decode_batch(self.spark, collected, closed_upto)
             return [
                 _merge_batches(name, [b for r, b in zip(collected.requests, parts) if r.table.name == name])
@@ -328,8 +387,8 @@ class ContinuousQuery:
         """
         with self._lock:
             t0 = time.perf_counter()
-            new = self._new_files()
-            batches = self._read_all(new, self.runtime.closed_upto)
+            new, collected = self._take_batch()
+            batches = self._read_all(new, self.runtime.closed_upto, collected)
             self.runtime.ingest(batches)
             answers = self.runtime.close(exhausted=exhausted and not new)
             if exhausted and not new:
@@ -397,6 +456,8 @@ class ContinuousQuery:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        with self._lock:
+            self._drop_ahead()
         self.sink.flush() if hasattr(self.sink, "flush") else None
 
     @property

@@ -34,18 +34,28 @@ def _json_value(v):
     return str(v)
 
 
+_PLAIN = (int, float, str, bool, type(None))
+
+
 def answer_lines(answers: Iterable[Answer], columns: tuple[str, ...]) -> list[str]:
-    """JSON lines of answers, one per occurrence."""
-    out = []
+    """JSON lines of answers, one per occurrence.
+
+    Byte-identical to ``json.dumps({"emitted_at": ..., "binding": {...}})`` per answer;
+    the ``emitted_at`` text is formatted once per closed timestamp, not once per answer.
+    """
+    out: list[str] = []
+    dumps = json.dumps
+    prefixes: dict = {}
     for a in answers:
-        line = json.dumps(
-            {
-                "emitted_at": micros_to_iso(a.emitted_at),
-                "binding": {c: _json_value(v) for c, v in zip(columns, a.values)},
-            },
-            sort_keys=False,
-        )
-        out.extend([line] * a.count)
+        prefix = prefixes.get(a.emitted_at)
+        if prefix is None:
+            prefix = prefixes[a.emitted_at] = '{"emitted_at": ' + dumps(micros_to_iso(a.emitted_at)) + ', "binding": '
+        binding = {c: (v if type(v) in _PLAIN else _json_value(v)) for c, v in zip(columns, a.values)}
+        line = prefix + dumps(binding) + "}"
+        if a.count == 1:
+            out.append(line)
+        else:
+            out.extend([line] * a.count)
     return out
 
 

@@ -249,6 +249,27 @@ class CollectedBatch:
         return out
 
 
+def collect_rows(df) -> list[tuple]:
+    """The rows of a (small, aggregated) DataFrame as plain tuples, through Arrow.
+
+    ``DataFrame.toArrow`` ships column batches instead of pickled ``Row`` objects:
+    about twice as fast for the tens of thousands of groups a busy micro-batch
+    brings.  Timestamps come back as naive UTC datetimes (the session time zone
+    is UTC), as ``collect`` gives them.
+    """
+    import pyarrow as pa
+
+    table = df.toArrow()
+    cols = []
+    for col in table.columns:
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.timestamp("us"))
+        cols.append(col.to_pylist())
+    if not cols:
+        return [()] * table.num_rows
+    return list(zip(*cols))
+
+
 def collect_batch(spark, requests: list[ReadRequest]) -> CollectedBatch:
     """Run the **one** Spark job of a micro-batch over every request.
 
@@ -279,7 +300,7 @@ def collect_batch(spark, requests: list[ReadRequest]) -> CollectedBatch:
             exprs = dict(p.exprs)
             lay.keys[p.id] = tuple(by_ident[(p.id, a[1]) if a in exprs else (None, a[1])] for a in p.attrs)
         out.layouts[i] = lay
-    out.rows = [tuple(r) for r in union.groupBy(*names).count().collect()]
+    out.rows = collect_rows(union.groupBy(*names).count())
     return out
 
 
