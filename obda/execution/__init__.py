@@ -17,7 +17,7 @@ Python API (what the CLI and the HTTP API call)::
         spark=None, master=None,  # a SparkSession, or a master URL for get_spark (default local[*])
         backend="spark",          # or "local": the same pipelines evaluated in Python (small inputs, tests)
         max_files_per_batch=None, # per stream table and micro-batch
-        prefetch=True,            # Spark: run the next micro-batch's job while the driver finishes this one
+        prefetch=2,               # Spark: jobs of up to this many next micro-batches run ahead (0: none)
     )
     q.run_until_exhausted()       # read every file present, then close all timestamps (end of input)
     q.start(); ...; q.stop()      # background polling for new files every trigger_interval seconds
@@ -61,10 +61,11 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
   map and a result stage), not rows; measured in
   ``benchmarks/executor_vs_spark.py``.  The groups leave Spark as Arrow
   batches (``DataFrame.toArrow``), not pickled ``Row`` objects.
-* **Read-ahead**: when more files are waiting, the job of micro-batch k+1 is
-  started (in a helper thread) as soon as batch k's job has returned, so Spark
-  scans the next files while the driver updates synopses, writes answers and
-  checkpoints batch k.  This is safe because the job does not depend on the
+* **Read-ahead**: when more files are waiting, the jobs of micro-batches
+  k+1 and k+2 (``prefetch``) are started in helper threads as soon as batch
+  k's job has returned, so Spark plans and scans the next files while the
+  driver updates synopses, writes answers and checkpoints batch k (and one
+  job's planning overlaps another's execution).  This is safe because the job does not depend on the
   marker; its result is a cache (files count as consumed only when their
   batch is checkpointed).
 * :mod:`obda.execution.runtime` buffers the open timestamps (aggregated) and

@@ -116,7 +116,7 @@ class ContinuousQuery:
         backend: str = "spark",
         max_files_per_batch: int | None = None,
         trigger_interval: float = 1.0,
-        prefetch: bool = True,
+        prefetch: int = 2,
         dialect: str = "spark",
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -164,8 +164,8 @@ class ContinuousQuery:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
-        self.prefetch = prefetch
-        self._ahead: tuple[dict[str, list[str]], object] | None = None  # next batch's files and Spark job
+        self.prefetch = int(prefetch)
+        self._ahead: list[tuple[dict[str, list[str]], object]] = []  # next batches' files and Spark jobs
         self._pool = None
         self.error: BaseException | None = None
         self._restore()
@@ -315,36 +315,44 @@ class ContinuousQuery:
     def _take_batch(self) -> tuple[dict[str, list[str]], object]:
         """The files of this micro-batch and, on Spark, their collected job result.
 
-        Uses the job started ahead by the previous micro-batch when there is one, and then starts
-        the next micro-batch's job ahead, so that Spark reads and aggregates batch k+1 while the
-        driver updates synopses, writes answers and checkpoints batch k.  The job result is only
-        a cache: files count as processed when the batch that read them is checkpointed, so a
-        crash loses nothing and repeats nothing.
+        Uses the job started ahead by an earlier micro-batch when there is one, and keeps up to
+        ``prefetch`` further micro-batches' jobs running ahead, so that Spark plans, reads and
+        aggregates batches k+1, k+2, ... while the driver updates synopses, writes answers and
+        checkpoints batch k.  A job result is only a cache: files count as processed when the
+        batch that read them is checkpointed, so a crash loses nothing and repeats nothing.
         """
         if self.backend != "spark":
             return self._new_files(), None
-        if self._ahead is not None:
-            new, future = self._ahead
-            self._ahead = None
+        if self._ahead:
+            new, future = self._ahead.pop(0)
             collected = future.result()
         else:
             new = self._new_files()
             collected = self._collect(new) if new else None
-        if new and self.prefetch:
-            following = self._new_files(exclude=new)
-            if following:
-                if self._pool is None:
-                    from concurrent.futures import ThreadPoolExecutor
-
-                    self._pool = ThreadPoolExecutor(1, thread_name_prefix="obda-prefetch")
-                self._ahead = (following, self._pool.submit(self._collect, following))
+        if new:
+            self._read_ahead(new)
         return new, collected
 
+    def _read_ahead(self, current: dict[str, list[str]]) -> None:
+        """Start the jobs of the next micro-batches (files not taken by this or a running batch)."""
+        while len(self._ahead) < self.prefetch:
+            taken = {name: list(files) for name, files in current.items()}
+            for files, _ in self._ahead:
+                for name, fs in files.items():
+                    taken.setdefault(name, []).extend(fs)
+            following = self._new_files(exclude=taken)
+            if not following:
+                return
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max(1, self.prefetch), thread_name_prefix="obda-read-ahead")
+            self._ahead.append((following, self._pool.submit(self._collect, following)))
+
     def _drop_ahead(self) -> None:
-        """Forget a job started ahead (waits for it: no Spark job outlives its query)."""
-        if self._ahead is not None:
-            _, future = self._ahead
-            self._ahead = None
+        """Forget the jobs started ahead (waits for them: no Spark job outlives its query)."""
+        ahead, self._ahead = self._ahead, []
+        for _, future in ahead:
             future.cancel()
             try:
                 future.result()
