@@ -1,126 +1,137 @@
-"""Benchmark: obda's bounded executor vs a Spark Structured Streaming stream-stream join.
+"""Benchmark: obda's bounded executor vs a Spark Structured Streaming stream-stream join, on the demo.
 
-Same generated CSV files (two streams ``s(a, b, ts)`` and ``t(d, e, ts)``), same bounded
-join query (Theorem 1: ``T`` is a child of ``S``, its key ``d`` is bounded by ``0 < d < 5``)::
+The query is a bounded join query of the demo catalog (``catalogs/demo.yaml``), compiled by
+obda from SPARQL through the turbine ontology and the R2RML mappings (``--query``):
 
-    SELECT m1.a AS a FROM s AS m1, t AS m2
-    WHERE m2.ts < m1.ts AND m1.b = m2.d AND 0 < m2.d AND m2.d < 5
+* ``turbines_hot_after_maintenance_distinct`` (default): turbines with a reading above 90
+  after one of their maintenances (set semantics, Theorem 2);
+* ``hot_readings_after_maintenance``: every such reading, once per earlier maintenance
+  (bag semantics, Theorem 1).
 
-1. obda ``ContinuousQuery`` (Spark backend, ``--batch-files`` files per stream and micro-batch);
-2. the same query as a Spark stream-stream inner join (``readStream.csv`` with
-   ``maxFilesPerTrigger``, ``trigger(availableNow=True)``); Spark keeps both sides' rows as
-   join state (no range condition lets it drop them);
-3. the speed limit: a plain Spark batch scan, filter and count of the same files (one job per
-   stream), and the same filter + count as a streaming query with the same micro-batches.
+Both unfold to ``maintenance m1 ⋈ measurement m2 ⋈ sensor m3`` with ``m1.ts < m2.ts``,
+``m2.value > 90``, ``m2.sensor_id = m3.id``, ``m1.turbine_id = m3.turbine_id``.
+The data is the demo scenario of ``obda generate`` at scale (sites × turbines × sensors,
+readings and maintenances per time point), each stream split into ``--files`` CSV files in
+timestamp order.  Contenders, in one process and one SparkSession (``local[2]``, 2 shuffle
+partitions), over the same files:
 
-All contenders run in one process and one SparkSession (``local[2]``, 2 shuffle partitions),
-over the same files; each runs once unmeasured (JIT, code generation), then ``--repeat`` times
-round-robin.  Prints the parameters, best and median seconds, CPU seconds (JVM + Python: less
-sensitive to other load on a shared machine), the ratios, input/output row counts of obda and
-the Spark join (they must agree, else exit 1), state size over time, and where a micro-batch of
-the Spark join spends its time (``durationMs`` of its progress reports).
-Targets: obda state flat; throughput ≥ 3x the stream-stream join and ≥ 0.7x the plain scan.
+1. **obda**: ``ContinuousQuery`` (Spark backend, ``--batch-files`` files per stream and
+   micro-batch), answers to a JSON-lines file;
+2. **spark_stream_join**: the same query as a user would write it without obda — two
+   ``readStream.csv`` sources (``maxFilesPerTrigger`` = ``--batch-files``), a stream-static
+   join with the sensor table, a stream-stream inner join on the turbine with
+   ``m1.ts < m2.ts`` (plus ``dropDuplicates`` for DISTINCT), a JSON file sink,
+   ``trigger(availableNow=True)``.  No watermark can bound this join (the time condition
+   has no upper bound), so Spark keeps every maintenance and every hot reading as state;
+3. **plain_scan**: the speed limit — a batch ``spark.read.csv`` filter + count of the same
+   files (one job per stream);
+4. **streaming_scan**: the same filter + count as streaming queries with the same
+   micro-batches.
 
-    .venv/bin/python benchmarks/executor_vs_spark.py --timestamps 2000 --rows-per-ts 200 --files 20 --batch-files 5
+Each contender runs once unmeasured (JIT, code generation), then ``--repeat`` times
+round-robin.  Prints the command and parameters, best / median seconds, CPU seconds (JVM +
+Python), the ratios, input rows, micro-batches, the answers of obda and Spark (compared as
+multisets: exit 1 when they differ), state size per micro-batch and where a micro-batch of
+the Spark join spends its time.  Targets: obda state flat; throughput ≥ 3x the stream-stream
+join and ≥ 0.7x the plain scan.
+
+    .venv/bin/python benchmarks/executor_vs_spark.py
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import datetime as dt
 import json
 import os
-import random
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
+from obda.analysis import analyze  # noqa: E402
+from obda.catalog import load_catalog  # noqa: E402
+from obda.datagen import generate  # noqa: E402
 from obda.execution import ContinuousQuery, JsonLinesSink, get_spark  # noqa: E402
-from obda.model.sources import Sources  # noqa: E402
+from obda.project import Project  # noqa: E402
 
-SQL = (
-    "SELECT m1.a AS a FROM s AS m1, t AS m2 "
-    "WHERE m2.ts < m1.ts AND m1.b = m2.d AND 0 < m2.d AND m2.d < 5"
-)
-SOURCES = """
-tables:
-  s: {kind: stream, timestamp: ts, columns: {a: integer, b: integer, ts: timestamp}, location: data/s, format: csv}
-  t: {kind: stream, timestamp: ts, columns: {d: integer, e: integer, ts: timestamp}, location: data/t, format: csv}
-"""
-BASE = dt.datetime(2024, 1, 1)
+QUERIES = ("turbines_hot_after_maintenance_distinct", "hot_readings_after_maintenance")
+TURBINE_IRI = "http://example.org/turbine/data/turbine/"
+SCHEMAS = {
+    "measurement": "sensor_id LONG, value LONG, ts TIMESTAMP",
+    "maintenance": "turbine_id LONG, kind STRING, ts TIMESTAMP",
+    "sensor": "id LONG, turbine_id LONG, kind STRING",
+}
 
 
-def generate(root: Path, timestamps: int, rows_per_ts: int, files: int, domain: int, seed: int) -> int:
-    """Write ``files`` CSV files per stream, timestamps in order; returns rows per stream."""
-    rng = random.Random(seed)
-    per_file = max(1, timestamps // files)
-    total = 0
-    for name, cols in (("s", ("a", "b")), ("t", ("d", "e"))):
-        d = root / "data" / name
-        d.mkdir(parents=True, exist_ok=True)
-        for f in range(files):
-            with open(d / f"part-{f:05d}.csv", "w", newline="") as fh:
-                w = csv.writer(fh)
-                w.writerow(list(cols) + ["ts"])
-                for k in range(f * per_file, timestamps if f == files - 1 else (f + 1) * per_file):
-                    ts = (BASE + dt.timedelta(seconds=k)).isoformat(sep=" ")
-                    for _ in range(rows_per_ts):
-                        # s: (a unbounded, b in the join domain); t: (d in the join domain, e unbounded)
-                        big, small = rng.randrange(10**6), rng.randrange(domain)
-                        w.writerow([big, small, ts] if name == "s" else [small, big, ts])
-                        if name == "s":
-                            total += 1
-    return total
+def generate_data(project: Project, root: Path, args) -> dict[str, int]:
+    """The demo scenario at scale; only the streams the query reads get rows."""
+    g = generate(
+        project.sources, root / "data", seed=args.seed, sites=args.sites, turbines_per_site=args.turbines_per_site,
+        sensors_per_turbine=args.sensors_per_turbine, timestamps=args.timestamps,
+        rows_per_timestamp={"measurement": tuple(args.readings), "maintenance": tuple(args.maintenances),
+                            "power": (0, 0), "alarm": (0, 0)},
+        value_range=(0, args.value_max), files=args.files,
+    )
+    return {t.name: t.rows for t in g.tables}
 
 
-def run_obda(spark, root: Path, batch_files: int) -> dict:
-    src = Sources.from_yaml(SOURCES)
+def run_obda(project: Project, compiled, report, spark, root: Path, batch_files: int) -> dict:
     out = root / "obda_out.jsonl"
-    q = ContinuousQuery(SQL, src, None, base_dir=root, sink=JsonLinesSink(out), spark=spark,
+    q = ContinuousQuery(compiled, project.sources, report, base_dir=root, sink=JsonLinesSink(out), spark=spark,
                         max_files_per_batch=batch_files)
     t0 = time.perf_counter()
     q.run_until_exhausted()
     secs = time.perf_counter() - t0
     q.close()
     m = q.metrics
-    lines = sum(1 for _ in open(out))
+    answers = Counter()
+    with open(out) as fh:
+        for line in fh:
+            b = json.loads(line)["binding"]
+            answers[tuple(b[c] for c in q.columns)] += 1
     return {
         "seconds": secs,
         "input_rows": sum(m.rows_read.values()),
         "files_read": sum(len(v) for v in q.processed.values()),
         "micro_batches": m.batches - 1,  # the last step reads nothing: it only closes the input
-        "output_rows": lines,
+        "answers": answers,
         "state_over_time": [e for _, e in m.state_history],
-        "synopsis_entries_final": m.synopsis_entries,
         "state_bytes": m.state_bytes,
         "verdict": q.verdicts,
+        "columns": q.columns,
     }
 
 
-def run_spark_join(spark, root: Path, batch_files: int) -> dict:
+def spark_join_query(spark, root: Path, batch_files: int, query: str):
+    """The query as a Spark Structured Streaming job, written as a user would without obda."""
     from pyspark.sql import functions as F
 
-    def stream(name, schema):
-        return (spark.readStream.schema(schema).option("header", "true")
+    def stream(name):
+        return (spark.readStream.schema(SCHEMAS[name]).option("header", "true")
                 .option("maxFilesPerTrigger", batch_files).csv(str(root / "data" / name)))
 
-    s = stream("s", "a LONG, b LONG, ts TIMESTAMP").alias("m1")
-    t = stream("t", "d LONG, e LONG, ts TIMESTAMP").alias("m2")
-    joined = s.join(t, F.expr("m1.b = m2.d AND m2.ts < m1.ts AND m2.d > 0 AND m2.d < 5")).select("m1.a")
-    counts = []
+    sensor = spark.read.schema(SCHEMAS["sensor"]).option("header", "true").csv(str(root / "data" / "sensor"))
+    hot = stream("measurement").where("value > 90").alias("m2")
+    joined = (hot.join(sensor.alias("m3"), F.expr("m2.sensor_id = m3.id"))
+              .join(stream("maintenance").alias("m1"), F.expr("m1.turbine_id = m3.turbine_id AND m1.ts < m2.ts")))
+    turbine = F.concat(F.lit(TURBINE_IRI), F.col("m1.turbine_id").cast("string")).alias("turbine")
+    if query == "turbines_hot_after_maintenance_distinct":
+        return joined.select(turbine).dropDuplicates(["turbine"]), ("turbine",)
+    return joined.select(turbine, F.col("m2.value").alias("v")), ("turbine", "v")
 
-    def sink(df, batch_id):
-        counts.append(df.count())
 
+def run_spark_join(spark, root: Path, batch_files: int, query: str) -> dict:
+    df, cols = spark_join_query(spark, root, batch_files, query)
+    out, ckpt = root / "spark_out", root / "spark_ckpt"
     t0 = time.perf_counter()
-    q = (joined.writeStream.foreachBatch(sink).trigger(availableNow=True)
-         .option("checkpointLocation", str(root / "spark_ckpt")).start())
+    q = (df.writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ckpt))
+         .trigger(availableNow=True).start())
     q.awaitTermination()
     secs = time.perf_counter() - t0
     state, durations, rows_in = [], {}, 0
@@ -133,8 +144,14 @@ def run_spark_join(spark, root: Path, batch_files: int) -> dict:
         for k, v in (p.get("durationMs") or {}).items():
             durations[k] = durations.get(k, 0) + v
     per_batch = {k: round(v / max(1, len(progress))) for k, v in sorted(durations.items())}
-    return {"seconds": secs, "files_read": _spark_source_files(root / "spark_ckpt"), "input_rows_after_pushdown": rows_in,
-            "micro_batches": len(progress), "output_rows": sum(counts), "state_over_time": state, "ms_per_batch": per_batch}
+    answers = Counter()
+    for f in sorted(out.glob("part-*.json")):
+        with open(f) as fh:
+            for line in fh:
+                r = json.loads(line)
+                answers[tuple(r.get(c) for c in cols)] += 1
+    return {"seconds": secs, "files_read": _spark_source_files(ckpt), "input_rows_after_pushdown": rows_in,
+            "micro_batches": len(progress), "answers": answers, "state_over_time": state, "ms_per_batch": per_batch}
 
 
 def _spark_source_files(ckpt: Path) -> int:
@@ -151,11 +168,10 @@ def _spark_source_files(ckpt: Path) -> int:
 
 def run_plain_scan(spark, root: Path) -> dict:
     t0 = time.perf_counter()
-    n_s = spark.read.option("header", "true").schema("a LONG, b LONG, ts TIMESTAMP").csv(
-        str(root / "data" / "s")).where("b > 0 AND b < 5").count()
-    n_t = spark.read.option("header", "true").schema("d LONG, e LONG, ts TIMESTAMP").csv(
-        str(root / "data" / "t")).where("d > 0 AND d < 5").count()
-    return {"seconds": time.perf_counter() - t0, "filtered_rows": n_s + n_t}
+    n = spark.read.option("header", "true").schema(SCHEMAS["measurement"]).csv(
+        str(root / "data" / "measurement")).where("value > 90").count()
+    n += spark.read.option("header", "true").schema(SCHEMAS["maintenance"]).csv(str(root / "data" / "maintenance")).count()
+    return {"seconds": time.perf_counter() - t0, "filtered_rows": n}
 
 
 def run_streaming_scan(spark, root: Path, batch_files: int) -> dict:
@@ -167,9 +183,8 @@ def run_streaming_scan(spark, root: Path, batch_files: int) -> dict:
 
     t0 = time.perf_counter()
     queries = []
-    for name, schema, cond in (("s", "a LONG, b LONG, ts TIMESTAMP", "b > 0 AND b < 5"),
-                               ("t", "d LONG, e LONG, ts TIMESTAMP", "d > 0 AND d < 5")):
-        df = (spark.readStream.schema(schema).option("header", "true").option("maxFilesPerTrigger", batch_files)
+    for name, cond in (("measurement", "value > 90"), ("maintenance", "true")):
+        df = (spark.readStream.schema(SCHEMAS[name]).option("header", "true").option("maxFilesPerTrigger", batch_files)
               .csv(str(root / "data" / name)).where(cond))
         queries.append(df.writeStream.foreachBatch(sink).trigger(availableNow=True)
                        .option("checkpointLocation", str(root / "spark_ckpt" / f"scan_{name}")).start())
@@ -204,14 +219,26 @@ class CpuClock:
         return (int(fields[11]) + int(fields[12])) / self.tick + time.process_time()
 
 
+def _pair(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition(",")
+    return int(lo), int(hi or lo)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--timestamps", type=int, default=2000)
-    ap.add_argument("--rows-per-ts", type=int, default=200)
-    ap.add_argument("--files", type=int, default=20, help="files per stream")
+    ap.add_argument("--query", choices=QUERIES, default=QUERIES[0], help="demo catalog query")
+    ap.add_argument("--project", default=str(ROOT / "demo"))
+    ap.add_argument("--catalog", default=str(ROOT / "catalogs" / "demo.yaml"))
+    ap.add_argument("--timestamps", type=int, default=400, help="time points")
+    ap.add_argument("--sites", type=int, default=4)
+    ap.add_argument("--turbines-per-site", type=int, default=50)
+    ap.add_argument("--sensors-per-turbine", type=int, default=10)
+    ap.add_argument("--readings", type=_pair, default=(1500, 2500), help="measurement rows per time point: lo,hi")
+    ap.add_argument("--maintenances", type=_pair, default=(0, 4), help="maintenance rows per time point: lo,hi")
+    ap.add_argument("--value-max", type=float, default=100, help="readings are drawn from 0..value-max (hot: > 90)")
+    ap.add_argument("--files", type=int, default=40, help="files per stream")
     ap.add_argument("--batch-files", type=int, default=5,
                     help="files per stream and micro-batch, for obda and Spark (maxFilesPerTrigger); 0: all in one")
-    ap.add_argument("--domain", type=int, default=1000, help="values of b and d are drawn from 0..domain-1")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3,
                     help="measured runs per contender, interleaved round-robin after one unmeasured warm-up run each")
@@ -224,21 +251,25 @@ def main(argv=None) -> int:
     if root.exists() and args.workdir:
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
-    rows = generate(root, args.timestamps, args.rows_per_ts, args.files, args.domain, args.seed)
-    total_rows = 2 * rows
+    project = Project.load(args.project)
+    entry = next(e for e in load_catalog(args.catalog) if e.name == args.query)
+    compiled = project.compile(entry.query)
+    report = analyze(compiled, project.sources)
+    rows = generate_data(project, root, args)
+    total_rows = rows["measurement"] + rows["maintenance"]
     batch_files = args.batch_files or args.files
     spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"})
     cpu = CpuClock(spark)
 
     contenders = {
-        "obda": lambda: run_obda(spark, root, batch_files),
-        "spark_stream_join": lambda: run_spark_join(spark, root, batch_files),
+        "obda": lambda: run_obda(project, compiled, report, spark, root, batch_files),
+        "spark_stream_join": lambda: run_spark_join(spark, root, batch_files, args.query),
         "plain_scan": lambda: run_plain_scan(spark, root),
         "streaming_scan": lambda: run_streaming_scan(spark, root, batch_files),
     }
 
     def once(fn) -> dict:
-        for leftover in ("obda_out.jsonl", "spark_ckpt"):
+        for leftover in ("obda_out.jsonl", "spark_ckpt", "spark_out"):
             p = root / leftover
             if p.is_dir():
                 shutil.rmtree(p)
@@ -262,9 +293,6 @@ def main(argv=None) -> int:
     median = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
     ours, join = best["obda"], best["spark_stream_join"]
 
-    def tput(secs):
-        return total_rows / secs
-
     def ratios(table):
         return {
             "obda_vs_spark_join": table["spark_stream_join"] / table["obda"],
@@ -275,11 +303,13 @@ def main(argv=None) -> int:
     best_s = {k: r["seconds"] for k, r in best.items()}
     cpu_s = {k: (statistics.median(r["cpu_seconds"] for r in v) if v[0]["cpu_seconds"] is not None else None)
              for k, v in runs.items()}
+    same_answers = ours["answers"] == join["answers"]
     result = {
-        "parameters": vars(args) | {"rows_per_stream": rows, "input_rows_total": total_rows, "workdir": str(root),
-                                    "spark_version": spark.version, "cores": os.cpu_count()},
-        "query": SQL,
-        "throughput_rows_per_s_best": {k: tput(v) for k, v in best_s.items()},
+        "parameters": {k: v for k, v in vars(args).items()} | {
+            "rows": rows, "input_rows_total": total_rows, "workdir": str(root),
+            "spark_version": spark.version, "cores": os.cpu_count()},
+        "sql": compiled.to_sql(),
+        "throughput_rows_per_s_best": {k: total_rows / v for k, v in best_s.items()},
         "seconds_best": best_s,
         "seconds_median": median,
         "seconds_all": {k: [round(r["seconds"], 3) for r in v] for k, v in runs.items()},
@@ -290,23 +320,24 @@ def main(argv=None) -> int:
         "input_rows": {"obda": ours["input_rows"], "spark_stream_join_after_pushdown": join["input_rows_after_pushdown"]},
         "files_read": {"obda": ours["files_read"], "spark_stream_join": join["files_read"], "generated": 2 * args.files},
         "micro_batches": {"obda": ours["micro_batches"], "spark_stream_join": join["micro_batches"]},
-        "output_rows": {"obda": ours["output_rows"], "spark_stream_join": join["output_rows"]},
+        "answers": {"obda": sum(ours["answers"].values()), "spark_stream_join": sum(join["answers"].values()),
+                    "distinct": len(ours["answers"]), "equal": same_answers},
         "state_over_time": {"obda_entries": ours["state_over_time"], "spark_join_rows": join["state_over_time"]},
+        "obda_state_bytes": ours["state_bytes"],
         "spark_join_ms_per_batch": join["ms_per_batch"],
         "obda_verdict": ours["verdict"],
     }
-    same = (ours["output_rows"] == join["output_rows"] and ours["input_rows"] == total_rows
-            and ours["files_read"] == join["files_read"] == 2 * args.files)
+    ok = same_answers and ours["input_rows"] == total_rows and ours["files_read"] == join["files_read"] == 2 * args.files
     if args.json:
         print(json.dumps(result, indent=2, default=str))
     else:
         print(f"command: {' '.join(sys.argv)}")
         print(f"parameters: {result['parameters']}")
-        print(f"query: {SQL}")
+        print(f"query: {args.query} ({report.verdict}); unfolded: {' '.join(result['sql'].split())}")
         print(f"{'':18s} {'best rows/s':>12s} {'best s':>8s} {'median s':>9s} {'cpu s':>7s}   all runs (s)")
         for k in contenders:
             c = cpu_s[k]
-            print(f"  {k:18s} {tput(best_s[k]):12.0f} {best_s[k]:8.2f} {median[k]:9.2f} "
+            print(f"  {k:18s} {total_rows / best_s[k]:12.0f} {best_s[k]:8.2f} {median[k]:9.2f} "
                   f"{(f'{c:7.2f}' if c is not None else '    n/a')}   {result['seconds_all'][k]}")
         rb, rm, rc = result["ratios_best"], result["ratios_median"], result["ratios_cpu"] or {}
         for key, label, target in (("obda_vs_spark_join", "obda / spark stream-stream join", "target >= 3x"),
@@ -318,14 +349,15 @@ def main(argv=None) -> int:
         print(f"input rows: obda {ours['input_rows']} (all validated), generated {total_rows}; spark join"
               f" {join['input_rows_after_pushdown']} (numInputRows: rows left by the filter pushed into the CSV scan)")
         print(f"micro-batches: obda {ours['micro_batches']}, spark join {join['micro_batches']}")
-        print(f"output rows: obda {ours['output_rows']}, spark join {join['output_rows']}"
-              f" ({'equal' if ours['output_rows'] == join['output_rows'] else 'DIFFERENT'})")
-        print(f"obda state entries per batch:      {ours['state_over_time']}")
+        a = result["answers"]
+        print(f"answers: obda {a['obda']}, spark join {a['spark_stream_join']} ({a['distinct']} distinct;"
+              f" {'equal multisets' if same_answers else 'DIFFERENT'})")
+        print(f"obda state entries per batch:      {ours['state_over_time']} ({ours['state_bytes']} bytes checkpointed)")
         print(f"spark join state rows per batch:   {join['state_over_time']}")
         print(f"spark join ms per micro-batch:     {join['ms_per_batch']}")
     if not args.workdir:
         shutil.rmtree(root, ignore_errors=True)
-    return 0 if same else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -61,6 +61,10 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
 def _session_defaults(spark) -> None:
     # malformed values in unused columns must still make the row invalid
     spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
+    # The executor lists its files itself and hands Spark explicit paths.  Above this many paths
+    # (default 32) Spark checks and lists them with a distributed job of its own: about half a
+    # second per read, more than scanning a 40-file micro-batch (benchmarks/executor_vs_spark.py).
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
 
 
 def spark_type(t: ColumnType):
