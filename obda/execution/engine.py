@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable
+from operator import itemgetter
+from typing import Callable, Iterable
 
 from obda.execution.plan import Attr, CrossPred, MemberPlan, OutItem, QueryPlan
 
@@ -49,13 +50,20 @@ class Rel:
         self._idx: dict[tuple[int, ...], dict] = {}
 
     def index(self, positions: tuple[int, ...]) -> dict:
+        """``{key: [(tuple, count), ...]}`` on ``positions`` (keys with a NULL are left out)."""
         idx = self._idx.get(positions)
         if idx is None:
-            idx = defaultdict(list)
+            idx = {}
+            key = _getter(positions)
             for t, c in self.data.items():
-                k = tuple(t[p] for p in positions)
-                if None not in k:
-                    idx[k].append((t, c))
+                k = key(t)
+                if None in k:
+                    continue
+                bucket = idx.get(k)
+                if bucket is None:
+                    idx[k] = [(t, c)]
+                else:
+                    bucket.append((t, c))
             self._idx[positions] = idx
         return idx
 
@@ -86,58 +94,93 @@ def _test(op: str, a, b) -> bool:
         return False
 
 
-def join_aggregate(rels: list[Rel], preds: Iterable[CrossPred], out: tuple[Attr, ...], setsem: bool) -> Counted:
-    """Join counted relations under ``preds`` and aggregate on ``out``.
+def _getter(positions: tuple[int, ...]) -> Callable[[tuple], tuple]:
+    """A function picking ``positions`` of a tuple, always returning a tuple."""
+    if not positions:
+        return lambda t: ()
+    if len(positions) == 1:
+        (p,) = positions
+        return lambda t: (t[p],)
+    return itemgetter(*positions)
 
-    The count of an output tuple is the sum over join combinations of the
-    product of the entries' counts (bag semantics), or 1 (set semantics).
-    ``rels[0]`` is the driving (usually smallest, current) relation.
+
+Check = tuple[str, int, int]  # (op, left position, right position)
+
+
+def _holds(checks: tuple[Check, ...], left: tuple, right: tuple) -> bool:
+    return all(_test(op, left[i], right[j]) for op, i, j in checks)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """Join the current tuples with ``rels[rel]``: hash probe on equalities, then the other checks."""
+
+    rel: int
+    eq_left: Callable[[tuple], tuple] | None  # key of a current tuple (None: nested loop)
+    eq_right: tuple[int, ...]  # index positions in the picked relation
+    other: tuple[Check, ...]  # (op, current position, picked position)
+    keep: Callable[[tuple], tuple]  # of current + picked
+    local: tuple[Check, ...]  # checks among the kept attributes
+
+
+@dataclass(frozen=True)
+class _Program:
+    local: tuple[Check, ...]  # checks within rels[0]
+    steps: tuple[_Step, ...]
+    final: Callable[[tuple], tuple] | None  # projection on ``out`` (None: the schema already is ``out``)
+
+
+_PROGRAMS: dict[tuple, _Program] = {}
+
+
+def _compile(schemas: tuple[tuple[Attr, ...], ...], preds: tuple[CrossPred, ...], out: tuple[Attr, ...]) -> _Program:
+    """The join order and positions for relations of these schemas (cached: they depend on nothing else).
+
+    Greedy order: the first relation drives; next comes a relation sharing an equality with
+    the attributes bound so far, else one sharing any predicate, else the next in order.  After
+    every step the tuples are projected on the attributes still needed (``out`` and those of
+    predicates not applied yet) and re-aggregated.
     """
-    if any(len(r) == 0 for r in rels):
-        return {}
+    key = (schemas, preds, out)
+    prog = _PROGRAMS.get(key)
+    if prog is not None:
+        return prog
     pending = list(preds)
-    schema = list(rels[0].schema)
-    cur: Counted = dict(rels[0].data)
-    remaining = list(rels[1:])
 
-    def apply_local(schema, cur):
+    def take_local(schema) -> tuple[Check, ...]:
         pos = {a: i for i, a in enumerate(schema)}
         here = [p for p in pending if p.left in pos and p.right in pos]
-        if not here:
-            return cur
         for p in here:
             pending.remove(p)
-        checks = [(p.op, pos[p.left], pos[p.right]) for p in here]
-        return {t: c for t, c in cur.items() if all(_test(op, t[i], t[j]) for op, i, j in checks)}
+        return tuple((p.op, pos[p.left], pos[p.right]) for p in here)
 
-    cur = apply_local(schema, cur)
-    while remaining and cur:
+    schema = list(schemas[0])
+    first_local = take_local(schema)
+    remaining = list(range(1, len(schemas)))
+    steps = []
+    while remaining:
         bound = set(schema)
-        pick = None
-        for r in remaining:
-            rs = set(r.schema)
-            if any(p.op == "=" and ((p.left in bound and p.right in rs) or (p.right in bound and p.left in rs)) for p in pending):
-                pick = r
-                break
+
+        def links(i: int, eq_only: bool) -> bool:
+            rs = set(schemas[i])
+            return any(
+                (not eq_only or p.op == "=") and ((p.left in bound and p.right in rs) or (p.right in bound and p.left in rs))
+                for p in pending
+            )
+
+        pick = next((i for i in remaining if links(i, True)), None)
         if pick is None:
-            for r in remaining:
-                rs = set(r.schema)
-                if any((p.left in bound and p.right in rs) or (p.right in bound and p.left in rs) for p in pending):
-                    pick = r
-                    break
-        if pick is None:
-            pick = remaining[0]
+            pick = next((i for i in remaining if links(i, False)), remaining[0])
         remaining.remove(pick)
-        rpos = {a: i for i, a in enumerate(pick.schema)}
+        rschema = schemas[pick]
+        rpos = {a: i for i, a in enumerate(rschema)}
         lpos = {a: i for i, a in enumerate(schema)}
         eq_l, eq_r, other = [], [], []
         for p in list(pending):
             if p.left in lpos and p.right in rpos:
-                l, r = p.left, p.right
-                op = p.op
+                l, r, op = p.left, p.right, p.op
             elif p.right in lpos and p.left in rpos:
-                l, r = p.right, p.left
-                op = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(p.op, p.op)
+                l, r, op = p.right, p.left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(p.op, p.op)
             else:
                 continue
             pending.remove(p)
@@ -146,39 +189,78 @@ def join_aggregate(rels: list[Rel], preds: Iterable[CrossPred], out: tuple[Attr,
                 eq_r.append(rpos[r])
             else:
                 other.append((op, lpos[l], rpos[r]))
-        new_schema = schema + list(pick.schema)
+        new_schema = schema + list(rschema)
         needed = set(out) | {a for p in pending for a in p.attrs}
-        keep = [i for i, a in enumerate(new_schema) if a in needed]
-        result: Counted = defaultdict(int)
-        if eq_l:
-            idx = pick.index(tuple(eq_r))
+        keep = tuple(i for i, a in enumerate(new_schema) if a in needed)
+        schema = [new_schema[i] for i in keep]
+        steps.append(
+            _Step(pick, _getter(tuple(eq_l)) if eq_l else None, tuple(eq_r), tuple(other), _getter(keep), take_local(schema))
+        )
+    pos = {a: i for i, a in enumerate(schema)}
+    final = None if tuple(schema) == tuple(out) else _getter(tuple(pos[a] for a in out))
+    prog = _Program(first_local, tuple(steps), final)
+    if len(_PROGRAMS) > 4096:  # plans come from a handful of query shapes; never grow without bound
+        _PROGRAMS.clear()
+    _PROGRAMS[key] = prog
+    return prog
+
+
+def join_aggregate(rels: list[Rel], preds: Iterable[CrossPred], out: tuple[Attr, ...], setsem: bool) -> Counted:
+    """Join counted relations under ``preds`` and aggregate on ``out``.
+
+    The count of an output tuple is the sum over join combinations of the
+    product of the entries' counts (bag semantics), or 1 (set semantics).
+    ``rels[0]`` is the driving (usually smallest, current) relation.
+    """
+    for r in rels:
+        if not r.data:
+            return {}
+    prog = _compile(tuple(r.schema for r in rels), tuple(preds), tuple(out))
+    cur: Counted = rels[0].data
+    if prog.local:
+        cur = {t: c for t, c in cur.items() if _holds(prog.local, t, t)}
+    for st in prog.steps:
+        if not cur:
+            return {}
+        pick = rels[st.rel]
+        keep, other = st.keep, st.other
+        result: Counted = {}
+        get = result.get
+        if st.eq_left is not None:
+            idx = pick.index(st.eq_right)
+            probe = idx.get
+            key = st.eq_left
             for t, c in cur.items():
-                k = tuple(t[p] for p in eq_l)
-                for u, d in idx.get(k, ()):
-                    if other and not all(_test(op, t[i], u[j]) for op, i, j in other):
+                matches = probe(key(t))
+                if not matches:
+                    continue
+                for u, d in matches:
+                    if other and not _holds(other, t, u):
                         continue
-                    row = t + u
-                    result[tuple(row[i] for i in keep)] += c * d
+                    k = keep(t + u)
+                    result[k] = get(k, 0) + c * d
         else:
             items = list(pick.data.items())
             for t, c in cur.items():
                 for u, d in items:
-                    if other and not all(_test(op, t[i], u[j]) for op, i, j in other):
+                    if other and not _holds(other, t, u):
                         continue
-                    row = t + u
-                    result[tuple(row[i] for i in keep)] += c * d
-        schema = [new_schema[i] for i in keep]
-        cur = apply_local(schema, dict(result))
-    if remaining or not cur:
+                    k = keep(t + u)
+                    result[k] = get(k, 0) + c * d
+        cur = {t: c for t, c in result.items() if _holds(st.local, t, t)} if st.local else result
+    if not cur:
         return {}
-    pos = {a: i for i, a in enumerate(schema)}
-    final: Counted = defaultdict(int)
-    sel = [pos[a] for a in out]
-    for t, c in cur.items():
-        final[tuple(t[i] for i in sel)] += c
+    if prog.final is None:
+        final = dict(cur) if cur is rels[0].data else cur
+    else:
+        final = {}
+        pick_out = prog.final
+        for t, c in cur.items():
+            k = pick_out(t)
+            final[k] = final.get(k, 0) + c
     if setsem:
-        return {k: 1 for k in final}
-    return dict(final)
+        return dict.fromkeys(final, 1)
+    return final
 
 
 def merge_into(target: Rel, delta: Counted, setsem: bool, compress: tuple[int, str] | None) -> None:
@@ -317,25 +399,43 @@ class MemberEngine:
         return join_aggregate(rels, plan.forest_preds, plan.out_attrs, self.setsem)
 
 
+def binder(items: tuple[OutItem, ...], out_attrs: tuple[Attr, ...]) -> Callable[[tuple], tuple]:
+    """A function from an output tuple of the member to its answer tuple (one value per variable).
+
+    Plain attributes are picked by position in one call; constants and CONCATs (NULL if a
+    part is NULL) are filled in after.
+    """
+    pos = {a: i for i, a in enumerate(out_attrs)}
+    if all(it.kind == "attr" for it in items):
+        return _getter(tuple(pos[it.attr] for it in items))
+
+    def make(it: OutItem) -> Callable[[tuple], object]:
+        if it.kind == "attr":
+            i = pos[it.attr]
+            return lambda values: values[i]
+        if it.kind == "const":
+            value = it.value
+            return lambda values: value
+        parts = tuple((k == "const", v if k == "const" else pos[v]) for k, v in it.parts)
+
+        def concat(values):
+            out = []
+            for const, v in parts:
+                s = v if const else values[v]
+                if s is None:
+                    return None
+                out.append(str(s))
+            return "".join(out)
+
+        return concat
+
+    fns = tuple(make(it) for it in items)
+    return lambda values: tuple(f(values) for f in fns)
+
+
 def binding(items: tuple[OutItem, ...], out_attrs: tuple[Attr, ...], values: tuple) -> tuple:
     """Answer tuple (one value per projected variable) from an output tuple of the member."""
-    pos = {a: i for i, a in enumerate(out_attrs)}
-    res = []
-    for it in items:
-        if it.kind == "attr":
-            res.append(values[pos[it.attr]])
-        elif it.kind == "const":
-            res.append(it.value)
-        else:
-            parts = []
-            for k, v in it.parts:
-                s = v if k == "const" else values[pos[v]]
-                if s is None:
-                    parts = None
-                    break
-                parts.append(str(s))
-            res.append(None if parts is None else "".join(parts))
-    return tuple(res)
+    return binder(items, out_attrs)(values)
 
 
 @dataclass
@@ -357,6 +457,7 @@ class QueryEngine:
             MemberEngine(mp, {a: statics.get(p.id, {}) for a, p in mp.pipelines.items() if not p.table.is_stream})
             for mp in plan.members
         ]
+        self._binders = {id(m.plan): binder(m.plan.member.items, m.plan.out_attrs) for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
 
@@ -378,15 +479,24 @@ class QueryEngine:
         return sum(m.static_entries for m in self.members)
 
     def _collect(self, mp: MemberPlan, out: Counted, emitted_at, answers: list[Answer]) -> None:
-        for vals in sorted(out, key=repr):
-            b = binding(mp.member.items, mp.out_attrs, vals)
-            if self.plan.distinct:
-                if b in self.emitted:
+        """Append the answers of ``out`` in a deterministic order (by the member's output tuple)."""
+        bind = self._binders[id(mp)]
+        if self.plan.distinct:
+            # most answers of a DISTINCT query were emitted before: drop them before sorting
+            fresh = {}
+            for vals in out:
+                b = bind(vals)
+                if b not in self.emitted:
+                    fresh[vals] = b
+            for vals in sorted(fresh, key=repr):
+                b = fresh[vals]
+                if b in self.emitted:  # two output tuples of this step with the same binding
                     continue
                 self.emitted.add(b)
                 answers.append(Answer(emitted_at, b, 1))
-            else:
-                answers.append(Answer(emitted_at, b, out[vals]))
+        else:
+            for vals in sorted(out, key=repr):
+                answers.append(Answer(emitted_at, bind(vals), out[vals]))
 
     def step(self, ts: int, cur: dict[int, Counted]) -> list[Answer]:
         """``cur``: pipeline id -> counted rows of closed timestamp ``ts``."""
