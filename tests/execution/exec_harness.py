@@ -276,9 +276,9 @@ def from_us(us: int) -> dt.datetime:
     return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)
 
 
-def write_csv_batches(root: Path, batches: list[dict[str, list]], src: Sources) -> None:
-    """Write batch i of table x as root/x/part-{i:05d}.csv (empty chunks are skipped)."""
-    for i, batch in enumerate(batches):
+def write_csv_batches(root: Path, batches: list[dict[str, list]], src: Sources, start: int = 0) -> None:
+    """Write batch i of table x as root/x/part-{start+i:05d}.csv (empty chunks are skipped)."""
+    for i, batch in enumerate(batches, start):
         for name, rows in batch.items():
             if not rows:
                 continue

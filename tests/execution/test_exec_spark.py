@@ -134,3 +134,57 @@ def test_spark_one_job_reads_several_tables_and_formats(spark, tmp_path):
     assert q.metrics.batches == 2 and q.metrics.rows_in == {"s": len(rows["s"]), "t": len(rows["t"])}
     expected = Oracle(base, rows).answers(case.sql)
     assert sum(expected.values()) > 0 and bindings(text, ("a",)) == expected
+
+
+def test_arrow_collection_keeps_every_type(spark):
+    """Micro-batch groups leave Spark through Arrow: the same Python values as ``collect``."""
+    from obda.execution.spark_io import collect_rows
+
+    df = spark.sql(
+        "SELECT * FROM VALUES "
+        "(1L, CAST(2.50 AS DECIMAL(38,10)), 0.1D, 'é\"x', true, TIMESTAMP'2024-01-01 00:00:05', 7), "
+        "(NULL, NULL, NULL, NULL, NULL, NULL, NULL) AS v(a, b, c, d, e, f, g)"
+    )
+    assert sorted(collect_rows(df), key=repr) == sorted((tuple(r) for r in df.collect()), key=repr)
+    assert collect_rows(df.limit(0)) == []
+
+
+@pytest.mark.parametrize("prefetch", [0, 1, 3])
+def test_read_ahead_changes_nothing_in_the_output(spark, tmp_path, prefetch):
+    """Jobs of later micro-batches running ahead give the same lines, metrics and state."""
+    case = CASE["tree_static_bag"]
+    src, rows = project(tmp_path, 31, max_chunk=3)
+    ref, ref_text = run(spark, tmp_path, src, case, "ref.jsonl", max_files_per_batch=1, prefetch=2)
+    q, text = run(spark, tmp_path, src, case, f"p{prefetch}.jsonl", max_files_per_batch=1, prefetch=prefetch)
+    assert text == ref_text and q.metrics.batches == ref.metrics.batches > 3
+    assert q.metrics.rows_in == ref.metrics.rows_in and q.engine.state() == ref.engine.state()
+    assert q._ahead == [] and q._pool is None  # closed: no job left running
+
+
+def test_read_ahead_picks_up_files_that_arrive_later(spark, tmp_path):
+    case = CASE["row5_bag"]
+    rows = random_streams(32)
+    src = sources(s="data/s", t="data/t")
+    splits = random_splits(rows, 32, max_chunk=2)
+    first, later = splits[: len(splits) // 2], splits[len(splits) // 2:]
+    write_csv_batches(tmp_path / "data", first, src)
+    q = ContinuousQuery(case.sql, src, [case.verdict], base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "o.jsonl"),
+                        spark=spark, max_files_per_batch=1, prefetch=2)
+    q.step()
+    assert q._ahead  # the next batches' jobs are running
+    write_csv_batches(tmp_path / "data", later, src, start=len(first))
+    q.run_until_exhausted()
+    q.close()
+    assert bindings((tmp_path / "o.jsonl").read_text(), ("a",)) == Oracle(src, rows).answers(case.sql)
+
+
+def test_many_files_in_one_micro_batch(spark, tmp_path):
+    """More than Spark's parallel-listing threshold (32) of explicit paths in one read."""
+    case = CASE["row5_bag"]
+    rows = random_streams(33, steps=40)
+    src = sources(s="data/s", t="data/t")
+    write_csv_batches(tmp_path / "data", random_splits(rows, 33, max_chunk=1), src)
+    assert sum(1 for _ in (tmp_path / "data" / "s").iterdir()) > 32
+    q, text = run(spark, tmp_path, src, case, "o.jsonl")
+    assert q.metrics.batches == 2  # everything in one micro-batch, then the end of input
+    assert bindings(text, ("a",)) == Oracle(src, rows).answers(case.sql)

@@ -1,0 +1,91 @@
+"""The synopsis engine's join: compiled join programs against a brute-force nested loop."""
+
+import itertools
+import operator
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from obda.execution.engine import Rel, _compile, binder, join_aggregate
+from obda.execution.plan import CrossPred, OutItem
+
+OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def brute_force(rels, preds, out, setsem):
+    """Every combination of entries, SQL comparisons (NULL is never true), counts multiplied."""
+    result = {}
+    for combo in itertools.product(*(list(r.data.items()) for r in rels)):
+        row = {}
+        count = 1
+        for r, (t, c) in zip(rels, combo):
+            row.update(zip(r.schema, t))
+            count *= c
+        if all(row[p.left] is not None and row[p.right] is not None and OPS[p.op](row[p.left], row[p.right])
+               for p in preds):
+            k = tuple(row[a] for a in out)
+            result[k] = result.get(k, 0) + count
+    return {k: 1 for k in result} if setsem else result
+
+
+values = st.one_of(st.none(), st.integers(0, 3))
+SCHEMAS = [(("a", "x"), ("a", "y")), (("b", "x"), ("b", "z")), (("c", "y"),)]
+ATTRS = [a for s in SCHEMAS for a in s]
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(1, 3))
+    schemas = SCHEMAS[:n]
+    rels = []
+    for schema in schemas:
+        rows = draw(st.dictionaries(st.tuples(*[values] * len(schema)), st.integers(1, 3), max_size=5))
+        rels.append(Rel(schema, rows))
+    attrs = [a for s in schemas for a in s]
+    preds = []
+    for _ in range(draw(st.integers(0, 3))):
+        left, right = draw(st.sampled_from(attrs)), draw(st.sampled_from(attrs))
+        if left[0] != right[0]:
+            preds.append(CrossPred(left, draw(st.sampled_from(sorted(OPS))), right))
+        elif left != right:  # two attributes of one relation: a local check
+            preds.append(CrossPred(left, draw(st.sampled_from(sorted(OPS))), right))
+    out = tuple(draw(st.lists(st.sampled_from(attrs), max_size=3, unique=True)))
+    return rels, preds, out, draw(st.booleans())
+
+
+@settings(max_examples=400, deadline=None)
+@given(cases())
+def test_join_aggregate_equals_brute_force(case):
+    rels, preds, out, setsem = case
+    assert join_aggregate(rels, preds, out, setsem) == brute_force(rels, preds, out, setsem)
+
+
+def test_compiled_program_is_reused_for_new_data():
+    s, t = (("a", "x"),), (("b", "x"), ("b", "v"))
+    preds = (CrossPred(("a", "x"), "=", ("b", "x")),)
+    out = (("b", "v"),)
+    first = join_aggregate([Rel(s, {(1,): 2}), Rel(t, {(1, "p"): 3, (2, "q"): 1})], preds, out, False)
+    prog = _compile((s, t), preds, out)
+    second = join_aggregate([Rel(s, {(2,): 1}), Rel(t, {(1, "p"): 3, (2, "q"): 5})], preds, out, False)
+    assert first == {("p",): 6} and second == {("q",): 5}
+    assert _compile((s, t), preds, out) is prog
+
+
+def test_join_does_not_change_its_inputs():
+    s = Rel((("a", "x"),), {(1,): 1, (2,): 1})
+    before = dict(s.data)
+    res = join_aggregate([s], [], (("a", "x"),), False)
+    res[(1,)] = 99
+    assert s.data == before
+
+
+def test_binder_fills_constants_and_concats_with_null():
+    items = (
+        OutItem("t", "concat", parts=(("const", "http://x/"), ("attr", ("a", "id")))),
+        OutItem("k", "const", value="fixed"),
+        OutItem("v", "attr", attr=("a", "v")),
+    )
+    bind = binder(items, (("a", "id"), ("a", "v")))
+    assert bind((7, 1.5)) == ("http://x/7", "fixed", 1.5)
+    assert bind((None, 2)) == (None, "fixed", 2)
+    assert binder((OutItem("v", "attr", attr=("a", "v")),), (("a", "id"), ("a", "v")))((7, 1.5)) == (1.5,)
