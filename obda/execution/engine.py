@@ -54,7 +54,7 @@ class Rel:
         idx = self._idx.get(positions)
         if idx is None:
             idx = {}
-            key = _getter(positions)
+            key = tuple_getter(positions)
             for t, c in self.data.items():
                 k = key(t)
                 if None in k:
@@ -94,7 +94,7 @@ def _test(op: str, a, b) -> bool:
         return False
 
 
-def _getter(positions: tuple[int, ...]) -> Callable[[tuple], tuple]:
+def tuple_getter(positions: tuple[int, ...]) -> Callable[[tuple], tuple]:
     """A function picking ``positions`` of a tuple, always returning a tuple."""
     if not positions:
         return lambda t: ()
@@ -193,11 +193,10 @@ def _compile(schemas: tuple[tuple[Attr, ...], ...], preds: tuple[CrossPred, ...]
         needed = set(out) | {a for p in pending for a in p.attrs}
         keep = tuple(i for i, a in enumerate(new_schema) if a in needed)
         schema = [new_schema[i] for i in keep]
-        steps.append(
-            _Step(pick, _getter(tuple(eq_l)) if eq_l else None, tuple(eq_r), tuple(other), _getter(keep), take_local(schema))
-        )
+        eq_key = tuple_getter(tuple(eq_l)) if eq_l else None
+        steps.append(_Step(pick, eq_key, tuple(eq_r), tuple(other), tuple_getter(keep), take_local(schema)))
     pos = {a: i for i, a in enumerate(schema)}
-    final = None if tuple(schema) == tuple(out) else _getter(tuple(pos[a] for a in out))
+    final = None if tuple(schema) == tuple(out) else tuple_getter(tuple(pos[a] for a in out))
     prog = _Program(first_local, tuple(steps), final)
     if len(_PROGRAMS) > 4096:  # plans come from a handful of query shapes; never grow without bound
         _PROGRAMS.clear()
@@ -407,7 +406,7 @@ def binder(items: tuple[OutItem, ...], out_attrs: tuple[Attr, ...]) -> Callable[
     """
     pos = {a: i for i, a in enumerate(out_attrs)}
     if all(it.kind == "attr" for it in items):
-        return _getter(tuple(pos[it.attr] for it in items))
+        return tuple_getter(tuple(pos[it.attr] for it in items))
 
     def make(it: OutItem) -> Callable[[tuple], object]:
         if it.kind == "attr":

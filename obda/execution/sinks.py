@@ -15,6 +15,7 @@ once).  The quarantine sink works the same way for late and invalid rows.
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii as _encode_str
 import os
 import queue
 import sys
@@ -34,24 +35,38 @@ def _json_value(v):
     return str(v)
 
 
-_PLAIN = (int, float, str, bool, type(None))
+def _json_scalar(v) -> str:
+    """``json.dumps(v)`` for the values of a binding, without building an encoder per call."""
+    t = type(v)
+    if t is str:
+        return _encode_str(v)
+    if t is int:
+        return int.__repr__(v)
+    if v is None:
+        return "null"
+    if t is bool:
+        return "true" if v else "false"
+    if t is float:
+        return json.dumps(v)  # NaN / Infinity spelled as json does
+    return json.dumps(_json_value(v))
 
 
 def answer_lines(answers: Iterable[Answer], columns: tuple[str, ...]) -> list[str]:
     """JSON lines of answers, one per occurrence.
 
-    Byte-identical to ``json.dumps({"emitted_at": ..., "binding": {...}})`` per answer;
-    the ``emitted_at`` text is formatted once per closed timestamp, not once per answer.
+    Byte-identical to ``json.dumps({"emitted_at": ..., "binding": {...}})`` per answer; the
+    ``emitted_at`` text and the quoted variable names are formatted once, not once per answer.
     """
     out: list[str] = []
-    dumps = json.dumps
     prefixes: dict = {}
+    keys = [_encode_str(c) + ": " for c in columns]
+    scalar = _json_scalar
     for a in answers:
         prefix = prefixes.get(a.emitted_at)
         if prefix is None:
-            prefix = prefixes[a.emitted_at] = '{"emitted_at": ' + dumps(micros_to_iso(a.emitted_at)) + ', "binding": '
-        binding = {c: (v if type(v) in _PLAIN else _json_value(v)) for c, v in zip(columns, a.values)}
-        line = prefix + dumps(binding) + "}"
+            prefix = prefixes[a.emitted_at] = '{"emitted_at": ' + _encode_str(micros_to_iso(a.emitted_at)) + ', "binding": {' \
+                if a.emitted_at is not None else '{"emitted_at": null, "binding": {'
+        line = prefix + ", ".join([k + scalar(v) for k, v in zip(keys, a.values)]) + "}}"
         if a.count == 1:
             out.append(line)
         else:

@@ -318,29 +318,50 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
     from the grouped timestamps.  A second job, only when some row was late or invalid,
     collects those rows with their file for the quarantine.
     """
+    from obda.execution.engine import tuple_getter
+
     requests = collected.requests
     batches = [TableBatch(r.table.name, files=tuple(r.paths)) for r in requests]
     groups: dict[int, dict[int, dict[int, dict]]] = {i: {} for i in collected.layouts}
+    n_req = len(requests)
+    rows, valid, late, invalid = [0] * n_req, [0] * n_req, [0] * n_req, [0] * n_req
+    max_ts: list[int | None] = [None] * n_req
+    # per request: (flag position, pipeline id, key getter) of each pipeline
+    keyed = {
+        g: [(fpos, p.id, tuple_getter(lay.keys[p.id])) for p, fpos in lay.flags]
+        for g, lay in collected.layouts.items()
+    }
     for r in collected.rows:
-        g, valid, ts, n = r[0], r[1], r[2], r[-1]
-        b = batches[g]
-        b.rows += n
-        if not valid:
-            b.invalid += n
+        g, n = r[0], r[-1]
+        rows[g] += n
+        if not r[1]:
+            invalid[g] += n
             continue
-        if ts is not None and closed_upto is not None and ts <= closed_upto:
-            b.late += n
-            continue
-        b.valid += n
-        if ts is not None and (b.max_ts is None or ts > b.max_ts):
-            b.max_ts = ts
-        lay = collected.layouts[g]
-        for p, fpos in lay.flags:
+        ts = r[2]
+        if ts is not None:
+            if closed_upto is not None and ts <= closed_upto:
+                late[g] += n
+                continue
+            m = max_ts[g]
+            if m is None or ts > m:
+                max_ts[g] = ts
+        valid[g] += n
+        per_ts = None
+        for fpos, pid, key in keyed[g]:
             if not r[fpos]:
                 continue
-            key = tuple(r[k] for k in lay.keys[p.id])
-            slot = groups[g].setdefault(ts, {}).setdefault(p.id, {})
-            slot[key] = slot.get(key, 0) + n
+            if per_ts is None:
+                by_ts = groups[g]
+                per_ts = by_ts.get(ts)
+                if per_ts is None:
+                    per_ts = by_ts[ts] = {}
+            slot = per_ts.get(pid)
+            if slot is None:
+                slot = per_ts[pid] = {}
+            k = key(r)
+            slot[k] = slot.get(k, 0) + n
+    for i, b in enumerate(batches):
+        b.rows, b.valid, b.late, b.invalid, b.max_ts = rows[i], valid[i], late[i], invalid[i], max_ts[i]
     for i in collected.layouts:
         b = batches[i]
         b.groups = groups[i]

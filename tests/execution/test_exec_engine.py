@@ -89,3 +89,33 @@ def test_binder_fills_constants_and_concats_with_null():
     assert bind((7, 1.5)) == ("http://x/7", "fixed", 1.5)
     assert bind((None, 2)) == (None, "fixed", 2)
     assert binder((OutItem("v", "attr", attr=("a", "v")),), (("a", "id"), ("a", "v")))((7, 1.5)) == (1.5,)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(-10**12, 10**15).map(lambda x: x - x % 1_000_000)),
+            st.lists(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(),
+                               st.decimals(allow_nan=False, allow_infinity=False, places=2)), min_size=2, max_size=2),
+            st.integers(1, 3),
+        ),
+        max_size=5,
+    )
+)
+def test_answer_lines_are_json_dumps_of_each_answer(rows):
+    """The fast line formatter gives exactly the bytes of json.dumps (unicode, floats, NaN, NULLs)."""
+    import json
+
+    from obda.execution.engine import Answer
+    from obda.execution.rows import micros_to_iso
+    from obda.execution.sinks import _json_value, answer_lines
+
+    columns = ("x", "y\\u00e9")
+    answers = [Answer(ts, tuple(values), count) for ts, values, count in rows]
+    expected = []
+    for a in answers:
+        line = json.dumps({"emitted_at": micros_to_iso(a.emitted_at),
+                           "binding": {c: _json_value(v) for c, v in zip(columns, a.values)}})
+        expected.extend([line] * a.count)
+    assert answer_lines(answers, columns) == expected
