@@ -432,11 +432,6 @@ def binder(items: tuple[OutItem, ...], out_attrs: tuple[Attr, ...]) -> Callable[
     return lambda values: tuple(f(values) for f in fns)
 
 
-def binding(items: tuple[OutItem, ...], out_attrs: tuple[Attr, ...], values: tuple) -> tuple:
-    """Answer tuple (one value per projected variable) from an output tuple of the member."""
-    return binder(items, out_attrs)(values)
-
-
 @dataclass
 class Answer:
     """One answer tuple occurrence (bags stay bags: a count > 1 is emitted as several lines)."""
@@ -444,6 +439,14 @@ class Answer:
     emitted_at: int | None  # closed timestamp, µs since epoch
     values: tuple
     count: int = 1
+
+
+def _ordered(tuples) -> list[tuple]:
+    """Output tuples in a deterministic order: their natural order, by ``repr`` where values do not compare."""
+    try:
+        return sorted(tuples)
+    except TypeError:  # NULLs or mixed types in one position
+        return sorted(tuples, key=repr)
 
 
 class QueryEngine:
@@ -487,14 +490,14 @@ class QueryEngine:
                 b = bind(vals)
                 if b not in self.emitted:
                     fresh[vals] = b
-            for vals in sorted(fresh, key=repr):
+            for vals in _ordered(fresh):
                 b = fresh[vals]
                 if b in self.emitted:  # two output tuples of this step with the same binding
                     continue
                 self.emitted.add(b)
                 answers.append(Answer(emitted_at, b, 1))
         else:
-            for vals in sorted(out, key=repr):
+            for vals in _ordered(out):
                 answers.append(Answer(emitted_at, bind(vals), out[vals]))
 
     def step(self, ts: int, cur: dict[int, Counted]) -> list[Answer]:

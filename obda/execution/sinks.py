@@ -64,8 +64,7 @@ def answer_lines(answers: Iterable[Answer], columns: tuple[str, ...]) -> list[st
     for a in answers:
         prefix = prefixes.get(a.emitted_at)
         if prefix is None:
-            prefix = prefixes[a.emitted_at] = '{"emitted_at": ' + _encode_str(micros_to_iso(a.emitted_at)) + ', "binding": {' \
-                if a.emitted_at is not None else '{"emitted_at": null, "binding": {'
+            prefix = prefixes[a.emitted_at] = '{"emitted_at": ' + json.dumps(micros_to_iso(a.emitted_at)) + ', "binding": {'
         line = prefix + ", ".join([k + scalar(v) for k, v in zip(keys, a.values)]) + "}}"
         if a.count == 1:
             out.append(line)
