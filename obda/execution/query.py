@@ -167,6 +167,7 @@ class ContinuousQuery:
         self.prefetch = int(prefetch)
         self._ahead: list[tuple[dict[str, list[str]], object]] = []  # next batches' files and Spark jobs
         self._pool = None
+        self._parsed: dict = {}  # projection columns of the micro-batch job, parsed once (spark_io.collect_batch)
         self.error: BaseException | None = None
         self._restore()
 
@@ -310,7 +311,7 @@ class ContinuousQuery:
         """The Spark job of a micro-batch (independent of the marker, so it may run ahead)."""
         from obda.execution.spark_io import collect_batch
 
-        return collect_batch(self.spark, self._requests(new))
+        return collect_batch(self.spark, self._requests(new), self._parsed)
 
     def _take_batch(self) -> tuple[dict[str, list[str]], object]:
         """The files of this micro-batch and, on Spark, their collected job result.

@@ -277,13 +277,17 @@ def collect_rows(df) -> list[tuple]:
     return list(zip(*cols))
 
 
-def collect_batch(spark, requests: list[ReadRequest]) -> CollectedBatch:
+def collect_batch(spark, requests: list[ReadRequest], cache: dict | None = None) -> CollectedBatch:
     """Run the **one** Spark job of a micro-batch over every request.
 
     The requests' DataFrames (different tables and schemas) are projected to a tag, the row's
     validity, its timestamp, one flag per pipeline (its local conditions hold) and the kept
     attributes, united by name (missing columns are NULL) and grouped with a count; only the
     groups reach the driver.  The job does not depend on the marker (see :func:`decode_batch`).
+
+    ``cache``: a dict kept by the caller across micro-batches of one query, holding the parsed
+    projection columns per (table, format, tag) — parsing them is a good part of planning a
+    small micro-batch.
     """
     out = CollectedBatch(list(requests))
     live = [i for i, r in enumerate(requests) if r.paths or r.fmt == "jdbc"]
@@ -293,9 +297,18 @@ def collect_batch(spark, requests: list[ReadRequest]) -> CollectedBatch:
     union = None
     for i in live:
         r = requests[i]
-        out.frames[i] = _read(spark, r.table, list(r.paths), r.fmt)
-        items, cols_of[i] = _projection(r.table, out.frames[i], r.pipelines, i)
-        df = out.frames[i].df.selectExpr(*items)
+        out.frames[i] = frame = _read(spark, r.table, list(r.paths), r.fmt)
+        key = (r.table.name, r.fmt, i)
+        parsed = cache.get(key) if cache is not None else None
+        if parsed is None:
+            from pyspark.sql import functions as F
+
+            items, kept = _projection(r.table, frame, r.pipelines, i)
+            parsed = ([F.expr(x) for x in items], kept)
+            if cache is not None:
+                cache[key] = parsed
+        columns, cols_of[i] = parsed
+        df = frame.df.select(*columns)
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     names = list(union.columns)
     pos = {n: k for k, n in enumerate(names)}
