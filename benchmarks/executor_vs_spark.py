@@ -275,7 +275,9 @@ def main(argv=None) -> int:
         shutil.rmtree(root)
     root.mkdir(parents=True, exist_ok=True)
     project = Project.load(args.project)
-    entry = next(e for e in load_catalog(args.catalog) if e.name == args.query)
+    entry = next((e for e in load_catalog(args.catalog) if e.name == args.query), None)
+    if entry is None:
+        ap.error(f"query {args.query!r} is not in the catalog {args.catalog}")
     compiled = project.compile(entry.query)
     report = analyze(compiled, project.sources)
     rows = generate_data(project, root, args)
