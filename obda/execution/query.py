@@ -363,16 +363,17 @@ class ContinuousQuery:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _read_all(self, new: dict[str, list[str]], closed_upto: int | None, collected=None) -> list[TableBatch]:
-        """One aggregated batch per stream table with new files (Spark: all in one job)."""
+    def _read_all(self, new: dict[str, list[str]], closed_upto: int | None, collected) -> list[TableBatch]:
+        """One aggregated batch per stream table with new files.
+
+        Spark: ``collected`` is the micro-batch's one job result (:meth:`_take_batch`); local: None.
+        """
         tables = self._tables_by_name()
         if self.backend == "spark":
             from obda.execution.spark_io import decode_batch
 
             if not new:
                 return []
-            if collected is None:
-                collected = self._collect(new)
             parts = decode_batch(self.spark, collected, closed_upto)
             return [
                 _merge_batches(name, [b for r, b in zip(collected.requests, parts) if r.table.name == name])
