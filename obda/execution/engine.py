@@ -225,27 +225,18 @@ def join_aggregate(rels: list[Rel], preds: Iterable[CrossPred], out: tuple[Attr,
         keep, other = st.keep, st.other
         result: Counted = {}
         get = result.get
-        if st.eq_left is not None:
-            idx = pick.index(st.eq_right)
-            probe = idx.get
-            key = st.eq_left
-            for t, c in cur.items():
-                matches = probe(key(t))
-                if not matches:
+        key = st.eq_left
+        probe = pick.index(st.eq_right).get if key is not None else None
+        everything = list(pick.data.items()) if key is None else None  # nested loop: no equality
+        for t, c in cur.items():
+            matches = probe(key(t)) if key is not None else everything
+            if not matches:
+                continue
+            for u, d in matches:
+                if other and not _holds(other, t, u):
                     continue
-                for u, d in matches:
-                    if other and not _holds(other, t, u):
-                        continue
-                    k = keep(t + u)
-                    result[k] = get(k, 0) + c * d
-        else:
-            items = list(pick.data.items())
-            for t, c in cur.items():
-                for u, d in items:
-                    if other and not _holds(other, t, u):
-                        continue
-                    k = keep(t + u)
-                    result[k] = get(k, 0) + c * d
+                k = keep(t + u)
+                result[k] = get(k, 0) + c * d
         cur = {t: c for t, c in result.items() if _holds(st.local, t, t)} if st.local else result
     if not cur:
         return {}
