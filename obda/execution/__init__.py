@@ -17,7 +17,7 @@ Python API (what the CLI and the HTTP API call)::
         spark=None, master=None,  # a SparkSession, or a master URL for get_spark (default local[*])
         backend="spark",          # or "local": the same pipelines evaluated in Python (small inputs, tests)
         max_files_per_batch=None, # per stream table and micro-batch
-        prefetch=2,               # Spark: jobs of up to this many next micro-batches run ahead (0: none)
+        prefetch=4,               # Spark: micro-batches read ahead, in the job of the current one (0: none)
     )
     q.run_until_exhausted()       # read every file present, then close all timestamps (end of input)
     q.start(); ...; q.stop()      # background polling for new files every trigger_interval seconds
@@ -61,13 +61,18 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
   map and a result stage), not rows; measured in
   ``benchmarks/executor_vs_spark.py``.  The groups leave Spark as Arrow
   batches (``DataFrame.toArrow``), not pickled ``Row`` objects.
-* **Read-ahead**: when more files are waiting, the jobs of micro-batches
-  k+1 and k+2 (``prefetch``) are started in helper threads as soon as batch
-  k's job has returned, so Spark plans and scans the next files while the
-  driver updates synopses, writes answers and checkpoints batch k (and one
-  job's planning overlaps another's execution).  This is safe because the job does not depend on the
-  marker; its result is a cache (files count as consumed only when their
-  batch is checkpointed).
+* **Read-ahead**: when more files are waiting, one job reads micro-batch k
+  and up to ``prefetch`` following ones (:func:`spark_io.collect_batches`:
+  one read per table and format, every row also grouped by its file,
+  ``_metadata.file_path``, and the groups split back per micro-batch), since
+  a small micro-batch's cost is mostly the per-job overhead.  When one
+  micro-batch read ahead is left, the job of the next ones starts in a
+  helper thread, so Spark plans and scans the next files while the driver
+  updates synopses, writes answers and checkpoints.  Each micro-batch is
+  still decoded (lateness), closed, emitted and checkpointed on its own, so
+  the output equals that of one job per micro-batch.  This is safe because
+  the job does not depend on the marker; its result is a cache (files count
+  as consumed only when their batch is checkpointed).
 * :mod:`obda.execution.runtime` buffers the open timestamps (aggregated) and
   closes a timestamp when every stream passed it, at the end of input, or when
   the lagging streams were idle for ``idle_timeout``.

@@ -8,6 +8,7 @@ import os
 import pickle
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -116,7 +117,7 @@ class ContinuousQuery:
         backend: str = "spark",
         max_files_per_batch: int | None = None,
         trigger_interval: float = 1.0,
-        prefetch: int = 2,
+        prefetch: int = 4,
         dialect: str = "spark",
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -165,7 +166,7 @@ class ContinuousQuery:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.prefetch = int(prefetch)
-        self._ahead: list[tuple[dict[str, list[str]], object]] = []  # next batches' files and Spark jobs
+        self._ahead: list[tuple[dict[str, list[str]], object]] = []  # next micro-batches: files, job result (future)
         self._pool = None
         self._parsed: dict = {}  # projection columns of the micro-batch job, parsed once (spark_io.collect_batch)
         self.error: BaseException | None = None
@@ -307,56 +308,81 @@ class ContinuousQuery:
             requests.extend(ReadRequest(table, pipes, tuple(fs), fmt) for fmt, fs in by_fmt.items())
         return requests
 
-    def _collect(self, new: dict[str, list[str]]):
-        """The Spark job of a micro-batch (independent of the marker, so it may run ahead)."""
-        from obda.execution.spark_io import collect_batch
+    def _collect(self, group: list[dict[str, list[str]]]):
+        """The one Spark job of one or more micro-batches (independent of the marker, so it may run ahead)."""
+        from obda.execution.spark_io import collect_batches
 
-        return collect_batch(self.spark, self._requests(new), self._parsed)
+        return collect_batches(self.spark, [self._requests(new) for new in group], self._parsed)
+
+    def _following(self, taken: dict[str, list[str]], n: int) -> list[dict[str, list[str]]]:
+        """The files of up to ``n`` micro-batches after those in ``taken`` (which is extended)."""
+        group = []
+        while len(group) < n:
+            files = self._new_files(exclude=taken)
+            if not files:
+                break
+            group.append(files)
+            for name, fs in files.items():
+                taken.setdefault(name, []).extend(fs)
+        return group
 
     def _take_batch(self) -> tuple[dict[str, list[str]], object]:
         """The files of this micro-batch and, on Spark, their collected job result.
 
-        Uses the job started ahead by an earlier micro-batch when there is one, and keeps up to
-        ``prefetch`` further micro-batches' jobs running ahead, so that Spark plans, reads and
-        aggregates batches k+1, k+2, ... while the driver updates synopses, writes answers and
-        checkpoints batch k.  A job result is only a cache: files count as processed when the
-        batch that read them is checkpointed, so a crash loses nothing and repeats nothing.
+        When files are waiting, one Spark job reads this micro-batch and up to ``prefetch``
+        following ones (:func:`~obda.execution.spark_io.collect_batches`: one job instead of
+        one each saves the per-job cost).  The following micro-batches' results are kept; when
+        one is left, the next job starts in a helper thread, so that Spark plans, reads and
+        aggregates while the driver updates synopses, writes answers and checkpoints.  A job
+        result is only a cache: files count as processed when the micro-batch that read them is
+        checkpointed, so a crash loses nothing and repeats nothing.
         """
         if self.backend != "spark":
             return self._new_files(), None
         if self._ahead:
-            new, future = self._ahead.pop(0)
-            collected = future.result()
+            new, result = self._ahead.pop(0)
+            collected = result.result()
         else:
             new = self._new_files()
-            collected = self._collect(new) if new else None
+            if not new:
+                return new, None
+            group = [new] + self._following({n: list(f) for n, f in new.items()}, self.prefetch)
+            results = self._collect(group)
+            collected = results[0]
+            self._ahead = [(files, _done(r)) for files, r in zip(group[1:], results[1:])]
         if new:
             self._read_ahead(new)
         return new, collected
 
     def _read_ahead(self, current: dict[str, list[str]]) -> None:
-        """Start the jobs of the next micro-batches (files not taken by this or a running batch)."""
-        while len(self._ahead) < self.prefetch:
-            taken = {name: list(files) for name, files in current.items()}
-            for files, _ in self._ahead:
-                for name, fs in files.items():
-                    taken.setdefault(name, []).extend(fs)
-            following = self._new_files(exclude=taken)
-            if not following:
-                return
-            if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
+        """With one micro-batch or none left ahead, start the job of the next ones in a helper thread.
 
-                self._pool = ThreadPoolExecutor(max(1, self.prefetch), thread_name_prefix="obda-read-ahead")
-            self._ahead.append((following, self._pool.submit(self._collect, following)))
+        At most ``prefetch`` micro-batches are read ahead of the current one (their groups wait in
+        memory); at most one job runs ahead.
+        """
+        if self.prefetch <= 0 or len(self._ahead) > 1 or any(not r.done() for _, r in self._ahead):
+            return
+        taken = {name: list(files) for name, files in current.items()}
+        for files, _ in self._ahead:
+            for name, fs in files.items():
+                taken.setdefault(name, []).extend(fs)
+        group = self._following(taken, self.prefetch - len(self._ahead))
+        if not group:
+            return
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="obda-read-ahead")
+        job = self._pool.submit(self._collect, group)
+        self._ahead.extend((files, _Part(job, i)) for i, files in enumerate(group))
 
     def _drop_ahead(self) -> None:
         """Forget the jobs started ahead (waits for them: no Spark job outlives its query)."""
         ahead, self._ahead = self._ahead, []
-        for _, future in ahead:
-            future.cancel()
+        for _, result in ahead:
+            result.cancel()
             try:
-                future.result()
+                result.result()
             except BaseException:  # its files were not processed; they are read again
                 pass
         if self._pool is not None:
@@ -487,7 +513,32 @@ class ContinuousQuery:
         return d
 
 
+def _done(value):
+    """A finished future holding ``value`` (a micro-batch read by the current job)."""
+    f = Future()
+    f.set_result(value)
+    return f
+
+
+class _Part:
+    """Micro-batch ``index`` of a read-ahead job that reads several micro-batches."""
+
+    def __init__(self, job: Future, index: int):
+        self.job, self.index = job, index
+
+    def done(self) -> bool:
+        return self.job.done()
+
+    def result(self):
+        return self.job.result()[self.index]
+
+    def cancel(self) -> bool:
+        return self.job.cancel()
+
+
 def _merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
+    if len(parts) == 1 and parts[0].table == name:
+        return parts[0]
     b = TableBatch(name)
     for p in parts:
         b.rows += p.rows

@@ -7,6 +7,8 @@ every stream table (explicit schema; CSV/JSON in PERMISSIVE mode with a
 is the pipeline's local conditions, kept attributes are NULL when no pipeline
 keeps the row — unites the tables by column name and groups by all columns
 with a count.  Only these aggregated rows reach the driver.
+When files are waiting, :func:`collect_batches` reads several micro-batches in
+that one job (rows also grouped by their file, groups split back per micro-batch).
 :func:`decode_batch` then classifies them against the marker (late: timestamp
 at or before the last closed one) into one :class:`TableBatch` per table; a
 second job, only when some row was late or invalid, collects those rows with
@@ -143,8 +145,11 @@ class _Frame:
     raw: str  # SQL: the row's raw text where the reader kept it, else NULL
 
 
-def _read(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
-    """The files as a DataFrame with an explicit schema, and how to tell malformed rows."""
+def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = False) -> _Frame:
+    """The files as a DataFrame with an explicit schema, and how to tell malformed rows.
+
+    ``with_file``: the DataFrame also has each row's file as ``__file``.
+    """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
@@ -158,6 +163,8 @@ def _read(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
         for k, v in opts.items():
             r = r.option(k, v)
         df = r.load(paths)
+        if with_file:
+            df = df.select("*", F.col("_metadata.file_path").alias("__file"))
         # The reader only parses (and so only validates) the columns a query needs; this never-true
         # term makes every declared column needed, so a bad value in any column marks the row.
         nulls = ", ".join(f"{_quoted(c.name)} IS NULL" for c in table.columns)
@@ -176,7 +183,10 @@ def _read(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
             bad = bad | (F.col(_quoted(src)).isNotNull() & casted.isNull())
             cols.append(casted.alias(c.name))
         rawjson = F.to_json(F.struct(*[F.col(_quoted(n)) for n in raw.columns]))
-        return _Frame(raw.select(*cols, bad.alias("__bad"), F.when(bad, rawjson).alias("__raw")), "__bad", "__raw")
+        extra = [F.col("_metadata.file_path").alias("__file")] if with_file else []
+        return _Frame(
+            raw.select(*cols, bad.alias("__bad"), F.when(bad, rawjson).alias("__raw"), *extra), "__bad", "__raw"
+        )
     if fmt == "jdbc":
         r = spark.read.format("jdbc")
         opts.setdefault("dbtable", table.name)
@@ -245,9 +255,9 @@ class CollectedBatch:
     """The aggregated rows of one micro-batch job, not yet classified against the marker."""
 
     requests: list[ReadRequest]
-    rows: list[tuple] = field(default_factory=list)  # (tag, valid, ts, flags..., keys..., count)
-    frames: dict[int, _Frame] = field(default_factory=dict)
+    rows: list[tuple] = field(default_factory=list)  # (tag, valid, ts, flags..., keys..., [file], count)
     layouts: dict[int, _Layout] = field(default_factory=dict)
+    file_pos: int | None = None  # position of the row's file (jobs over several micro-batches only)
 
     def files(self) -> dict[str, tuple[str, ...]]:
         out: dict[str, tuple[str, ...]] = {}
@@ -277,7 +287,9 @@ def collect_rows(df) -> list[tuple]:
     return list(zip(*cols))
 
 
-def collect_batch(spark, requests: list[ReadRequest], cache: dict | None = None) -> CollectedBatch:
+def collect_batch(
+    spark, requests: list[ReadRequest], cache: dict | None = None, *, with_file: bool = False
+) -> CollectedBatch:
     """Run the **one** Spark job of a micro-batch over every request.
 
     The requests' DataFrames (different tables and schemas) are projected to a tag, the row's
@@ -287,7 +299,8 @@ def collect_batch(spark, requests: list[ReadRequest], cache: dict | None = None)
 
     ``cache``: a dict kept by the caller across micro-batches of one query, holding the parsed
     projection columns per (table, format, tag) — parsing them is a good part of planning a
-    small micro-batch.
+    small micro-batch.  ``with_file``: also group by each row's file (``_metadata.file_path``),
+    so that the groups can be split by micro-batch (:func:`collect_batches`).
     """
     out = CollectedBatch(list(requests))
     live = [i for i, r in enumerate(requests) if r.paths or r.fmt == "jdbc"]
@@ -297,7 +310,7 @@ def collect_batch(spark, requests: list[ReadRequest], cache: dict | None = None)
     union = None
     for i in live:
         r = requests[i]
-        out.frames[i] = frame = _read(spark, r.table, list(r.paths), r.fmt)
+        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file)
         key = (r.table.name, r.fmt, i)
         parsed = cache.get(key) if cache is not None else None
         if parsed is None:
@@ -308,7 +321,7 @@ def collect_batch(spark, requests: list[ReadRequest], cache: dict | None = None)
             if cache is not None:
                 cache[key] = parsed
         columns, cols_of[i] = parsed
-        df = frame.df.select(*columns)
+        df = frame.df.select(*columns, *(["__file"] if with_file else []))
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     names = list(union.columns)
     pos = {n: k for k, n in enumerate(names)}
@@ -320,8 +333,66 @@ def collect_batch(spark, requests: list[ReadRequest], cache: dict | None = None)
             exprs = dict(p.exprs)
             lay.keys[p.id] = tuple(by_ident[(p.id, a[1]) if a in exprs else (None, a[1])] for a in p.attrs)
         out.layouts[i] = lay
+    out.file_pos = pos.get("__file") if with_file else None
     out.rows = collect_rows(union.groupBy(*names).count())
     return out
+
+
+def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None = None) -> list[CollectedBatch]:
+    """Run **one** Spark job for the requests of several micro-batches; one result per micro-batch.
+
+    Used for read-ahead when files are waiting: reading micro-batches k, k+1, ... in one job
+    instead of one job each saves the per-job cost (DataFrame analysis, planning, scheduling
+    of two stages), which is most of a small micro-batch's cost on a small cluster.  The
+    requests are merged per table and format (one read with all their files), every row is
+    also grouped by its file (``_metadata.file_path``), and the groups are split back by the
+    micro-batch that lists the file.  Each result equals what :func:`collect_batch` returns
+    for that micro-batch alone (same tags, layouts and rows, plus the file column).
+    """
+    if len(batches) <= 1 or any(r.fmt not in FILE_FORMATS for rs in batches for r in rs):
+        return [collect_batch(spark, rs, cache) for rs in batches]
+    merged: dict[tuple[str, str], ReadRequest] = {}
+    owner: dict[str, int] = {}
+    for b, rs in enumerate(batches):
+        for r in rs:
+            key = (r.table.name, r.fmt)
+            m = merged.get(key)
+            merged[key] = ReadRequest(r.table, r.pipelines, (m.paths if m else ()) + tuple(r.paths), r.fmt)
+            for p in r.paths:
+                owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = b
+    requests = list(merged.values())
+    job = collect_batch(spark, requests, cache, with_file=True)
+    out = []
+    for b in range(len(batches)):
+        mine = [
+            ReadRequest(r.table, r.pipelines, tuple(p for p in r.paths if owner[os.path.abspath(p)] == b), r.fmt)
+            for r in requests
+        ]
+        out.append(CollectedBatch(mine, layouts=job.layouts, file_pos=job.file_pos))
+    batch_of: dict[str, int] = {}
+    fpos = job.file_pos
+    for row in job.rows:
+        f = row[fpos]
+        b = batch_of.get(f)
+        if b is None:
+            b = batch_of[f] = _owner(f, owner)
+        out[b].rows.append(row)
+    return out
+
+
+FILE_FORMATS = ("csv", "json", "parquet")
+
+
+def _owner(reported: str, owner: dict[str, int]) -> int:
+    """The micro-batch of a file as Spark reports it (``file:/dir/x.csv``, maybe URL-encoded)."""
+    from urllib.parse import unquote, urlsplit
+
+    parts = urlsplit(reported)
+    path = parts.path if parts.scheme == "file" else reported
+    for candidate in (path, unquote(path), os.path.realpath(unquote(path))):
+        if candidate in owner:
+            return owner[candidate]
+    raise ExecutionError(f"Spark read a file that no micro-batch of the job lists: {reported}")
 
 
 def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> list[TableBatch]:
@@ -379,7 +450,8 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
         b = batches[i]
         b.groups = groups[i]
         if b.late or b.invalid:
-            b.quarantine = _quarantine_rows(collected.frames[i], requests[i].table, closed_upto)
+            r = requests[i]
+            b.quarantine = _quarantine_rows(_read(spark, r.table, list(r.paths), r.fmt), r.table, closed_upto)
     return batches
 
 

@@ -149,12 +149,12 @@ def test_arrow_collection_keeps_every_type(spark):
     assert collect_rows(df.limit(0)) == []
 
 
-@pytest.mark.parametrize("prefetch", [0, 1, 3])
+@pytest.mark.parametrize("prefetch", [1, 2, 5])
 def test_read_ahead_changes_nothing_in_the_output(spark, tmp_path, prefetch):
-    """Jobs of later micro-batches running ahead give the same lines, metrics and state."""
+    """Micro-batches read ahead, several in one job, give the same lines, metrics and state as one job each."""
     case = CASE["tree_static_bag"]
     src, rows = project(tmp_path, 31, max_chunk=3)
-    ref, ref_text = run(spark, tmp_path, src, case, "ref.jsonl", max_files_per_batch=1, prefetch=2)
+    ref, ref_text = run(spark, tmp_path, src, case, "ref.jsonl", max_files_per_batch=1, prefetch=0)
     q, text = run(spark, tmp_path, src, case, f"p{prefetch}.jsonl", max_files_per_batch=1, prefetch=prefetch)
     assert text == ref_text and q.metrics.batches == ref.metrics.batches > 3
     assert q.metrics.rows_in == ref.metrics.rows_in and q.engine.state() == ref.engine.state()
@@ -188,3 +188,70 @@ def test_many_files_in_one_micro_batch(spark, tmp_path):
     q, text = run(spark, tmp_path, src, case, "o.jsonl")
     assert q.metrics.batches == 2  # everything in one micro-batch, then the end of input
     assert bindings(text, ("a",)) == Oracle(src, rows).answers(case.sql)
+
+
+def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch):
+    """``collect_batches``: one Spark job; per micro-batch the groups its files give alone.
+
+    CSV, JSON and Parquet files of one stream and CSV files of another, under a directory
+    whose name Spark reports URL-encoded (space, %, non-ASCII).
+    """
+    from obda.execution.plan import parse_query, plan_query
+    from obda.execution.query import _const_micros_local
+    from obda.execution.spark_io import ReadRequest, collect_batch, collect_batches
+
+    case = CASE["row5_bag"]
+    rows = random_streams(34, steps=12)
+    base = tmp_path / "dä ta %41 x"
+    src = sources(s="s", t="t")
+    write_csv_batches(base, random_splits(rows, 34, max_chunk=2), src)
+    extra = sorted((base / "s").iterdir())[-2:]  # the last two s files again as JSON and Parquet
+    import csv as _csv
+
+    recs = [r for f in extra for r in _csv.DictReader(open(f))]
+    with open(base / "s" / "part-90000.json", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in recs[: len(recs) // 2])
+    spark.createDataFrame(
+        [(int(r["a"]), int(r["b"]), int(r["c"]), r["ts"]) for r in recs[len(recs) // 2 :]],
+        "a LONG, b LONG, c LONG, ts STRING",
+    ).selectExpr("a", "b", "c", "CAST(ts AS TIMESTAMP) AS ts").coalesce(1).write.parquet(str(base / "s" / "p"))
+    plan = plan_query(parse_query(case.sql, src, "spark"), _const_micros_local)
+    pipes = {t.name: tuple(p for p in plan.pipelines if p.table.name == t.name) for t in plan.stream_tables()}
+    tables = {t.name: t for t in plan.stream_tables()}
+
+    def files(name, pattern):
+        return sorted(str(f) for f in (base / name).rglob(pattern) if not f.name.startswith(("_", ".")))
+
+    s_csv, t_csv = files("s", "*.csv"), files("t", "*.csv")
+    batches = [
+        [ReadRequest(tables["s"], pipes["s"], tuple(s_csv[:2]), "csv"), ReadRequest(tables["t"], pipes["t"], tuple(t_csv[:3]), "csv")],
+        [ReadRequest(tables["t"], pipes["t"], tuple(t_csv[3:]), "csv")],
+        [ReadRequest(tables["s"], pipes["s"], tuple(s_csv[2:]), "csv"),
+         ReadRequest(tables["s"], pipes["s"], tuple(files("s", "*.json")), "json"),
+         ReadRequest(tables["s"], pipes["s"], tuple(files("s", "*.parquet")), "parquet")],
+    ]
+    from obda.execution import spark_io
+
+    actions = []
+    real = spark_io.collect_rows
+    monkeypatch.setattr(spark_io, "collect_rows", lambda df: actions.append(df) or real(df))
+    together = collect_batches(spark, batches, {})
+    assert len(actions) == 1 and len(together) == 3  # one DataFrame action for the three micro-batches
+    monkeypatch.undo()
+    for reqs, got in zip(batches, together):
+        alone = collect_batch(spark, reqs, {})
+        assert decoded(spark, got) == decoded(spark, alone) != {}
+        assert sorted(p for r in got.requests for p in r.paths) == sorted(p for r in reqs for p in r.paths)
+
+
+def decoded(spark, collected):
+    """Per stream table of a collected micro-batch: (rows, valid, late, invalid, max_ts, groups)."""
+    from obda.execution.query import _merge_batches
+    from obda.execution.spark_io import decode_batch
+
+    parts = decode_batch(spark, collected, None)
+    out = {}
+    for name in {r.table.name for r in collected.requests if r.paths}:
+        b = _merge_batches(name, [p for r, p in zip(collected.requests, parts) if r.table.name == name])
+        out[name] = (b.rows, b.valid, b.late, b.invalid, b.max_ts, b.groups)
+    return out
