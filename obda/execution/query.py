@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import pickle
 import threading
 import time
 from concurrent.futures import Future
@@ -15,6 +14,7 @@ from typing import Callable, Sequence
 from sqlglot import exp
 
 from obda.errors import ExecutionError
+from obda.execution import checkpoint
 from obda.execution.engine import QueryEngine
 from obda.execution.plan import QueryPlan, parse_query, plan_query
 from obda.execution.rows import process_rows, read_file_rows, static_rows, to_micros
@@ -238,8 +238,7 @@ class ContinuousQuery:
             if self._static_quarantine:  # a restarted query wrote them on its first run
                 self.quarantine.write(self._static_quarantine)
             return
-        with open(path, "rb") as f:
-            st = pickle.load(f)
+        st = checkpoint.load(path)
         if st.get("version") != CHECKPOINT_VERSION or st.get("fingerprint") != _fingerprint(self.plan):
             raise ExecutionError(
                 f"checkpoint {self.checkpoint_dir} belongs to a different query or version; "
@@ -263,17 +262,7 @@ class ContinuousQuery:
             "sink_offset": sink_offset,
             "quarantine_offset": quarantine_offset,
         }
-        data = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
-        path = self._ckpt_file()
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            with open(tmp, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        return len(data)
+        return checkpoint.dump(st, self._ckpt_file())
 
     # -- micro-batches --------------------------------------------------------------------------
     def _new_files(self, exclude: dict[str, list[str]] | None = None) -> dict[str, list[str]]:

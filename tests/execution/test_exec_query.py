@@ -181,6 +181,60 @@ def test_checkpoint_of_another_query_is_refused(tmp_path):
         _run(tmp_path, tmp_path / "ck", tmp_path / "o.jsonl", src=src, case="row4_bag")
 
 
+class _Planted:
+    """Unpickling this runs ``open(path, "w")``: a stand-in for any code a planted checkpoint could run."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+@pytest.mark.parametrize("payload", ["planted", "garbage", "not_a_state"])
+def test_a_checkpoint_obda_did_not_write_is_refused_without_running_anything(tmp_path, payload):
+    import pickle
+
+    src, _ = project(tmp_path)
+    _run(tmp_path, tmp_path / "ck", tmp_path / "o.jsonl", batches=1, src=src, case="row5_bag")
+    ck = tmp_path / "ck" / "state.pkl"
+    witness = tmp_path / "pwned"
+    data = {
+        "planted": pickle.dumps({"version": 1, "runtime": _Planted(witness)}),
+        "garbage": ck.read_bytes()[: len(ck.read_bytes()) // 2],
+        "not_a_state": pickle.dumps([1, 2, 3]),
+    }[payload]
+    ck.write_bytes(data)
+    with pytest.raises(ExecutionError, match="checkpoint") as err:
+        _run(tmp_path, tmp_path / "ck", tmp_path / "o.jsonl", src=src, case="row5_bag")
+    assert not witness.exists()
+    if payload == "planted":
+        assert "io.open, which no obda checkpoint contains" in str(err.value)
+
+
+def test_checkpoint_round_trip_keeps_every_value_type(tmp_path):
+    """Everything a synopsis or the metrics may hold survives the restricted reader."""
+    import datetime as dt
+    from collections import defaultdict
+    from decimal import Decimal
+
+    from obda.execution import checkpoint
+    from obda.execution.runtime import Metrics
+
+    counts = defaultdict(int, {(1, "a", 2.5, True, None, Decimal("1.10")): 3})
+    state = {
+        "past": {0: counts, 1: {(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc), dt.date(2024, 1, 2)): 1}},
+        "emitted": {("x", -1), ("y", float("inf"))},
+        "files": frozenset({"a.csv"}),
+        "metrics": Metrics(),
+        "offsets": [0, 12],
+    }
+    path = tmp_path / "c" / "state.pkl"
+    assert checkpoint.dump(state, path) == path.stat().st_size
+    back = checkpoint.load(path)
+    assert back == state and isinstance(back["past"][0], defaultdict)
+
+
 def test_invalid_and_late_rows_go_to_the_quarantine_file(tmp_path):
     src, rows = project(tmp_path, seed=15)
     (tmp_path / "data" / "s" / "part-99998.csv").write_text(
