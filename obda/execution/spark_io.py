@@ -346,8 +346,9 @@ def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None 
     of two stages), which is most of a small micro-batch's cost on a small cluster.  The
     requests are merged per table and format (one read with all their files), every row is
     also grouped by its file (``_metadata.file_path``), and the groups are split back by the
-    micro-batch that lists the file.  Each result equals what :func:`collect_batch` returns
-    for that micro-batch alone (same tags, layouts and rows, plus the file column).
+    micro-batch that lists the file.  Each result holds the merged requests restricted to its
+    micro-batch's files and the job's layouts, so :func:`decode_batch` gives for it what the
+    micro-batch's own job would give (tested in tests/execution/test_exec_spark.py).
     """
     if len(batches) <= 1 or any(r.fmt not in FILE_FORMATS for rs in batches for r in rs):
         return [collect_batch(spark, rs, cache) for rs in batches]
