@@ -7,7 +7,7 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -303,8 +303,12 @@ class ContinuousQuery:
 
         return collect_batches(self.spark, [self._requests(new) for new in group], self._parsed)
 
-    def _following(self, taken: dict[str, list[str]], n: int) -> list[dict[str, list[str]]]:
-        """The files of up to ``n`` micro-batches after those in ``taken`` (which is extended)."""
+    def _following(self, before: list[dict[str, list[str]]], n: int) -> list[dict[str, list[str]]]:
+        """The files of up to ``n`` micro-batches after the micro-batches ``before`` (their files)."""
+        taken: dict[str, list[str]] = {}
+        for files in before:
+            for name, fs in files.items():
+                taken.setdefault(name, []).extend(fs)
         group = []
         while len(group) < n:
             files = self._new_files(exclude=taken)
@@ -335,7 +339,7 @@ class ContinuousQuery:
             new = self._new_files()
             if not new:
                 return new, None
-            group = [new] + self._following({n: list(f) for n, f in new.items()}, self.prefetch)
+            group = [new] + self._following([new], self.prefetch)
             results = self._collect(group)
             collected = results[0]
             self._ahead = [(files, _done(r)) for files, r in zip(group[1:], results[1:])]
@@ -351,16 +355,10 @@ class ContinuousQuery:
         """
         if self.prefetch <= 0 or len(self._ahead) > 1 or any(not r.done() for _, r in self._ahead):
             return
-        taken = {name: list(files) for name, files in current.items()}
-        for files, _ in self._ahead:
-            for name, fs in files.items():
-                taken.setdefault(name, []).extend(fs)
-        group = self._following(taken, self.prefetch - len(self._ahead))
+        group = self._following([current] + [files for files, _ in self._ahead], self.prefetch - len(self._ahead))
         if not group:
             return
         if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="obda-read-ahead")
         job = self._pool.submit(self._collect, group)
         self._ahead.extend((files, _Part(job, i)) for i, files in enumerate(group))

@@ -259,12 +259,6 @@ class CollectedBatch:
     layouts: dict[int, _Layout] = field(default_factory=dict)
     file_pos: int | None = None  # position of the row's file (jobs over several micro-batches only)
 
-    def files(self) -> dict[str, tuple[str, ...]]:
-        out: dict[str, tuple[str, ...]] = {}
-        for r in self.requests:
-            out[r.table.name] = out.get(r.table.name, ()) + tuple(r.paths)
-        return out
-
 
 def collect_rows(df) -> list[tuple]:
     """The rows of a (small, aggregated) DataFrame as plain tuples, through Arrow.
@@ -353,20 +347,21 @@ def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None 
     if len(batches) <= 1 or any(r.fmt not in FILE_FORMATS for rs in batches for r in rs):
         return [collect_batch(spark, rs, cache) for rs in batches]
     merged: dict[tuple[str, str], ReadRequest] = {}
-    owner: dict[str, int] = {}
+    batch_of_path: dict[str, int] = {}  # as listed
     for b, rs in enumerate(batches):
         for r in rs:
             key = (r.table.name, r.fmt)
             m = merged.get(key)
             merged[key] = ReadRequest(r.table, r.pipelines, (m.paths if m else ()) + tuple(r.paths), r.fmt)
-            for p in r.paths:
-                owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = b
+            batch_of_path.update(dict.fromkeys(r.paths, b))
+    owner = {os.path.abspath(p): b for p, b in batch_of_path.items()}  # as Spark may report them
+    owner.update({os.path.realpath(p): b for p, b in batch_of_path.items()})
     requests = list(merged.values())
     job = collect_batch(spark, requests, cache, with_file=True)
     out = []
     for b in range(len(batches)):
         mine = [
-            ReadRequest(r.table, r.pipelines, tuple(p for p in r.paths if owner[os.path.abspath(p)] == b), r.fmt)
+            ReadRequest(r.table, r.pipelines, tuple(p for p in r.paths if batch_of_path[p] == b), r.fmt)
             for r in requests
         ]
         out.append(CollectedBatch(mine, layouts=job.layouts, file_pos=job.file_pos))
