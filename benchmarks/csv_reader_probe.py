@@ -22,6 +22,16 @@ The Arrow source here parses typed columns directly and treats no row as malform
 is an optimistic bound: a real reader must reproduce Spark's PERMISSIVE semantics (wrong
 field counts, values of the wrong type, the raw line of a malformed row).
 
+Tried end to end (2026-11-23, not kept): a complete reader of that kind as the executor's
+CSV path — lines converted with Arrow only where they match a strict per-type grammar on
+which Arrow and Spark agree, every other line parsed by Spark's ``from_csv`` with
+PERMISSIVE semantics, the row's file passed as an index.  Its job over the measurement
+files alone was no faster than Spark's CSV reader with the executor's full projection
+(0.53 vs 0.55 s), and in ``benchmarks/executor_vs_spark.py`` (two runs each, interleaved)
+obda took 0.95/0.96 s with it vs 0.91/0.98 s without in one micro-batch, and 1.36/1.47 s vs
+1.19/1.27 s in 8 (two Python-source scans per job, one per stream table, each with its
+fixed cost).  The 1.3x seen here does not survive the executor's job shape.
+
     .venv/bin/python benchmarks/csv_reader_probe.py
 """
 

@@ -8,7 +8,8 @@ import pytest
 @pytest.fixture(scope="session")
 def spark():
     """local[2], 2 shuffle partitions, UI off, UTC session time zone, quiet logs."""
-    os.environ.setdefault("PYSPARK_PYTHON", os.path.realpath(os.sys.executable))
+    # the venv's interpreter (not its realpath: that is the base Python, without pyarrow)
+    os.environ.setdefault("PYSPARK_PYTHON", os.sys.executable)
     from pyspark.sql import SparkSession
 
     session = (
