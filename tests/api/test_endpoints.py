@@ -276,7 +276,10 @@ def test_run_results_equal_a_full_history_evaluation(tmp_path, query, columns):
     """Start, feed two more blocks, stop: the answers are exactly those of DuckDB over every fed row."""
     ws, feeder = make_workspace(tmp_path / "ws", blocks=1, seed=3)
     with TestClient(create_app(settings_for(ws))) as c:
-        q = register(c, "run", query, idle_timeout=0.2)
+        # The feeder writes a block's measurement file, then its maintenance file: a poll between the
+        # two sees only the first.  The idle timeout must outlast that (else maintenance, idle since
+        # the start, would not hold the marker back and its new rows would be late).
+        q = register(c, "run", query, idle_timeout=1.0)
         r = c.post(f"/v1/queries/{q['id']}/start", headers=AUTH)
         assert r.status_code == 200 and r.json()["status"] == "running" and r.json()["started_at"]
         assert c.post(f"/v1/queries/{q['id']}/start", headers=AUTH).json()["status"] == "running"  # idempotent
