@@ -208,6 +208,12 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
         if cname.lower() in seen:
             raise SourcesError(f"table {name!r}: column {cname!r} declared twice", _loc(file, cn))
         seen.add(cname.lower())
+        if cname.startswith("__") or cname.lower() == "_corrupt_record":
+            raise SourcesError(
+                f"table {name!r}: column name {cname!r} is reserved (names starting with '__' and "
+                "'_corrupt_record' are the executor's own columns); rename the column",
+                _loc(file, cn),
+            )
         try:
             ctype = ColumnType(str(ct.value).lower())
         except ValueError:

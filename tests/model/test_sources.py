@@ -45,6 +45,8 @@ def test_good_file_is_typed():
         ("tables:\n  m: {kind: static, columns: {a: integer}}\n  M: {kind: static, columns: {a: integer}}\n", 3, "declared twice"),
         ("tables:\n  m:\n    kind: static\n    columns: {a: integer\n", 5, "not valid YAML"),
         ("tablez: {}\n", 1, "unknown top-level key"),
+        ("tables:\n  m:\n    kind: static\n    columns:\n      a: integer\n      __v: integer\n", 6, "'__v' is reserved"),
+        ("tables:\n  m:\n    kind: static\n    columns: {_Corrupt_Record: string}\n", 4, "is reserved"),
         (
             "tables:\n  m:\n    kind: stream\n    timestamp: ts\n    columns: {ts: timestamp, t2: timestamp}\n",
             5,
