@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -14,6 +13,7 @@ from obda.analysis import analyze
 from obda.project import Project
 
 from apikit import AUTH, BOUNDED, BOUNDED_JOIN, PREFIX, TOKEN, UNBOUNDED, answers, api_answers, load, make_workspace, settings_for
+from waiting import wait_for
 
 ID0 = "0" * 32
 
@@ -25,16 +25,6 @@ def problem(r, status: int, code: str) -> dict:
     assert body["status"] == status and body["code"] == code
     assert body["type"] == f"urn:obda:problem:{code}" and body["title"] and body["detail"]
     return body
-
-
-def wait_for(pred, timeout: float = 10.0, every: float = 0.05):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        v = pred()
-        if v:
-            return v
-        time.sleep(every)
-    raise AssertionError("condition not reached in time")
 
 
 def register(client, name="q", query=BOUNDED, **kw):

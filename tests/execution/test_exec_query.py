@@ -266,13 +266,7 @@ def test_static_only_query_is_answered_once(tmp_path):
 
 
 def test_start_picks_up_new_files_and_stop_keeps_the_checkpoint(tmp_path):
-    import time
-
-    def wait_for(condition, seconds=30.0):
-        deadline = time.time() + seconds
-        while time.time() < deadline and not condition():
-            time.sleep(0.05)
-        return condition()
+    from waiting import wait_for
 
     src, rows = project(tmp_path, seed=16)
     data = tmp_path / "data"
@@ -290,13 +284,13 @@ def test_start_picks_up_new_files_and_stop_keeps_the_checkpoint(tmp_path):
         checkpoint_dir=tmp_path / "ck", trigger_interval=0.05, idle_timeout=3.0,
     )
     q.start()
-    assert wait_for(lambda: q.metrics.batches >= 1)
+    wait_for(lambda: q.metrics.batches >= 1, timeout=30)
     for f in sorted((later / "s").glob("*.csv")):
         f.rename(data / "s" / f.name)
-    assert wait_for(lambda: q.metrics.rows_in.get("s", 0) >= len(rows["s"]))
+    wait_for(lambda: q.metrics.rows_in.get("s", 0) >= len(rows["s"]), timeout=30)
     got = Counter()
     # once every stream is idle for idle_timeout, all buffered timestamps close: nothing is held back
-    assert wait_for(lambda: got.update(bindings(mem.drain(), ("a",))) or got == expected)
+    wait_for(lambda: got.update(bindings(mem.drain(), ("a",))) or got == expected, timeout=30)
     q.stop()
     assert not q.running and q.error is None
     assert q.metrics.rows_in["s"] == len(rows["s"]) and q.metrics.late == 0
