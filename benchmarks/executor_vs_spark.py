@@ -16,7 +16,8 @@ timestamp order.  Contenders, in one process and one SparkSession (``local[2]``,
 partitions), over the same files:
 
 1. **obda**: ``ContinuousQuery`` (Spark backend, ``--batch-files`` files per stream and
-   micro-batch; ``--prefetch`` micro-batches read ahead in one Spark job), answers to a
+   micro-batch; ``--prefetch`` micro-batches, at most ``--prefetch-bytes`` of files, read
+   ahead in one Spark job), answers to a
    JSON-lines file;
 2. **spark_stream_join**: the same query as a user would write it without obda — two
    ``readStream.csv`` sources (``maxFilesPerTrigger`` = ``--batch-files``), a stream-static
@@ -83,10 +84,11 @@ def generate_data(project: Project, root: Path, args) -> dict[str, int]:
     return {t.name: t.rows for t in g.tables}
 
 
-def run_obda(project: Project, compiled, report, spark, root: Path, batch_files: int, prefetch: int) -> dict:
+def run_obda(project: Project, compiled, report, spark, root: Path, batch_files: int, prefetch: int,
+             prefetch_bytes: int) -> dict:
     out = root / "obda_out.jsonl"
     q = ContinuousQuery(compiled, project.sources, report, base_dir=root, sink=JsonLinesSink(out), spark=spark,
-                        max_files_per_batch=batch_files, prefetch=prefetch)
+                        max_files_per_batch=batch_files, prefetch=prefetch, prefetch_bytes=prefetch_bytes)
     t0 = time.perf_counter()
     q.run_until_exhausted()
     secs = time.perf_counter() - t0
@@ -266,6 +268,9 @@ def main(argv=None) -> int:
                     help="files per stream and micro-batch, for obda and Spark (maxFilesPerTrigger); 0: all in one")
     ap.add_argument("--prefetch", type=int, default=inspect.signature(ContinuousQuery).parameters["prefetch"].default,
                     help="obda: micro-batches read ahead in the current Spark job (default: the executor's)")
+    ap.add_argument("--prefetch-bytes", type=int,
+                    default=inspect.signature(ContinuousQuery).parameters["prefetch_bytes"].default,
+                    help="obda: bytes of files one Spark job reads at most (default: the executor's)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3,
                     help="measured runs per contender, interleaved round-robin after one unmeasured warm-up run each")
@@ -291,7 +296,8 @@ def main(argv=None) -> int:
     cpu = CpuClock(spark)
 
     contenders = {
-        "obda": lambda: run_obda(project, compiled, report, spark, root, batch_files, args.prefetch),
+        "obda": lambda: run_obda(project, compiled, report, spark, root, batch_files, args.prefetch,
+                                 args.prefetch_bytes),
         "spark_stream_join": lambda: run_spark_join(spark, root, batch_files, args.query),
         "plain_scan": lambda: run_plain_scan(spark, root),
         "validating_scan": lambda: run_validating_scan(spark, root),

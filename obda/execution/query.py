@@ -117,7 +117,8 @@ class ContinuousQuery:
         backend: str = "spark",
         max_files_per_batch: int | None = None,
         trigger_interval: float = 1.0,
-        prefetch: int = 4,
+        prefetch: int = 32,
+        prefetch_bytes: int = 64 << 20,
         dialect: str = "spark",
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -166,6 +167,7 @@ class ContinuousQuery:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.prefetch = int(prefetch)
+        self.prefetch_bytes = int(prefetch_bytes)
         self._ahead: list[tuple[dict[str, list[str]], object]] = []  # next micro-batches: files, job result (future)
         self._pool = None
         self._parsed: dict = {}  # projection columns of the micro-batch job, parsed once (spark_io.collect_batch)
@@ -303,8 +305,14 @@ class ContinuousQuery:
 
         return collect_batches(self.spark, [self._requests(new) for new in group], self._parsed)
 
-    def _following(self, before: list[dict[str, list[str]]], n: int) -> list[dict[str, list[str]]]:
-        """The files of up to ``n`` micro-batches after the micro-batches ``before`` (their files)."""
+    def _following(
+        self, before: list[dict[str, list[str]]], n: int, budget: int, take_first: bool
+    ) -> list[dict[str, list[str]]]:
+        """The files of up to ``n`` micro-batches after the micro-batches ``before`` (their files).
+
+        ``budget``: bytes of files the micro-batches may have together; with ``take_first`` the
+        first one is taken even when it alone exceeds the budget (a job must make progress).
+        """
         taken: dict[str, list[str]] = {}
         for files in before:
             for name, fs in files.items():
@@ -314,6 +322,10 @@ class ContinuousQuery:
             files = self._new_files(exclude=taken)
             if not files:
                 break
+            size = _file_bytes(files)
+            if (group or not take_first) and size > budget:
+                break
+            budget -= size
             group.append(files)
             for name, fs in files.items():
                 taken.setdefault(name, []).extend(fs)
@@ -323,8 +335,9 @@ class ContinuousQuery:
         """The files of this micro-batch and, on Spark, their collected job result.
 
         When files are waiting, one Spark job reads this micro-batch and up to ``prefetch``
-        following ones (:func:`~obda.execution.spark_io.collect_batches`: one job instead of
-        one each saves the per-job cost).  The following micro-batches' results are kept; when
+        following ones, as many as fit with it in ``prefetch_bytes`` of files
+        (:func:`~obda.execution.spark_io.collect_batches`: one job instead of one each saves the
+        per-job cost).  The following micro-batches' results are kept; when
         one is left, the next job starts in a helper thread, so that Spark plans, reads and
         aggregates while the driver updates synopses, writes answers and checkpoints.  A job
         result is only a cache: files count as processed when the micro-batch that read them is
@@ -339,7 +352,7 @@ class ContinuousQuery:
             new = self._new_files()
             if not new:
                 return new, None
-            group = [new] + self._following([new], self.prefetch)
+            group = [new] + self._following([new], self.prefetch, self.prefetch_bytes - _file_bytes(new), False)
             results = self._collect(group)
             collected = results[0]
             self._ahead = [(files, _done(r)) for files, r in zip(group[1:], results[1:])]
@@ -351,11 +364,14 @@ class ContinuousQuery:
         """With one micro-batch or none left ahead, start the job of the next ones in a helper thread.
 
         At most ``prefetch`` micro-batches are read ahead of the current one (their groups wait in
-        memory); at most one job runs ahead.
+        memory), and one job reads at most ``prefetch_bytes`` of files (or one micro-batch, when
+        that alone is larger); at most one job runs ahead.
         """
         if self.prefetch <= 0 or len(self._ahead) > 1 or any(not r.done() for _, r in self._ahead):
             return
-        group = self._following([current] + [files for files, _ in self._ahead], self.prefetch - len(self._ahead))
+        group = self._following(
+            [current] + [files for files, _ in self._ahead], self.prefetch - len(self._ahead), self.prefetch_bytes, True
+        )
         if not group:
             return
         if self._pool is None:
@@ -521,6 +537,18 @@ class _Part:
 
     def cancel(self) -> bool:
         return self.job.cancel()
+
+
+def _file_bytes(files: dict[str, list[str]]) -> int:
+    """Bytes of the files of a micro-batch (a file gone meanwhile counts 0: its read reports it)."""
+    total = 0
+    for fs in files.values():
+        for f in fs:
+            try:
+                total += os.path.getsize(f)
+            except OSError:
+                pass
+    return total
 
 
 def _merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:

@@ -161,6 +161,42 @@ def test_read_ahead_changes_nothing_in_the_output(spark, tmp_path, prefetch):
     assert q._ahead == [] and q._pool is None  # closed: no job left running
 
 
+@pytest.mark.parametrize("budget_files", [0, 3, 1000])
+def test_one_job_reads_at_most_prefetch_bytes(spark, tmp_path, monkeypatch, budget_files):
+    """Waiting micro-batches share one job up to ``prefetch_bytes`` of files; the output does not change.
+
+    ``budget_files``: the budget in multiples of the largest file.  0: one micro-batch per job
+    (a job takes one even when it alone is larger); 1000: every waiting micro-batch in one job.
+    """
+    import os
+
+    from obda.execution import spark_io
+
+    case = CASE["tree_static_bag"]
+    src, rows = project(tmp_path, 33, max_chunk=3)
+    ref, ref_text = run(spark, tmp_path, src, case, "ref.jsonl", max_files_per_batch=1, prefetch=0)
+    largest = max(os.path.getsize(p) for p in (tmp_path / "data").rglob("*.csv"))
+    budget = budget_files * largest
+    jobs = []
+    collect = spark_io.collect_batches
+
+    def recording(spark_, batches, cache=None):
+        jobs.append([sum(os.path.getsize(p) for r in rs for p in r.paths) for rs in batches])
+        return collect(spark_, batches, cache)
+
+    monkeypatch.setattr(spark_io, "collect_batches", recording)
+    q, text = run(spark, tmp_path, src, case, f"b{budget_files}.jsonl", max_files_per_batch=1, prefetch_bytes=budget)
+    assert text == ref_text and q.engine.state() == ref.engine.state()
+    assert sum(len(j) for j in jobs) == ref.metrics.batches - 1  # every micro-batch read once (the last reads nothing)
+    assert all(len(j) == 1 or sum(j) <= budget for j in jobs)
+    if budget_files == 0:
+        assert all(len(j) == 1 for j in jobs)
+    elif budget_files == 1000:
+        assert len(jobs) == 1
+    else:
+        assert 1 < len(jobs) < ref.metrics.batches - 1
+
+
 def test_read_ahead_picks_up_files_that_arrive_later(spark, tmp_path):
     case = CASE["row5_bag"]
     rows = random_streams(32)
