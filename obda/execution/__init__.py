@@ -65,8 +65,8 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
 * **Read-ahead**: when more files are waiting, one job reads micro-batch k
   and up to ``prefetch`` following ones, as many as fit in ``prefetch_bytes``
   of files with it (:func:`spark_io.collect_batches`:
-  one read per table and format, every row also grouped by its file,
-  ``_metadata.file_path``, and the groups split back per micro-batch), since
+  one read per table and format, every row also grouped by its file, a
+  64-bit hash of its name, and the groups split back per micro-batch), since
   a small micro-batch's cost is mostly the per-job overhead.  When one
   micro-batch read ahead is left, the job of the next ones starts in a
   helper thread, so Spark plans and scans the next files while the driver

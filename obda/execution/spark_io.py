@@ -145,10 +145,21 @@ class _Frame:
     raw: str  # SQL: the row's raw text where the reader kept it, else NULL
 
 
-def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = False) -> _Frame:
+def _file_column(with_file: str):
+    """Each row's file: ``"id"`` its 64-bit hash (a long groups much faster than the path
+    string: about 0.1 s of an 80-file job), ``"path"`` the path as Spark reports it."""
+    from pyspark.sql import functions as F
+
+    if with_file == "id":
+        return F.xxhash64(F.input_file_name()).alias("__file")
+    return F.col("_metadata.file_path").alias("__file")
+
+
+def _read(spark, table: Table, paths: list[str], fmt: str, with_file: str | None = None) -> _Frame:
     """The files as a DataFrame with an explicit schema, and how to tell malformed rows.
 
-    ``with_file``: the DataFrame also has each row's file as ``__file``.
+    ``with_file`` (``"id"`` or ``"path"``): the DataFrame also has each row's file as ``__file``
+    (:func:`_file_column`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -164,7 +175,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = Fal
             r = r.option(k, v)
         df = r.load(paths)
         if with_file:
-            df = df.select("*", F.col("_metadata.file_path").alias("__file"))
+            df = df.select("*", _file_column(with_file))
         # The reader only parses (and so only validates) the columns a query needs; this never-true
         # term makes every declared column needed, so a bad value in any column marks the row.
         nulls = ", ".join(f"{_quoted(c.name)} IS NULL" for c in table.columns)
@@ -183,7 +194,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = Fal
             bad = bad | (F.col(_quoted(src)).isNotNull() & casted.isNull())
             cols.append(casted.alias(c.name))
         rawjson = F.to_json(F.struct(*[F.col(_quoted(n)) for n in raw.columns]))
-        extra = [F.col("_metadata.file_path").alias("__file")] if with_file else []
+        extra = [_file_column(with_file)] if with_file else []
         return _Frame(
             raw.select(*cols, bad.alias("__bad"), F.when(bad, rawjson).alias("__raw"), *extra), "__bad", "__raw"
         )
@@ -282,7 +293,7 @@ def collect_rows(df) -> list[tuple]:
 
 
 def collect_batch(
-    spark, requests: list[ReadRequest], cache: dict | None = None, *, with_file: bool = False
+    spark, requests: list[ReadRequest], cache: dict | None = None, *, with_file: str | None = None
 ) -> CollectedBatch:
     """Run the **one** Spark job of a micro-batch over every request.
 
@@ -293,8 +304,8 @@ def collect_batch(
 
     ``cache``: a dict kept by the caller across micro-batches of one query, holding the parsed
     projection columns per (table, format, tag) — parsing them is a good part of planning a
-    small micro-batch.  ``with_file``: also group by each row's file (``_metadata.file_path``),
-    so that the groups can be split by micro-batch (:func:`collect_batches`).
+    small micro-batch.  ``with_file`` (``"id"`` or ``"path"``): also group by each row's file
+    (:func:`_file_column`), so that the groups can be split by micro-batch (:func:`collect_batches`).
     """
     out = CollectedBatch(list(requests))
     live = [i for i, r in enumerate(requests) if r.paths or r.fmt == "jdbc"]
@@ -339,7 +350,8 @@ def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None 
     instead of one job each saves the per-job cost (DataFrame analysis, planning, scheduling
     of two stages), which is most of a small micro-batch's cost on a small cluster.  The
     requests are merged per table and format (one read with all their files), every row is
-    also grouped by its file (``_metadata.file_path``), and the groups are split back by the
+    also grouped by its file (a 64-bit id of the name Spark reports, :func:`_file_ids`; by the
+    name itself when an id is unforeseen or shared), and the groups are split back by the
     micro-batch that lists the file.  Each result holds the merged requests restricted to its
     micro-batch's files and the job's layouts, so :func:`decode_batch` gives for it what the
     micro-batch's own job would give (tested in tests/execution/test_exec_spark.py).
@@ -354,10 +366,16 @@ def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None 
             m = merged.get(key)
             merged[key] = ReadRequest(r.table, r.pipelines, (m.paths if m else ()) + tuple(r.paths), r.fmt)
             batch_of_path.update(dict.fromkeys(r.paths, b))
+    requests = list(merged.values())
+    ids = _file_ids(batch_of_path)
+    job = collect_batch(spark, requests, cache, with_file="id") if ids is not None else None
+    if job is not None and any(row[job.file_pos] not in ids for row in job.rows):
+        job = None  # Spark reported a file under a name not foreseen: group by the path itself
+    if job is None:
+        ids = {}
+        job = collect_batch(spark, requests, cache, with_file="path")
     owner = {os.path.abspath(p): b for p, b in batch_of_path.items()}  # as Spark may report them
     owner.update({os.path.realpath(p): b for p, b in batch_of_path.items()})
-    requests = list(merged.values())
-    job = collect_batch(spark, requests, cache, with_file=True)
     out = []
     for b in range(len(batches)):
         mine = [
@@ -365,13 +383,12 @@ def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None 
             for r in requests
         ]
         out.append(CollectedBatch(mine, layouts=job.layouts, file_pos=job.file_pos))
-    batch_of: dict[str, int] = {}
     fpos = job.file_pos
     for row in job.rows:
         f = row[fpos]
-        b = batch_of.get(f)
+        b = ids.get(f)
         if b is None:
-            b = batch_of[f] = _owner(f, owner)
+            b = ids[f] = _owner(f, owner)
         out[b].rows.append(row)
     return out
 
@@ -389,6 +406,94 @@ def _owner(reported: str, owner: dict[str, int]) -> int:
         if candidate in owner:
             return owner[candidate]
     raise ExecutionError(f"Spark read a file that no micro-batch of the job lists: {reported}")
+
+
+def _file_ids(batch_of_path: dict[str, int]) -> dict[int, int] | None:
+    """Per file id (:func:`_file_column`) of every name Spark may report for a listed file, its micro-batch.
+
+    Spark reports a local file as a URI (``file:///dir/dä%20ta.csv``: the path quoted as
+    ``java.net.URI`` quotes one, ASCII outside the URI's path characters percent-encoded,
+    other characters kept); both ``file:`` forms of the absolute and the real path are
+    foreseen.  None when two files of different micro-batches share an id (the job then groups
+    by path); an id Spark gives that none of these has also makes the job group by path.
+    """
+    ids: dict[int, int] = {}
+    for p, b in batch_of_path.items():
+        for q in {os.path.abspath(p), os.path.realpath(p)}:
+            try:
+                quoted = _uri_path(q).encode("utf-8")
+            except UnicodeEncodeError:  # an undecodable file name: found by path
+                continue
+            for key in (xxhash64(b"file://" + quoted), xxhash64(b"file:" + quoted)):
+                if ids.setdefault(key, b) != b:
+                    return None
+    return ids
+
+
+_URI_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'(),;:$&+=/@")
+
+
+def _uri_path(path: str) -> str:
+    """``path`` quoted as ``java.net.URI`` quotes the path of a URI built from components."""
+    import unicodedata
+
+    out = []
+    for ch in path:
+        if ch in _URI_PATH_CHARS or (
+            ord(ch) > 0x9F and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cs")
+        ):
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
+    return "".join(out)
+
+
+_M64 = (1 << 64) - 1
+_P1, _P2, _P3 = 0x9E3779B185EBCA87, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9
+_P4, _P5 = 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _M64
+
+
+def _round(acc: int, lane: int) -> int:
+    return (_rotl((acc + lane * _P2) & _M64, 31) * _P1) & _M64
+
+
+def xxhash64(data: bytes, seed: int = 42) -> int:
+    """XXH64 of ``data`` as Spark's ``xxhash64`` gives it for a string's UTF-8 bytes (seed 42, signed)."""
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + _P1 + _P2) & _M64, (seed + _P2) & _M64, seed & _M64, (seed - _P1) & _M64]
+        while i <= n - 32:
+            for j in range(4):
+                v[j] = _round(v[j], int.from_bytes(data[i + 8 * j : i + 8 * j + 8], "little"))
+            i += 32
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M64
+        for x in v:
+            h = ((h ^ _round(0, x)) * _P1 + _P4) & _M64
+    else:
+        h = (seed + _P5) & _M64
+    h = (h + n) & _M64
+    while i + 8 <= n:
+        h ^= _round(0, int.from_bytes(data[i : i + 8], "little"))
+        h = (_rotl(h, 27) * _P1 + _P4) & _M64
+        i += 8
+    if i + 4 <= n:
+        h ^= (int.from_bytes(data[i : i + 4], "little") * _P1) & _M64
+        h = (_rotl(h, 23) * _P2 + _P3) & _M64
+        i += 4
+    while i < n:
+        h ^= (data[i] * _P5) & _M64
+        h = (_rotl(h, 11) * _P1) & _M64
+        i += 1
+    h ^= h >> 33
+    h = (h * _P2) & _M64
+    h ^= h >> 29
+    h = (h * _P3) & _M64
+    h ^= h >> 32
+    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> list[TableBatch]:

@@ -5,6 +5,8 @@ import json
 from collections import Counter
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from execution.exec_harness import (
     CASE,
@@ -226,11 +228,15 @@ def test_many_files_in_one_micro_batch(spark, tmp_path):
     assert bindings(text, ("a",)) == Oracle(src, rows).answers(case.sql)
 
 
-def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch):
+@pytest.mark.parametrize("ids", ["foreseen", "unforeseen", "shared"])
+def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch, ids):
     """``collect_batches``: one Spark job; per micro-batch the groups its files give alone.
 
     CSV, JSON and Parquet files of one stream and CSV files of another, under a directory
-    whose name Spark reports URL-encoded (space, %, non-ASCII).
+    whose name Spark reports URL-encoded (space, %, #, quotes, non-ASCII, a no-break space).
+    ``ids``: the rows' file ids are those foreseen from the listed names (one job); none is
+    (the ids Spark gives are not foreseen: the job runs again grouped by path); two files of
+    different micro-batches share one (grouped by path from the start).
     """
     from obda.execution.plan import parse_query, plan_query
     from obda.execution.query import _const_micros_local
@@ -238,7 +244,7 @@ def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch):
 
     case = CASE["row5_bag"]
     rows = random_streams(34, steps=12)
-    base = tmp_path / "dä ta %41 x"
+    base = tmp_path / "dä ta %41 x#&=+~'(),;@!$^`|<>\"\u00a0z"
     src = sources(s="s", t="t")
     write_csv_batches(base, random_splits(rows, 34, max_chunk=2), src)
     extra = sorted((base / "s").iterdir())[-2:]  # the last two s files again as JSON and Parquet
@@ -271,13 +277,29 @@ def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch):
     actions = []
     real = spark_io.collect_rows
     monkeypatch.setattr(spark_io, "collect_rows", lambda df: actions.append(df) or real(df))
+    if ids == "unforeseen":
+        monkeypatch.setattr(spark_io, "_file_ids", lambda batch_of_path: {})
+    elif ids == "shared":
+        monkeypatch.setattr(spark_io, "_file_ids", lambda batch_of_path: None)
     together = collect_batches(spark, batches, {})
-    assert len(actions) == 1 and len(together) == 3  # one DataFrame action for the three micro-batches
+    # one DataFrame action for the three micro-batches (two when the first one's file ids were not foreseen)
+    assert len(actions) == (2 if ids == "unforeseen" else 1) and len(together) == 3
     monkeypatch.undo()
     for reqs, got in zip(batches, together):
         alone = collect_batch(spark, reqs, {})
         assert decoded(spark, got) == decoded(spark, alone) != {}
         assert sorted(p for r in got.requests for p in r.paths) == sorted(p for r in reqs for p in r.paths)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.text(max_size=80), st.binary(min_size=0, max_size=70).map(lambda b: b.hex())), min_size=1,
+                max_size=20))
+def test_xxhash64_is_sparks(spark, strings):
+    """The driver's XXH64 (file ids of a job over several micro-batches) gives Spark's ``xxhash64`` of a string."""
+    from obda.execution.spark_io import xxhash64
+
+    got = spark.createDataFrame([(x,) for x in strings], "s STRING").selectExpr("s", "xxhash64(s) AS h").collect()
+    assert [(r.s, r.h) for r in got] == [(x, xxhash64(x.encode("utf-8"))) for x in strings]
 
 
 def decoded(spark, collected):
