@@ -18,6 +18,7 @@ their file for the quarantine.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +146,18 @@ class _Frame:
     raw: str  # SQL: the row's raw text where the reader kept it, else NULL
 
 
+def _literal(path: str) -> str:
+    """``path`` for Spark's readers, which expand glob patterns: ``\\ { } [ ] * ?`` escaped.
+
+    Without this a file named ``x[1].csv`` or ``y*.csv`` fails the read (path not found) or
+    reads other files; the executor hands Spark the exact files it listed.
+    """
+    return _GLOB_CHARS.sub(r"\\\1", path)
+
+
+_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
+
+
 def _file_column(with_file: str):
     """Each row's file: ``"id"`` its 64-bit hash (a long groups much faster than the path
     string: about 0.1 s of an 80-file job), ``"path"`` the path as Spark reports it."""
@@ -173,7 +186,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: str | None
             r = r.option("header", opts.pop("header", "true"))
         for k, v in opts.items():
             r = r.option(k, v)
-        df = r.load(paths)
+        df = r.load([_literal(p) for p in paths])
         if with_file:
             df = df.select("*", _file_column(with_file))
         # The reader only parses (and so only validates) the columns a query needs; this never-true
@@ -181,7 +194,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: str | None
         nulls = ", ".join(f"{_quoted(c.name)} IS NULL" for c in table.columns)
         return _Frame(df, f"({CORRUPT} IS NOT NULL OR size(array({nulls})) < 0)", CORRUPT)
     if fmt == "parquet":
-        raw = spark.read.options(**opts).parquet(*paths)
+        raw = spark.read.options(**opts).parquet(*[_literal(p) for p in paths])
         present = {n.lower(): n for n in raw.columns}
         bad = F.lit(False)
         cols = []

@@ -228,6 +228,27 @@ def test_many_files_in_one_micro_batch(spark, tmp_path):
     assert bindings(text, ("a",)) == Oracle(src, rows).answers(case.sql)
 
 
+@pytest.mark.parametrize("prefetch", [0, 4])
+def test_file_names_with_glob_characters_are_read_as_named(spark, tmp_path, prefetch):
+    """Spark's readers expand ``[ ] { } * ? \\`` in paths; the executor's files are read as listed.
+
+    Before: a file named ``x[1].csv`` failed the micro-batch (path not found).  With read-ahead
+    the files of several micro-batches are also told apart by the names Spark reports.
+    """
+    case = CASE["row5_bag"]
+    rows = random_streams(35, steps=14)
+    src = sources(s="data/s", t="data/t")
+    write_csv_batches(tmp_path / "data", random_splits(rows, 35, max_chunk=2), src)
+    odd = ["x[1]", "y{2,3}", "z*", "q?", "b\\s", "[ab]", "p%41 ä"]
+    for name in ("s", "t"):
+        for f, new in zip(sorted((tmp_path / "data" / name).iterdir()), odd):
+            f.rename(f.with_name(f"{f.stem}-{new}.csv"))  # keeps the name order
+    q, text = run(spark, tmp_path, src, case, "o.jsonl", max_files_per_batch=1, prefetch=prefetch)
+    assert q.metrics.invalid == 0 and q.metrics.late == 0
+    assert q.metrics.rows_read == {n: len(rows[n]) for n in ("s", "t")}
+    assert bindings(text, ("a",)) == Oracle(src, rows).answers(case.sql)
+
+
 @pytest.mark.parametrize("ids", ["foreseen", "unforeseen", "shared"])
 def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch, ids):
     """``collect_batches``: one Spark job; per micro-batch the groups its files give alone.
