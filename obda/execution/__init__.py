@@ -67,18 +67,20 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
   of files with it (:func:`spark_io.collect_batches`:
   one read per table and format, every row also grouped by its file, a
   64-bit hash of its name, and the groups split back per micro-batch), since
-  a small micro-batch's cost is mostly the per-job overhead.  When one
-  micro-batch read ahead is left, the job of the next ones starts in a
-  helper thread, so Spark plans and scans the next files while the driver
-  updates synopses, writes answers and checkpoints.  Each micro-batch is
+  a small micro-batch's cost is mostly the per-job overhead.  As soon as the
+  micro-batches read ahead have at most ``prefetch_bytes`` of files, the
+  job of the next ones starts in a helper thread, so Spark plans and scans
+  the next files while the driver updates synopses, writes answers and
+  checkpoints.  Each micro-batch is
   still decoded (lateness), closed, emitted and checkpointed on its own, so
   the output equals that of one job per micro-batch.  This is safe because
   the job does not depend on the marker; its result is a cache (files count
   as consumed only when their batch is checkpointed).  The byte budget, not
-  the count, is what bounds a job's result in memory (at most one group per
-  row of its files); with it, a backlog (a catch-up after downtime) is read
-  in as few jobs as it allows: 8 waiting micro-batches of the benchmark in
-  one job instead of two, about 20% less time.
+  the count, is what bounds the groups read ahead in memory (at most one
+  group per row of twice ``prefetch_bytes`` of files); with it, a backlog (a
+  catch-up after downtime) is read in as few jobs as it allows: the
+  benchmark's 8 waiting micro-batches in one job instead of two, about 20%
+  less time.
 * :mod:`obda.execution.runtime` buffers the open timestamps (aggregated) and
   closes a timestamp when every stream passed it, at the end of input, or when
   the lagging streams were idle for ``idle_timeout``.

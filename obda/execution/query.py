@@ -135,6 +135,7 @@ class ContinuousQuery:
         self.max_files_per_batch = max_files_per_batch
         self.trigger_interval = trigger_interval
         self._spark = spark
+        self._configured = False
         self._master = master
         if backend == "spark":
             from obda.execution.spark_io import const_micros_spark
@@ -181,6 +182,11 @@ class ContinuousQuery:
             from obda.execution.spark_io import get_spark
 
             self._spark = get_spark(self._master)
+        elif not self._configured:  # a session the caller gave: the executor's settings too
+            from obda.execution.spark_io import configure_session
+
+            configure_session(self._spark)
+        self._configured = True
         return self._spark
 
     @property
@@ -337,9 +343,9 @@ class ContinuousQuery:
         When files are waiting, one Spark job reads this micro-batch and up to ``prefetch``
         following ones, as many as fit with it in ``prefetch_bytes`` of files
         (:func:`~obda.execution.spark_io.collect_batches`: one job instead of one each saves the
-        per-job cost).  The following micro-batches' results are kept; when
-        one is left, the next job starts in a helper thread, so that Spark plans, reads and
-        aggregates while the driver updates synopses, writes answers and checkpoints.  A job
+        per-job cost).  The following micro-batches' results are kept, and the next job starts
+        in a helper thread (:meth:`_read_ahead`), so that Spark plans, reads and aggregates while
+        the driver updates synopses, writes answers and checkpoints.  A job
         result is only a cache: files count as processed when the micro-batch that read them is
         checkpointed, so a crash loses nothing and repeats nothing.
         """
@@ -361,13 +367,17 @@ class ContinuousQuery:
         return new, collected
 
     def _read_ahead(self, current: dict[str, list[str]]) -> None:
-        """With one micro-batch or none left ahead, start the job of the next ones in a helper thread.
+        """Start the job of the next micro-batches in a helper thread, while the driver works.
 
-        At most ``prefetch`` micro-batches are read ahead of the current one (their groups wait in
-        memory), and one job reads at most ``prefetch_bytes`` of files (or one micro-batch, when
-        that alone is larger); at most one job runs ahead.
+        It starts when no job runs ahead and the micro-batches already read ahead have at most
+        ``prefetch_bytes`` of files, so their groups and the new job's take the memory of at most
+        twice that.  At most ``prefetch`` micro-batches are read ahead of the current one, and
+        one job reads at most ``prefetch_bytes`` of files (or one micro-batch, when that alone is
+        larger).
         """
-        if self.prefetch <= 0 or len(self._ahead) > 1 or any(not r.done() for _, r in self._ahead):
+        if self.prefetch <= len(self._ahead) or any(not r.done() for _, r in self._ahead):
+            return
+        if sum(_file_bytes(files) for files, _ in self._ahead) > self.prefetch_bytes:
             return
         group = self._following(
             [current] + [files for files, _ in self._ahead], self.prefetch - len(self._ahead), self.prefetch_bytes, True

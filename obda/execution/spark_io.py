@@ -40,7 +40,7 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
 
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
-        _session_defaults(active)
+        configure_session(active)
         return active
     b = SparkSession.builder.appName(app_name).master(master or os.environ.get("OBDA_SPARK_MASTER", "local[*]"))
     defaults = {
@@ -57,11 +57,12 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
         b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    _session_defaults(spark)
+    configure_session(spark)
     return spark
 
 
-def _session_defaults(spark) -> None:
+def configure_session(spark) -> None:
+    """The executor's settings on a session: obda's own and any a caller hands the executor."""
     # malformed values in unused columns must still make the row invalid
     spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
     # The executor lists its files itself and hands Spark explicit paths.  Above this many paths

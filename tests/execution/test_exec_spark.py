@@ -199,6 +199,30 @@ def test_one_job_reads_at_most_prefetch_bytes(spark, tmp_path, monkeypatch, budg
         assert 1 < len(jobs) < ref.metrics.batches - 1
 
 
+def test_next_job_runs_while_the_driver_works_through_the_batches_read_ahead(spark, tmp_path, monkeypatch):
+    """When what waits ahead is within ``prefetch_bytes``, the next job starts at once, not at the last batch."""
+    import os
+
+    from obda.execution import spark_io
+
+    case = CASE["row5_bag"]
+    rows = random_streams(36, steps=30)
+    src = sources(s="data/s", t="data/t")
+    write_csv_batches(tmp_path / "data", random_splits(rows, 36, max_chunk=1), src)
+    ref, ref_text = run(spark, tmp_path, src, case, "ref.jsonl", max_files_per_batch=1, prefetch=0)
+    largest = max(os.path.getsize(p) for p in (tmp_path / "data").rglob("*.csv"))
+    jobs = []
+    collect = spark_io.collect_batches
+    monkeypatch.setattr(spark_io, "collect_batches", lambda s_, b, c=None: jobs.append(len(b)) or collect(s_, b, c))
+    q = ContinuousQuery(case.sql, src, [case.verdict], base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "o.jsonl"),
+                        spark=spark, max_files_per_batch=1, prefetch_bytes=8 * largest)
+    q.step()
+    assert jobs[0] >= 3 and len(jobs) == 2  # micro-batches 2.. wait, and the job after them already runs
+    q.run_until_exhausted()
+    q.close()
+    assert (tmp_path / "o.jsonl").read_text() == ref_text
+
+
 def test_read_ahead_picks_up_files_that_arrive_later(spark, tmp_path):
     case = CASE["row5_bag"]
     rows = random_streams(32)
