@@ -18,7 +18,7 @@ Python API (what the CLI and the HTTP API call)::
         backend="spark",          # or "local": the same pipelines evaluated in Python (small inputs, tests)
         max_files_per_batch=None, # per stream table and micro-batch
         prefetch=32,              # Spark: micro-batches read ahead, in the job of the current one (0: none)
-        prefetch_bytes=64 << 20,  # Spark: files one such job reads at most (bytes; at least one micro-batch)
+        prefetch_bytes=128 << 20, # Spark: files one such job reads at most (bytes; at least one micro-batch)
     )
     q.run_until_exhausted()       # read every file present, then close all timestamps (end of input)
     q.start(); ...; q.stop()      # background polling for new files every trigger_interval seconds

@@ -118,7 +118,7 @@ class ContinuousQuery:
         max_files_per_batch: int | None = None,
         trigger_interval: float = 1.0,
         prefetch: int = 32,
-        prefetch_bytes: int = 64 << 20,
+        prefetch_bytes: int = 128 << 20,
         dialect: str = "spark",
         clock: Callable[[], float] = time.monotonic,
     ):
