@@ -63,7 +63,9 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
 
 def configure_session(spark) -> None:
     """The executor's settings on a session: obda's own and any a caller hands the executor."""
-    # malformed values in unused columns must still make the row invalid
+    # Malformed values in unused columns must still make the row invalid.  With Spark 4.3 this
+    # alone does not do it (a bad value in a column the plan does not read left the row valid),
+    # so _read also makes the plan read every column of the table.
     spark.conf.set("spark.sql.csv.parser.columnPruning.enabled", "false")
     # The executor lists its files itself and hands Spark explicit paths.  Above this many paths
     # (default 32) Spark checks and lists them with a distributed job of its own: about half a
