@@ -135,7 +135,10 @@ class ContinuousQuery:
         self.max_files_per_batch = max_files_per_batch
         self.trigger_interval = trigger_interval
         self._spark = spark
-        self._configured = False
+        if spark is not None:  # a session the caller gave: the executor's settings too
+            from obda.execution.spark_io import configure_session
+
+            configure_session(spark)
         self._master = master
         if backend == "spark":
             from obda.execution.spark_io import const_micros_spark
@@ -169,7 +172,8 @@ class ContinuousQuery:
         self._lock = threading.Lock()
         self.prefetch = int(prefetch)
         self.prefetch_bytes = int(prefetch_bytes)
-        self._ahead: list[tuple[dict[str, list[str]], object]] = []  # next micro-batches: files, job result (future)
+        # next micro-batches: files, job result (future), bytes of the files
+        self._ahead: list[tuple[dict[str, list[str]], object, int]] = []
         self._pool = None
         self._parsed: dict = {}  # projection columns of the micro-batch job, parsed once (spark_io.collect_batch)
         self.error: BaseException | None = None
@@ -182,11 +186,6 @@ class ContinuousQuery:
             from obda.execution.spark_io import get_spark
 
             self._spark = get_spark(self._master)
-        elif not self._configured:  # a session the caller gave: the executor's settings too
-            from obda.execution.spark_io import configure_session
-
-            configure_session(self._spark)
-        self._configured = True
         return self._spark
 
     @property
@@ -273,24 +272,30 @@ class ContinuousQuery:
         return checkpoint.dump(st, self._ckpt_file())
 
     # -- micro-batches --------------------------------------------------------------------------
-    def _new_files(self, exclude: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
-        """Per stream table its unprocessed files (name order, at most ``max_files_per_batch``).
+    def _pending(self, exclude: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+        """Per stream table all its unprocessed files (name order), one listing.
 
-        ``exclude``: files already taken by the micro-batch in progress.
+        ``exclude``: files already taken by micro-batches in progress.
         """
         tables = self._tables_by_name()
         out: dict[str, list[str]] = {}
         for name in self.streams:
-            t = tables[name]
             taken = set(exclude.get(name, ())) if exclude else set()
-            files = [
-                f for f in list_files(resolve_location(t, self.base_dir)) if f not in self.processed[name] and f not in taken
+            out[name] = [
+                f
+                for f in list_files(resolve_location(tables[name], self.base_dir))
+                if f not in self.processed[name] and f not in taken
             ]
-            if self.max_files_per_batch is not None:
-                files = files[: self.max_files_per_batch]
-            if files:
-                out[name] = files
         return out
+
+    def _cut(self, pending: dict[str, list[str]]) -> dict[str, list[str]]:
+        """The next micro-batch of ``pending``: per stream at most ``max_files_per_batch`` files."""
+        k = self.max_files_per_batch
+        return {name: fs[:k] if k is not None else list(fs) for name, fs in pending.items() if fs}
+
+    def _new_files(self) -> dict[str, list[str]]:
+        """Per stream table its unprocessed files (name order, at most ``max_files_per_batch``)."""
+        return self._cut(self._pending())
 
     def _requests(self, new: dict[str, list[str]]):
         from obda.execution.spark_io import ReadRequest
@@ -313,28 +318,29 @@ class ContinuousQuery:
 
     def _following(
         self, before: list[dict[str, list[str]]], n: int, budget: int, take_first: bool
-    ) -> list[dict[str, list[str]]]:
-        """The files of up to ``n`` micro-batches after the micro-batches ``before`` (their files).
+    ) -> list[tuple[dict[str, list[str]], int]]:
+        """Up to ``n`` micro-batches after the micro-batches ``before`` (their files): files and bytes.
 
         ``budget``: bytes of files the micro-batches may have together; with ``take_first`` the
         first one is taken even when it alone exceeds the budget (a job must make progress).
+        The stream locations are listed once for all of them.
         """
         taken: dict[str, list[str]] = {}
         for files in before:
             for name, fs in files.items():
                 taken.setdefault(name, []).extend(fs)
-        group = []
+        pending = self._pending(taken)
+        group: list[tuple[dict[str, list[str]], int]] = []
         while len(group) < n:
-            files = self._new_files(exclude=taken)
+            files = self._cut(pending)
             if not files:
                 break
             size = _file_bytes(files)
             if (group or not take_first) and size > budget:
                 break
             budget -= size
-            group.append(files)
-            for name, fs in files.items():
-                taken.setdefault(name, []).extend(fs)
+            group.append((files, size))
+            pending = {name: fs[len(files.get(name, ())):] for name, fs in pending.items()}
         return group
 
     def _take_batch(self) -> tuple[dict[str, list[str]], object]:
@@ -352,16 +358,16 @@ class ContinuousQuery:
         if self.backend != "spark":
             return self._new_files(), None
         if self._ahead:
-            new, result = self._ahead.pop(0)
+            new, result, _ = self._ahead.pop(0)
             collected = result.result()
         else:
             new = self._new_files()
             if not new:
                 return new, None
-            group = [new] + self._following([new], self.prefetch, self.prefetch_bytes - _file_bytes(new), False)
-            results = self._collect(group)
+            following = self._following([new], self.prefetch, self.prefetch_bytes - _file_bytes(new), False)
+            results = self._collect([new] + [files for files, _ in following])
             collected = results[0]
-            self._ahead = [(files, _done(r)) for files, r in zip(group[1:], results[1:])]
+            self._ahead = [(files, _done(r), size) for (files, size), r in zip(following, results[1:])]
         if new:
             self._read_ahead(new)
         return new, collected
@@ -375,24 +381,24 @@ class ContinuousQuery:
         one job reads at most ``prefetch_bytes`` of files (or one micro-batch, when that alone is
         larger).
         """
-        if self.prefetch <= len(self._ahead) or any(not r.done() for _, r in self._ahead):
+        if self.prefetch <= len(self._ahead) or any(not r.done() for _, r, _ in self._ahead):
             return
-        if sum(_file_bytes(files) for files, _ in self._ahead) > self.prefetch_bytes:
+        if sum(size for _, _, size in self._ahead) > self.prefetch_bytes:
             return
         group = self._following(
-            [current] + [files for files, _ in self._ahead], self.prefetch - len(self._ahead), self.prefetch_bytes, True
+            [current] + [files for files, _, _ in self._ahead], self.prefetch - len(self._ahead), self.prefetch_bytes, True
         )
         if not group:
             return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="obda-read-ahead")
-        job = self._pool.submit(self._collect, group)
-        self._ahead.extend((files, _Part(job, i)) for i, files in enumerate(group))
+        job = self._pool.submit(self._collect, [files for files, _ in group])
+        self._ahead.extend((files, _Part(job, i), size) for i, (files, size) in enumerate(group))
 
     def _drop_ahead(self) -> None:
         """Forget the jobs started ahead (waits for them: no Spark job outlives its query)."""
         ahead, self._ahead = self._ahead, []
-        for _, result in ahead:
+        for _, result, _ in ahead:
             result.cancel()
             try:
                 result.result()

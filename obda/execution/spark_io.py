@@ -387,11 +387,12 @@ def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None 
     job = collect_batch(spark, requests, cache, with_file="id") if ids is not None else None
     if job is not None and any(row[job.file_pos] not in ids for row in job.rows):
         job = None  # Spark reported a file under a name not foreseen: group by the path itself
+    owner: dict[str, int] = {}  # by path, as Spark may report it (when grouped by path)
     if job is None:
         ids = {}
         job = collect_batch(spark, requests, cache, with_file="path")
-    owner = {os.path.abspath(p): b for p, b in batch_of_path.items()}  # as Spark may report them
-    owner.update({os.path.realpath(p): b for p, b in batch_of_path.items()})
+        owner = {os.path.abspath(p): b for p, b in batch_of_path.items()}
+        owner.update({os.path.realpath(p): b for p, b in batch_of_path.items()})
     out = []
     for b in range(len(batches)):
         mine = [
