@@ -40,35 +40,72 @@ Counted = dict  # {tuple: int}
 
 
 class Rel:
-    """A counted relation over a schema of attributes, with cached hash indexes."""
+    """A counted relation over a schema of attributes, with hash indexes kept up to date.
 
-    __slots__ = ("schema", "data", "_idx")
+    An index is built on first use and then maintained by :meth:`put` and :meth:`remove`,
+    so a past synopsis probed at every closed timestamp costs work in proportion to what
+    changed, not a rebuild over all its entries.
+    """
+
+    __slots__ = ("schema", "data", "_idx", "_rest")
 
     def __init__(self, schema: tuple[Attr, ...], data: Counted | None = None):
         self.schema = tuple(schema)
         self.data = data if data is not None else {}
-        self._idx: dict[tuple[int, ...], dict] = {}
+        self._idx: dict[tuple[int, ...], tuple[Callable[[tuple], tuple], dict]] = {}
+        self._rest: tuple[int, dict] | None = None  # (compressed position, {rest of key: key})
 
     def index(self, positions: tuple[int, ...]) -> dict:
-        """``{key: [(tuple, count), ...]}`` on ``positions`` (keys with a NULL are left out)."""
-        idx = self._idx.get(positions)
-        if idx is None:
-            idx = {}
-            key = tuple_getter(positions)
-            for t, c in self.data.items():
-                k = key(t)
-                if None in k:
-                    continue
-                bucket = idx.get(k)
-                if bucket is None:
-                    idx[k] = [(t, c)]
-                else:
-                    bucket.append((t, c))
-            self._idx[positions] = idx
+        """``{key: {tuple: count}}`` on ``positions`` (keys with a NULL are left out)."""
+        entry = self._idx.get(positions)
+        if entry is not None:
+            return entry[1]
+        idx: dict = {}
+        key = tuple_getter(positions)
+        for t, c in self.data.items():
+            k = key(t)
+            if None in k:
+                continue
+            bucket = idx.get(k)
+            if bucket is None:
+                idx[k] = {t: c}
+            else:
+                bucket[t] = c
+        self._idx[positions] = (key, idx)
         return idx
 
-    def changed(self) -> None:
-        self._idx.clear()
+    def put(self, t: tuple, c: int) -> None:
+        """Set the count of ``t`` (a new or an existing tuple)."""
+        self.data[t] = c
+        for key, idx in self._idx.values():
+            k = key(t)
+            if None in k:
+                continue
+            bucket = idx.get(k)
+            if bucket is None:
+                idx[k] = {t: c}
+            else:
+                bucket[t] = c
+
+    def remove(self, t: tuple) -> None:
+        del self.data[t]
+        for key, idx in self._idx.values():
+            k = key(t)
+            bucket = idx.get(k)
+            if bucket is not None:
+                bucket.pop(t, None)
+                if not bucket:
+                    del idx[k]
+
+    def rest_index(self, pos: int) -> dict:
+        """``{key without position pos: key}`` of a compressed relation (one entry per rest of key).
+
+        Built on first use; :func:`merge_into`, the only writer of compressed relations, keeps it
+        up to date.
+        """
+        if self._rest is None or self._rest[0] != pos:
+            self._rest = (pos, {k[:pos] + k[pos + 1 :]: k for k in self.data})
+        return self._rest[1]
 
     def __len__(self) -> int:
         return len(self.data)
@@ -227,12 +264,12 @@ def join_aggregate(rels: list[Rel], preds: Iterable[CrossPred], out: tuple[Attr,
         get = result.get
         key = st.eq_left
         probe = pick.index(st.eq_right).get if key is not None else None
-        everything = list(pick.data.items()) if key is None else None  # nested loop: no equality
+        everything = pick.data if key is None else None  # nested loop: no equality
         for t, c in cur.items():
             matches = probe(key(t)) if key is not None else everything
             if not matches:
                 continue
-            for u, d in matches:
+            for u, d in matches.items():
                 if other and not _holds(other, t, u):
                     continue
                 k = keep(t + u)
@@ -260,24 +297,30 @@ def merge_into(target: Rel, delta: Counted, setsem: bool, compress: tuple[int, s
     data = target.data
     if compress is None:
         for k, c in delta.items():
-            data[k] = 1 if setsem else data.get(k, 0) + c
-    else:
-        pos, mode = compress
-        # at most one entry per rest-of-key; keep the extreme value of the compressed attribute
-        rest_index = {k[:pos] + k[pos + 1 :]: k for k in data}
-        for k in delta:
-            rest = k[:pos] + k[pos + 1 :]
-            old = rest_index.get(rest)
-            if old is None:
-                data[k] = 1
-                rest_index[rest] = k
-                continue
-            better = (k[pos] < old[pos]) if mode == "min" else (k[pos] > old[pos])
-            if better and k[pos] is not None:
-                del data[old]
-                data[k] = 1
-                rest_index[rest] = k
-    target.changed()
+            if setsem:
+                if k not in data:
+                    target.put(k, 1)
+            else:
+                target.put(k, data.get(k, 0) + c)
+        return
+    pos, mode = compress
+    # at most one entry per rest-of-key; keep the extreme value of the compressed attribute
+    rest_index = target.rest_index(pos)
+    for k in delta:
+        rest = k[:pos] + k[pos + 1 :]
+        old = rest_index.get(rest)
+        if old is None:
+            target.put(k, 1)
+            rest_index[rest] = k
+            continue
+        v, w = k[pos], old[pos]
+        if v is None:
+            continue
+        better = w is None or (v < w if mode == "min" else v > w)
+        if better:
+            target.remove(old)
+            target.put(k, 1)
+            rest_index[rest] = k
 
 
 def compress_counted(delta: Counted, compress: tuple[int, str] | None) -> Counted:

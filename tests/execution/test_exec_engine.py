@@ -6,7 +6,8 @@ import operator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from obda.execution.engine import Rel, _compile, binder, join_aggregate
+from obda.execution import engine
+from obda.execution.engine import Rel, _compile, binder, join_aggregate, merge_into
 from obda.execution.plan import CrossPred, OutItem
 
 OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -77,6 +78,59 @@ def test_join_does_not_change_its_inputs():
     res = join_aggregate([s], [], (("a", "x"),), False)
     res[(1,)] = 99
     assert s.data == before
+
+
+def _reference_merge(data, delta, setsem, compress):
+    """merge_into's meaning, written plainly: counts add, sets keep existence, compression keeps
+    per rest of key the extreme non-NULL value of the compressed position."""
+    out = dict(data)
+    if compress is None:
+        for k, c in delta.items():
+            out[k] = 1 if setsem else out.get(k, 0) + c
+        return out
+    pos, mode = compress
+    for k in delta:
+        rest = k[:pos] + k[pos + 1:]
+        olds = [o for o in out if o[:pos] + o[pos + 1:] == rest]
+        if not olds:
+            out[k] = 1
+        elif k[pos] is not None and (olds[0][pos] is None or (k[pos] < olds[0][pos] if mode == "min"
+                                                              else k[pos] > olds[0][pos])):
+            del out[olds[0]]
+            out[k] = 1
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.dictionaries(st.tuples(values, values), st.integers(1, 3), max_size=4), min_size=1, max_size=6),
+    st.sampled_from([(False, None), (True, None), (True, (1, "min")), (True, (1, "max")), (True, (0, "min"))]),
+    st.lists(st.sampled_from([(0,), (1,), (0, 1), (1, 0)]), max_size=3),
+)
+def test_merges_keep_the_indexes_of_a_past_relation_current(deltas, mode, probes):
+    """A past synopsis is probed at every closed timestamp and merged into after it: its indexes
+    are updated with each merge (never rebuilt) and always equal an index built afresh."""
+    setsem, compress = mode
+    past, expected = Rel((("p", "x"), ("p", "y"))), {}
+    for delta in deltas:
+        for positions in probes:
+            past.index(positions)  # built once, on first use, as a join would
+        if compress is not None:
+            delta = engine.compress_counted(delta, compress)
+        merge_into(past, delta, setsem, compress)
+        expected = _reference_merge(expected, delta, setsem, compress)
+        assert past.data == expected
+        for positions in probes:
+            assert past.index(positions) == Rel(past.schema, dict(past.data)).index(positions)
+
+
+def test_a_past_index_is_updated_not_rebuilt(monkeypatch):
+    past = Rel((("p", "x"),), {(1,): 1})
+    idx = past.index((0,))
+    built = []
+    monkeypatch.setattr(engine, "tuple_getter", lambda positions: built.append(positions))
+    merge_into(past, {(2,): 1}, True, None)
+    assert past.index((0,)) is idx and idx == {(1,): {(1,): 1}, (2,): {(2,): 1}} and not built
 
 
 def test_binder_fills_constants_and_concats_with_null():
