@@ -27,11 +27,17 @@ partitions), over the same files:
    has no upper bound), so Spark keeps every maintenance and every hot reading as state;
 3. **plain_scan**: the speed limit — a batch ``spark.read.csv`` filter + count of the same
    files (one job per stream);
-4. **streaming_scan**: the same filter + count as streaming queries with the same
+4. **validating_scan**: the plain scan with every field of every row parsed and checked
+   (what quarantining malformed rows needs);
+5. **grouping_scan**: the validating scan plus obda's grouping per timestamp and join key,
+   collected through Arrow — the least obda's Spark job computes, so plain / grouping scan
+   bounds obda / plain scan from above;
+6. **streaming_scan**: the same filter + count as streaming queries with the same
    micro-batches.
 
-Each contender runs once unmeasured (JIT, code generation), then ``--repeat`` times
-round-robin.  Prints the command and parameters, best / median seconds, CPU seconds (JVM +
+obda's time is ``run_until_exhausted``; reading the static tables in ``ContinuousQuery()``
+happens once per query and is printed apart (its startup).  Each contender runs once
+unmeasured (JIT, code generation), then ``--repeat`` times round-robin.  Prints the command and parameters, best / median seconds, CPU seconds (JVM +
 Python), the ratios, input rows, micro-batches, the answers of obda and Spark (compared as
 multisets: exit 1 when they differ), state size per micro-batch and where a micro-batch of
 the Spark join spends its time.  Targets: obda state flat; throughput ≥ 3x the stream-stream
@@ -87,11 +93,13 @@ def generate_data(project: Project, root: Path, args) -> dict[str, int]:
 def run_obda(project: Project, compiled, report, spark, root: Path, batch_files: int, prefetch: int,
              prefetch_bytes: int) -> dict:
     out = root / "obda_out.jsonl"
+    t_start = time.perf_counter()
     q = ContinuousQuery(compiled, project.sources, report, base_dir=root, sink=JsonLinesSink(out), spark=spark,
                         max_files_per_batch=batch_files, prefetch=prefetch, prefetch_bytes=prefetch_bytes)
     t0 = time.perf_counter()
     q.run_until_exhausted()
     secs = time.perf_counter() - t0
+    startup = t0 - t_start  # static tables read once, before the first micro-batch: not in "seconds"
     q.close()
     m = q.metrics
     answers = Counter()
@@ -101,6 +109,7 @@ def run_obda(project: Project, compiled, report, spark, root: Path, batch_files:
             answers[tuple(b[c] for c in q.columns)] += 1
     return {
         "seconds": secs,
+        "startup_seconds": startup,
         "input_rows": sum(m.rows_read.values()),
         "files_read": sum(len(v) for v in q.processed.values()),
         "micro_batches": m.batches - 1,  # the last step reads nothing: it only closes the input
@@ -199,6 +208,32 @@ def run_validating_scan(spark, root: Path) -> dict:
             f"count_if(_corrupt_record IS NULL AND size(array({every})) >= 0 AND ts IS NOT NULL AND ({cond})) AS n"
         ).first()["n"]
     return {"seconds": time.perf_counter() - t0, "filtered_rows": n}
+
+
+def run_grouping_scan(spark, root: Path) -> dict:
+    """The least a Spark job must do for obda: the validating scan, grouped per timestamp and key.
+
+    Every field parsed and checked, every valid row counted per timestamp, and the rows the
+    query's local conditions keep grouped by their join key (hot readings by sensor,
+    maintenances by turbine), the groups collected to the driver through Arrow — what obda's
+    one Spark job computes, without its per-file grouping, its DataFrame built from the listed
+    files and everything the driver does after.  The ratio plain scan / grouping scan is a
+    ceiling for obda / plain scan with Spark's CSV reader on this machine.
+    """
+    t0 = time.perf_counter()
+    groups = 0
+    for name, cond, key in (("measurement", "value > 90", "sensor_id"), ("maintenance", "true", "turbine_id")):
+        cols = [c.split()[0] for c in SCHEMAS[name].split(", ")]
+        df = (spark.read.option("header", "true").option("mode", "PERMISSIVE")
+              .option("columnNameOfCorruptRecord", "_corrupt_record")
+              .schema(SCHEMAS[name] + ", _corrupt_record STRING").csv(str(root / "data" / name)))
+        every = ", ".join(f"{c} IS NULL" for c in cols)
+        valid = f"(_corrupt_record IS NULL AND size(array({every})) >= 0 AND ts IS NOT NULL)"
+        groups += df.selectExpr(
+            f"{valid} AS v", f"CASE WHEN {valid} THEN unix_micros(ts) END AS t",
+            f"CASE WHEN {valid} AND ({cond}) THEN {key} END AS k",
+        ).groupBy("v", "t", "k").count().toArrow().num_rows
+    return {"seconds": time.perf_counter() - t0, "groups": groups}
 
 
 def run_streaming_scan(spark, root: Path, batch_files: int) -> dict:
@@ -301,6 +336,7 @@ def main(argv=None) -> int:
         "spark_stream_join": lambda: run_spark_join(spark, root, batch_files, args.query),
         "plain_scan": lambda: run_plain_scan(spark, root),
         "validating_scan": lambda: run_validating_scan(spark, root),
+        "grouping_scan": lambda: run_grouping_scan(spark, root),
         "streaming_scan": lambda: run_streaming_scan(spark, root, batch_files),
     }
 
@@ -334,6 +370,8 @@ def main(argv=None) -> int:
             "obda_vs_spark_join": table["spark_stream_join"] / table["obda"],
             "obda_vs_plain_scan": table["plain_scan"] / table["obda"],
             "obda_vs_validating_scan": table["validating_scan"] / table["obda"],
+            "obda_vs_grouping_scan": table["grouping_scan"] / table["obda"],
+            "grouping_scan_vs_plain_scan": table["plain_scan"] / table["grouping_scan"],
             "obda_vs_streaming_scan": table["streaming_scan"] / table["obda"],
         }
 
@@ -380,9 +418,15 @@ def main(argv=None) -> int:
         for key, label, target in (("obda_vs_spark_join", "obda / spark stream-stream join", "target >= 3x"),
                                    ("obda_vs_plain_scan", "obda / plain scan", "target >= 0.7x"),
                                    ("obda_vs_validating_scan", "obda / validating scan (every field parsed)", ""),
+                                   ("obda_vs_grouping_scan", "obda / grouping scan (validating + groups)", ""),
+                                   ("grouping_scan_vs_plain_scan", "grouping scan / plain scan", "ceiling of obda / plain"),
                                    ("obda_vs_streaming_scan", "obda / streaming scan (same micro-batches)", "")):
             cpu_part = f", cpu {rc[key]:.2f}x" if key in rc else ""
             print(f"{label:44s} best {rb[key]:.2f}x, median {rm[key]:.2f}x{cpu_part}  {target}")
+        startup = statistics.median(r["startup_seconds"] for r in runs["obda"])
+        print(f"obda startup (median, not in its seconds above): {startup:.2f} s — ContinuousQuery() reads the static"
+              f" sensor table once; the spark join reads it inside its run. obda / plain scan with it:"
+              f" best {best_s['plain_scan'] / (best_s['obda'] + startup):.2f}x")
         print(f"files read: obda {ours['files_read']}, spark join {join['files_read']}, generated {2 * args.files}")
         print(f"input rows: obda {ours['input_rows']} (all validated), generated {total_rows}; spark join"
               f" {join['input_rows_after_pushdown']} (numInputRows: rows left by the filter pushed into the CSV scan)")
