@@ -40,8 +40,10 @@ fixed cost).  The 1.3x seen here does not survive the executor's job shape.
 Tried end to end (2026-11-24, not kept): (3) as the executor's CSV path, exact by
 construction — a job used the lines only when every line was canonical and the lines equal to
 a file's first line (read by the driver) occurred exactly once per such file, else it ran
-again with Spark's CSV reader; the timestamp text converted after grouping.  Here (3) is
-0.75-0.77x of the plain scan vs 0.65-0.68x for (1); inside the executor's job the Spark job
+again with Spark's CSV reader; the timestamp text converted after grouping.  Here, best
+of three probe runs (5, 3 and 7 repeats), (3) reached 0.77x, 0.56x and 0.72x of the plain
+scan and (1) 0.68x, 0.59x and 0.69x in the same runs: at most about 10% ahead, within this
+machine's noise.  Inside the executor's job the Spark job
 got 10-20% faster (0.60-0.70 vs 0.76 s over the benchmark's 80 files), but building it took
 longer (two more projections to analyse, a 40-path text read), and
 ``benchmarks/executor_vs_spark.py``'s obda time did not move: interleaved in one process,
@@ -153,9 +155,11 @@ def main(argv=None) -> int:
               .option("partitions", str(cores)).load())
         return df.selectExpr(*group, "ts IS NOT NULL AS v").groupBy("t", "f", "k", "v").count().toArrow().num_rows
 
+    with open(paths[0], "rb") as fh:  # the generator writes one header line per file, the same in all
+        header = fh.readline().rstrip(b"\r\n").hex()
+
     def text_lines_job(collect):
         """Spark's text reader, a strict grammar per line (regex), the fields cut at their commas."""
-        header = Path(paths[0]).read_text().split("\n", 1)[0].encode().hex()
         integer = "(?:0|-?[1-9][0-9]{0,17})?"
         df = spark.read.text(paths).selectExpr(
             "value AS line", f"value = CAST(X'{header}' AS STRING) AS h",
