@@ -113,14 +113,6 @@ def arrow_source():
     return Source
 
 
-def spark_csv_group_rows(spark, paths, group) -> Counter:
-    df = (spark.read.option("header", "true").option("mode", "PERMISSIVE")
-          .option("columnNameOfCorruptRecord", "_corrupt_record").schema(SCHEMA + ", _corrupt_record STRING").csv(paths))
-    valid = "_corrupt_record IS NULL AND size(array(sensor_id IS NULL, value IS NULL, ts IS NULL)) >= 0 AS v"
-    return Counter({(r.t, r.f, r.k, r.v): r["count"]
-                    for r in df.selectExpr(*group, valid).groupBy("t", "f", "k", "v").count().collect()})
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--timestamps", type=int, default=400)
@@ -144,11 +136,11 @@ def main(argv=None) -> int:
     cores = spark.sparkContext.defaultParallelism
     group = ["unix_micros(ts) AS t", "coalesce(value > 90, false) AS f", "CASE WHEN value > 90 THEN sensor_id END AS k"]
 
-    def spark_csv_group():
+    def spark_csv_grouped():
         df = (spark.read.option("header", "true").option("mode", "PERMISSIVE")
               .option("columnNameOfCorruptRecord", "_corrupt_record").schema(SCHEMA + ", _corrupt_record STRING").csv(paths))
         valid = "_corrupt_record IS NULL AND size(array(sensor_id IS NULL, value IS NULL, ts IS NULL)) >= 0 AS v"
-        return df.selectExpr(*group, valid).groupBy("t", "f", "k", "v").count().toArrow().num_rows
+        return df.selectExpr(*group, valid).groupBy("t", "f", "k", "v").count()
 
     def arrow_source_group():
         df = (spark.read.format("obda_probe_arrow_csv").option("paths", json.dumps(paths))
@@ -158,7 +150,7 @@ def main(argv=None) -> int:
     with open(paths[0], "rb") as fh:  # the generator writes one header line per file, the same in all
         header = fh.readline().rstrip(b"\r\n").hex()
 
-    def text_lines_job(collect):
+    def text_lines_grouped():
         """Spark's text reader, a strict grammar per line (regex), the fields cut at their commas."""
         integer = "(?:0|-?[1-9][0-9]{0,17})?"
         df = spark.read.text(paths).selectExpr(
@@ -173,20 +165,20 @@ def main(argv=None) -> int:
         grouped = df.selectExpr("tss", "coalesce(value > 90, false) AS f", "CASE WHEN value > 90 THEN sensor_id END AS k",
                                 "tss IS NOT NULL AS v", "x").groupBy("tss", "f", "k", "v", "x").count()
         # the timestamps' texts converted once per group (the CSV reader's first attempt)
-        out = grouped.selectExpr("unix_micros(try_cast(tss AS TIMESTAMP_LTZ)) AS t", "f", "k", "v", "x", "count")
-        return out.collect() if collect else out.toArrow().num_rows
+        return grouped.selectExpr("unix_micros(try_cast(tss AS TIMESTAMP_LTZ)) AS t", "f", "k", "v", "x", "count")
 
     def plain_scan():
         return spark.read.option("header", "true").schema(SCHEMA).csv(paths).where("value > 90").count()
 
-    contenders = {"spark_csv_group": spark_csv_group, "arrow_source_group": arrow_source_group,
-                  "text_lines_group": lambda: text_lines_job(False), "plain_scan": plain_scan}
+    contenders = {"spark_csv_group": lambda: spark_csv_grouped().toArrow().num_rows,
+                  "arrow_source_group": arrow_source_group,
+                  "text_lines_group": lambda: text_lines_grouped().toArrow().num_rows, "plain_scan": plain_scan}
     groups = {k: fn() for k, fn in contenders.items()}  # warm-up (and Python workers started)
     if groups["spark_csv_group"] != groups["arrow_source_group"]:
         print(f"the two readers give different groups: {groups}", file=sys.stderr)
         return 1
-    lines = text_lines_job(True)
-    csv_groups = spark_csv_group_rows(spark, paths, group)
+    lines = text_lines_grouped().collect()
+    csv_groups = Counter({(r.t, r.f, r.k, r.v): r["count"] for r in spark_csv_grouped().collect()})
     line_groups: Counter = Counter()
     for r in lines:
         if r.x is None:
