@@ -146,6 +146,12 @@ class RewritingError(ObdaError):
     code = "rewriting_error"
 
 
+class BudgetError(ObdaError):
+    """Compiling a query would build more than its budget allows (members, syntax-tree nodes)."""
+
+    code = "budget_exceeded"
+
+
 class AnalysisError(ObdaError):
     """SQL given to the analyser is malformed or outside the supported class."""
 

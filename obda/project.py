@@ -213,13 +213,14 @@ class Project:
 
         query = self.parse(sparql, file=file)
         rewritten = rewrite(query, self.ontology)
-        members, sql, removed = unfold(query, rewritten, self.mapping, self.sources, self.ontology)
+        members, sql, removed, views = unfold(query, rewritten, self.mapping, self.sources, self.ontology)
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),
             members=tuple(members),
             sql=sql,
             removed=tuple(removed),
+            views=views,
         )
 
     def compile_file(self, path: str | Path) -> Compilation:

@@ -40,9 +40,10 @@ Source = Union[str, exp.Expression, Compilation]
 def members_of(source: Source, sources: Sources, file: str | None = None) -> list[SpjMember]:
     """Normal-form members of SQL text, a sqlglot expression or a Compilation."""
     if isinstance(source, Compilation):
-        ctx = _Ctx(None, sources, file)
         out: list[SpjMember] = []
         for i, m in enumerate(source.members):
+            views = {a: source.view(s.view).table for s in m.origin.atom_sources if s.view for a in s.table_aliases}
+            ctx = _Ctx(None, sources, file, views)
             out.extend(extract_select(m.select, i, source.distinct, ctx, m.origin))
         return out
     if isinstance(source, exp.Expression):

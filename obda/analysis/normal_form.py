@@ -103,10 +103,20 @@ class SpjMember:
 class _Ctx:
     """Parsing context: the SQL text (for positions) and the catalog."""
 
-    def __init__(self, text: str | None, sources: Sources, file: str | None = None):
+    def __init__(self, text: str | None, sources: Sources, file: str | None = None,
+                 views: Mapping[str, Table] | None = None):
         self.text = text
         self.sources = sources
         self.file = file
+        # FROM alias (lower case) → the relation a per-atom view stands for (a stream view is a stream:
+        # deduplicated within its timestamp, docs/analysis.md)
+        self.views = {k.lower(): v for k, v in (views or {}).items()}
+
+    def view_of(self, node: exp.Expression) -> Table | None:
+        """The per-atom view a derived FROM entry stands for, if the compilation declared one."""
+        if isinstance(node, exp.Subquery) and node.alias:
+            return self.views.get(node.alias.lower())
+        return None
 
     def loc(self, node: exp.Expression | None) -> Location | None:
         if node is None or self.text is None:
@@ -214,6 +224,15 @@ class _Select:
                 raise ctx.error(f"FROM alias {alias!r} is used twice; give every FROM entry its own alias", node)
             self.relations.append(Relation(alias, table))
             for c in table.columns:
+                self.types[Attr(alias, c.name)] = c.type
+            return
+        view = ctx.view_of(node)
+        if view is not None:
+            alias = node.alias
+            if any(r.alias.lower() == alias.lower() for r in self.relations):
+                raise ctx.error(f"FROM alias {alias!r} is used twice; give every FROM entry its own alias", node)
+            self.relations.append(Relation(alias, view))
+            for c in view.columns:
                 self.types[Attr(alias, c.name)] = c.type
             return
         if isinstance(node, (exp.Subquery, exp.Select)) or (isinstance(node, exp.Table) and isinstance(node.this, exp.Subquery)):
@@ -582,8 +601,8 @@ def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
     d = sel.args.get("distinct")
     if d is not None and d.args.get("on"):
         raise ctx.error("DISTINCT ON is outside the analysable class", d)
-    for node in sel.walk():
-        if node is sel:
+    for node in sel.walk(prune=lambda n: ctx.view_of(n) is not None):
+        if node is sel or ctx.view_of(node) is not None:
             continue
         if isinstance(node, exp.Window):
             raise ctx.error(f"window function {_snippet(node)} is outside the analysable class", node)

@@ -42,13 +42,15 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import gc
+from collections import Counter
 from contextlib import contextmanager
+from itertools import combinations
 from dataclasses import dataclass, field, replace
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 from sqlglot import exp
 
-from obda.errors import MappingError, RewritingError, UnsupportedConstructError
+from obda.errors import BudgetError, MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion, AssertionIndex
 from obda.mapping._unfold_ir import Col, Expr, NotNull, Raw, Seq, identifier
 from obda.mapping._unfold_optimize import (
@@ -60,6 +62,22 @@ from obda.mapping._unfold_optimize import (
     split_cmp,
 )
 from obda.mapping._unfold_tables import FromEntry, TableInstance
+from obda.mapping._unfold_views import (
+    PLACEHOLDER,
+    TS,
+    AtomView,
+    Branch,
+    ViewUse,
+    branch_items,
+    build_view,
+    coarse_shape,
+    column_layout,
+    contained,
+    duplicate_free,
+    fine_shape,
+    may_overlap,
+    view_terms,
+)
 from obda.mapping._unfold_terms import (
     NATURAL_DATATYPE,
     RDF_LANGSTRING,
@@ -76,10 +94,13 @@ from obda.model.compilation import AtomSource, MemberOrigin, SqlMember
 from obda.model.mapping import Mapping, TermMap, TermMapKind, TermType, TriplesMap
 from obda.model.ontology import Ontology
 from obda.model.query import CQ, IRI, XSD, Atom, ClassAtom, Comparison, Literal, Query, Term, Var
-from obda.model.sources import Sources
+from obda.model.sources import ColumnType, Sources
 from obda.rewrite import AtomAlternative, expand_atom
 
-__all__ = ["unfold"]
+__all__ = ["unfold", "MAX_MEMBERS", "MAX_NODES"]
+
+MAX_MEMBERS = 5000  # SPJ members one query may unfold into (BudgetError beyond)
+MAX_NODES = 5_000_000  # sqlglot nodes of the members' SQL (BudgetError beyond)
 
 
 def _default_expand(ontology: Ontology | None) -> Callable[[Atom], Sequence[AtomAlternative]]:
@@ -270,6 +291,9 @@ class _Member:
 
 def _unfold_atom(m: _Member, atom: Atom, a: Assertion, kind: str) -> None:
     """Add the FROM entries, bindings and conditions of one atom unfolded with assertion ``a``."""
+    if kind == "view":
+        _view_atom(m, atom, a)
+        return
     u = m.memo.unfold_assertion(a, m.counter)
     m.counter += len(u.entries)
     m.entries += u.entries
@@ -294,6 +318,23 @@ def _unfold_atom(m: _Member, atom: Atom, a: Assertion, kind: str) -> None:
         m.bind(atom.time, TermValue(TermType.LITERAL, (Slot(ts, False),), XSD + "dateTime", native=True,
                                     label=f"timestamp {ts.key()}"))
     m.sources.append((atom, a, tuple(aliases)))
+
+
+def _view_atom(m: _Member, atom: Atom, use: ViewUse) -> None:
+    """Add one atom answered by its per-atom view: one derived FROM entry, its columns bound to the variables."""
+    m.counter += 1
+    alias = f"m{m.counter}"
+    view = use.view
+    m.entries.append(FromEntry(alias, exp.Subquery(this=view.select), view.name, derived=True, stream=view.temporal,
+                               source_text=view.text))
+    m.exempt.update(Col(alias, c.name).sql() for c in view.table.columns)  # a view's columns are never NULL
+    ren = {PLACEHOLDER: alias}
+    for vc in use.columns:
+        m.bind(vc.var, _rename_term(vc.term, ren))
+    if atom.time is not None:
+        m.bind(atom.time, TermValue(TermType.LITERAL, (Slot(Val(Col(alias, TS), ColumnType.TIMESTAMP), False),),
+                                    XSD + "dateTime", native=True, label=f"timestamp {alias}.{TS}"))
+    m.sources.append((atom, use, (alias,)))
 
 
 def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
@@ -381,11 +422,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     conds = conds + _not_null(m.used, conds, m.exempt)
     # renumber aliases m1..mk in FROM order (applied when the SQL is output)
     ren = {e.alias: f"m{i}" for i, e in enumerate(entries, 1)}
-    atom_sources = tuple(
-        AtomSource(atom, a.triples_map.id, a.location.file or a.triples_map.location.file,
-                   a.location.line or a.triples_map.location.line, tuple(ren[x] for x in al))
-        for atom, a, al in sources
-    )
+    atom_sources = tuple(_atom_source(atom, a, tuple(ren[x] for x in al)) for atom, a, al in sources)
     origin = MemberOrigin(
         branch=branch,
         cq=expanded,
@@ -394,6 +431,16 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         alias_tables=tuple((ren[e.alias], e.table) for e in entries),
     )
     return _Built(entries, conds, bound, ren, origin)
+
+
+def _atom_source(atom: Atom, a, aliases: tuple[str, ...]) -> AtomSource:
+    """Provenance of one atom: its triples map, or every triples map behind its view."""
+    if isinstance(a, ViewUse):
+        tms = a.view.triples_maps
+        return AtomSource(atom, tms[0][0], tms[0][1], tms[0][2], aliases, view=a.view.name,
+                          triples_maps=tuple(t[0] for t in tms))
+    return AtomSource(atom, a.triples_map.id, a.location.file or a.triples_map.location.file,
+                      a.location.line or a.triples_map.location.line, aliases)
 
 
 def _rename_term(tv: TermValue | None, ren: dict[str, str]) -> TermValue | None:
@@ -461,8 +508,12 @@ def _select(b: _Built, distinct: bool) -> exp.Select:
     return exp.Select(**args)
 
 
+def _option_name(a) -> str:
+    return f"view {a.view.name}" if isinstance(a, ViewUse) else a.triples_map.name
+
+
 def _describe_choice(branch: int, choice) -> str:
-    return f"branch {branch}: " + " ∧ ".join(f"{atom} ← {a.triples_map.name}" for atom, _, a, _ in choice)
+    return f"branch {branch}: " + " ∧ ".join(f"{atom} ← {_option_name(a)}" for atom, _, a, _ in choice)
 
 
 def _empty(query: Query) -> exp.Select:
@@ -557,7 +608,9 @@ def unfold(
     ontology: Ontology | None = None,
     *,
     expand: Callable[[Atom], Sequence[AtomAlternative]] | None = None,
-) -> tuple[tuple[SqlMember, ...], exp.Expression, tuple[str, ...]]:
+    max_members: int = MAX_MEMBERS,
+    max_nodes: int = MAX_NODES,
+) -> "Unfolding":
     """Unfold rewritten CQs into SQL members, the whole UNION [ALL] query, and why members were removed.
 
     ``rewritten`` holds objects with ``branch``, ``cq`` and ``steps``
@@ -568,7 +621,8 @@ def unfold(
     refers to unknown tables or columns.
     """
     with _gc_paused():
-        return _unfold(query, rewritten, mapping, sources, expand or _default_expand(ontology))
+        return _unfold(query, rewritten, mapping, sources, expand or _default_expand(ontology),
+                       _Budget(query, max_members, max_nodes))
 
 
 @contextmanager
@@ -590,7 +644,207 @@ def _gc_paused():
             gc.enable()
 
 
-def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Sources, expand_fn):
+def _join_vars(cq: CQ) -> frozenset[Var]:
+    """Variables whose term shape matters beyond one atom: shared by two atoms, or used in a filter."""
+    count: Counter = Counter()
+    for a in cq.atoms:
+        for v in {t for t in a.terms if isinstance(t, Var)}:
+            count[v] += 1
+    out = {v for v, c in count.items() if c > 1}
+    for f in cq.filters:
+        out.update(t for t in (f.left, f.right) if isinstance(t, Var))
+    return frozenset(out)
+
+
+def _atom_vars(atom: Atom) -> list[Var]:
+    return list(dict.fromkeys(t for t in atom.terms if isinstance(t, Var)))
+
+
+def _branch(option, atom: Atom, memo: _Memo) -> Branch:
+    """The single-atom SPJ of one option (raises Unsat when it is unsatisfiable on its own)."""
+    alt_atom, _steps, a, kind = option
+    m = _Member(memo)
+    _unfold_atom(m, alt_atom, a, kind)
+    conds = simplify(m.conds, m.exempt)
+    conds = conds + _not_null(m.used, conds, m.exempt)
+    terms = {v: m.bound[v] for v in _atom_vars(atom)}
+    ts = m.bound[atom.time].parts[0].val if atom.time is not None else None  # type: ignore[union-attr]
+    return Branch(option, list(m.entries), conds, terms, ts)
+
+
+def _disjoint(x: Branch, y: Branch) -> bool:
+    """Can the two branches never produce the same atom (some variable's terms never equal)?"""
+    for v, tv in x.terms.items():
+        try:
+            equal_terms(tv, y.terms[v])
+        except Unsat:
+            return True
+    return False
+
+
+class _Views:
+    """The per-atom views of one ``unfold`` call, shared by every member that uses the same one."""
+
+    def __init__(self, sources: Sources):
+        self.by_text: dict[str, AtomView] = {}
+        self.taken = {t.name.lower() for t in sources.tables}
+
+    def get(self, atom: Atom, branches: list[Branch], layout, disjoint: bool, free: bool,
+            pruned: tuple[str, ...]) -> AtomView:
+        probe = build_view("v", atom, branches, layout, disjoint, free, pruned)
+        hit = self.by_text.get(probe.text)
+        if hit is not None:
+            return hit
+        local = "".join(ch if ch.isalnum() else "_" for ch in _short_name(atom.predicate))[:40]
+        n = len(self.by_text) + 1
+        name = f"v{n}_{local}"
+        while name.lower() in self.taken:
+            n += 1
+            name = f"v{n}_{local}"
+        self.taken.add(name.lower())
+        view = build_view(name, atom, branches, layout, disjoint, free, pruned)
+        self.by_text[probe.text] = view
+        return view
+
+
+def _short_name(iri: str) -> str:
+    for sep in ("#", "/", ":"):
+        if sep in iri:
+            tail = iri.rsplit(sep, 1)[1]
+            if tail:
+                return tail
+    return iri or "atom"
+
+
+def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _Memo, views: _Views,
+                  removed: list[str], branch: int) -> list:
+    """The per-atom choices of one CQ atom: one per term-shape group of its mapping options.
+
+    A group with a single, provably duplicate-free option is inlined (the
+    option itself); any other group is answered by its :class:`AtomView`.
+    """
+    branches: list[Branch] = []
+    for option, _sig in options:
+        try:
+            branches.append(_branch(option, atom, memo))
+        except Unsat as e:
+            removed.append(f"{_describe_choice(branch, (option,))}: unsatisfiable: {e}")
+    atom_vars = sorted(_atom_vars(atom), key=lambda v: v.name)
+    rendered: set[Var] = set()
+    for v in atom_vars:
+        if v not in join_vars:
+            rendered.add(v)
+            continue
+        reps: dict[tuple, TermValue] = {}
+        for b in branches:
+            reps.setdefault(fine_shape(b.terms[v]), b.terms[v])
+        if any(may_overlap(x, y) for x, y in combinations(list(reps.values()), 2)):
+            rendered.add(v)  # two templates may give the same IRI: compare whole terms
+    groups: dict[tuple, list[Branch]] = {}
+    for b in branches:
+        key = tuple(coarse_shape(b.terms[v]) if v in rendered else fine_shape(b.terms[v]) for v in atom_vars)
+        groups.setdefault(key, []).append(b)
+    out = []
+    for bs in groups.values():
+        layout = column_layout(atom, bs[0].terms, rendered)
+        items = [branch_items(b, layout) for b in bs]
+        outs = [[e for _, e, _ in it] for it in items]
+        keep: list[tuple[Branch, list]] = []
+        pruned: list[str] = []
+        seen: dict[str, Branch] = {}
+        for b, o in zip(bs, outs):
+            b.key = canonical_key(b.entries, b.conds, o)
+            if b.key in seen:
+                pruned.append(f"{atom} ← {_option_name(b.assertion)}: same triples as {_option_name(seen[b.key].assertion)}")
+                continue
+            seen[b.key] = b
+            keep.append((b, o))
+        texts = [[e.sql() for e in o] for _, o in keep]
+        final: list[tuple[Branch, list]] = []
+        for j, (b, o) in enumerate(keep):
+            big = next((keep[k][0] for k in range(len(keep)) if k != j
+                        and contained(b, keep[k][0], texts[j], texts[k])), None)
+            if big is not None:
+                pruned.append(f"{atom} ← {_option_name(b.assertion)}: contained in {_option_name(big.assertion)}")
+                continue
+            final.append((b, o))
+        removed.extend(f"branch {branch}: {p}" for p in pruned)
+        free = all(duplicate_free(b) for b, _ in final)
+        inline = [(b.option, _signature(b.option, memo)) for b, _ in final]
+        if len(final) == 1 and free:
+            out.append(_Group(inline, None))
+            continue
+        disjoint = all(_disjoint(x, y) for (x, _), (y, _) in combinations(final, 2))
+        view = views.get(atom, [b for b, _ in final], layout, disjoint, free, tuple(pruned))
+        use = ViewUse(view, view_terms(final[0][0], layout), atom.time)
+        steps = tuple(dict.fromkeys(s for b, _ in final for s in b.option[1]))
+        sig = {vc.var: vc.term for vc in use.columns}
+        # disjoint duplicate-free branches may also be members of their own (a union lifted above the join)
+        out.append(_Group(inline if (free and disjoint) else None, ((atom, steps, use, "view"), sig)))
+    return out
+
+
+@dataclass(frozen=True)
+class _Group:
+    """A term-shape group of one atom: its options as separate members (``inline``), or its view, or both."""
+
+    inline: list | None  # one option per branch: correct only for disjoint duplicate-free branches
+    view: tuple | None
+
+
+LIFT_LIMIT = 64  # a CQ's unions of disjoint duplicate-free branches become members while it has at most this many
+
+
+def _choose(groups_per_atom: list[list[_Group]]) -> list[list]:
+    """Per atom, the options to combine: lifted branches when the CQ stays within ``LIFT_LIMIT`` members."""
+    lifted = 1
+    for groups in groups_per_atom:
+        lifted *= sum(len(g.inline) if g.inline is not None else 1 for g in groups)
+    lift = lifted <= LIFT_LIMIT
+    out = []
+    for groups in groups_per_atom:
+        options: list = []
+        for g in groups:
+            if g.inline is not None and (lift or g.view is None):
+                options.extend(g.inline)
+            else:
+                options.append(g.view)
+        out.append(options)
+    return out
+
+
+class Unfolding(NamedTuple):
+    """What :func:`unfold` returns: the SPJ members, the whole UNION [ALL], why members were removed, the views."""
+
+    members: tuple[SqlMember, ...]
+    sql: exp.Expression
+    removed: tuple[str, ...]
+    views: tuple[AtomView, ...]
+
+
+class _Budget:
+    """Limits on what one compilation may build: members and sqlglot nodes (a located error beyond)."""
+
+    def __init__(self, query: Query, max_members: int, max_nodes: int):
+        self.query, self.max_members, self.max_nodes = query, max_members, max_nodes
+        self.nodes = 0
+
+    def members(self, n: int) -> None:
+        if n > self.max_members:
+            raise BudgetError(
+                f"the query unfolds into more than {self.max_members} SQL members (the budget); bind more variables, "
+                "add constants or filters, or raise the budget (max_members)", self.query.location)
+
+    def add(self, tree: exp.Expression) -> exp.Expression:
+        self.nodes += sum(1 for _ in tree.walk())
+        if self.nodes > self.max_nodes:
+            raise BudgetError(
+                f"the unfolded SQL has more than {self.max_nodes} syntax-tree nodes (the budget); simplify the query "
+                "or raise the budget (max_nodes)", self.query.location)
+        return tree
+
+
+def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Sources, expand_fn, budget: _Budget):
     memo = _Memo()
     cache: dict[Atom, tuple] = {}
 
@@ -600,11 +854,13 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
         return cache[atom]
 
     index = _index(mapping, sources)
+    views = _Views(sources)
     removed: list[str] = []
     built: list[_Built] = []
     keys: dict[str, int] = {}  # (branch, canonical form) → member index
     for rcq in rewritten:
         cq: CQ = rcq.cq
+        join_vars = _join_vars(cq)
         per_atom = []
         for i, atom in enumerate(cq.atoms):
             options = []
@@ -618,6 +874,8 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
                         options.append((option, _signature(option, memo)))
                     except Unsat as e:
                         removed.append(f"{_describe_choice(rcq.branch, (option,))}: unsatisfiable: {e}")
+            if options:
+                options = _atom_options(atom, options, join_vars, memo, views, removed, rcq.branch)
             if not options:
                 where = "stream" if atom.time is not None else "static"
                 removed.append(f"branch {rcq.branch}: CQ {cq}: no {where} mapping produces {atom}"
@@ -627,7 +885,7 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
             per_atom.append(options)
         if per_atom is None:
             continue
-        for choice in _compatible_choices(per_atom, rcq.branch, removed):
+        for choice in _compatible_choices(_choose(per_atom), rcq.branch, removed):
             try:
                 b = _build(query, rcq.branch, cq, tuple(rcq.steps), choice, memo)
             except Unsat as e:
@@ -640,7 +898,8 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
                 continue
             keys[key] = len(built)
             built.append(b)
-    members = tuple(SqlMember(_select(b, False), b.origin) for b in built)
+            budget.members(len(built))
+    members = tuple(SqlMember(budget.add(_select(b, False)), b.origin) for b in built)
     if not members:
         whole: exp.Expression = _empty(query)
     elif len(members) == 1:
@@ -649,4 +908,5 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
         whole = _select(built[0], False)
         for b in built[1:]:  # left-deep chain of fresh trees (exp.union would copy the growing chain)
             whole = exp.Union(this=whole, expression=_select(b, False), distinct=query.distinct)
-    return members, whole, tuple(removed)
+    used = {s.view for m in members for s in m.origin.atom_sources if s.view}
+    return Unfolding(members, whole, tuple(removed), tuple(v for v in views.by_text.values() if v.name in used))

@@ -22,15 +22,21 @@ class AtomSource:
     mapping_file: str | None = None
     mapping_line: int | None = None
     table_aliases: tuple[str, ...] = ()  # FROM aliases this atom contributed or joined
+    view: str | None = None  # the per-atom view answering the atom (several triples maps, or deduplicated)
+    triples_maps: tuple[str, ...] = ()  # every triples map behind the view
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "atom": str(self.atom),
             "triples_map": self.triples_map,
             "file": self.mapping_file,
             "line": self.mapping_line,
             "tables": list(self.table_aliases),
         }
+        if self.view:
+            d["view"] = self.view
+            d["triples_maps"] = list(self.triples_maps)
+        return d
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,13 @@ class Compilation:
     members: tuple[SqlMember, ...]
     sql: exp.Expression
     removed: tuple[str, ...] = field(default=())  # why members were dropped (unsatisfiable, duplicate, ...)
+    views: tuple = ()  # the per-atom views (obda.mapping AtomView) the members read, by name
+
+    def view(self, name: str):
+        for v in self.views:
+            if v.name == name:
+                return v
+        raise KeyError(name)
 
     @property
     def distinct(self) -> bool:
@@ -107,4 +120,5 @@ class Compilation:
             "sql": self.to_sql(dialect),
             "members": [m.to_dict(dialect) for m in self.members],
             "removed": list(self.removed),
+            "views": [v.to_dict() for v in self.views],
         }

@@ -88,7 +88,7 @@ def lit(x, dt="integer") -> Literal:
 def run(atoms, proj, filters=(), *, mapping=MAPPING, sources=SOURCES, distinct=False, expand=None, steps=()):
     cq = CQ(tuple(atoms), tuple(filters))
     q = Query(tuple(V(p) for p in proj), (cq,), distinct)
-    return unfold(q, [RCQ(0, cq, steps)], parse_mapping_text(mapping, "m.ttl"), parse_sources(sources), expand=expand)
+    return unfold(q, [RCQ(0, cq, steps)], parse_mapping_text(mapping, "m.ttl"), parse_sources(sources), expand=expand)[:3]
 
 
 def sql(m, dialect="duckdb") -> str:

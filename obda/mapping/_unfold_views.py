@@ -1,0 +1,355 @@
+"""Per-atom views (T-mappings): the duplicate-free extension of one query atom.
+
+Private helper of :mod:`obda.mapping.unfold`.  The virtual RDF dataset is a
+*set* of quads (docs/semantics.md), so an atom ``P(x, y)@t`` stands for the set
+of ``(x, y, t)`` that some triples map produces, however many triples maps,
+hierarchy alternatives or equal source rows produce it.  For every atom of a
+rewritten CQ this module
+
+1. builds one *branch* per way to produce the atom (a hierarchy alternative
+   × a mapping assertion): a single-atom SPJ over the source tables whose
+   output is the atom's terms;
+2. groups the branches by *term shape* on the variables that matter for
+   joins (variables shared with another atom or used in a filter): IRI
+   template and literal datatype.  Within a group the shared variables are
+   the same columns-with-template in every branch, so joins with other atoms
+   stay column equalities.  A variable used by this atom alone is *rendered*
+   (its whole term as one string column), so branches with different
+   templates still share one view and the number of members does not
+   multiply with the number of triples maps (Ontop's T-mapping views);
+3. removes branches that are duplicates of, or contained in, another branch
+   of the group (same table, same term columns, a superset of conditions —
+   e.g. a subclass mapped by a filter over its superclass's table);
+4. decides whether the group is provably duplicate-free: one branch whose
+   tables' declared keys are determined by the atom's columns, or several
+   such branches that can never produce the same term.  Such a group with a
+   single branch is *inlined* (its tables join the member as before); any
+   other group becomes a :class:`AtomView`: ``SELECT DISTINCT`` (or a
+   ``UNION`` of the branches) as a derived table, with one column per term
+   slot and ``ts`` for stream atoms — the dedupe is per timestamp, since the
+   timestamp is a column of the view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from sqlglot import exp
+
+from obda.mapping._unfold_ir import Col, Const, Expr, identifier, split_cmp
+from obda.mapping._unfold_tables import FromEntry
+from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, equal_terms, may_contain, projection_sql
+from obda.model.mapping import TermType
+from obda.model.query import XSD, Atom, Var
+from obda.model.sources import Column, ColumnType, Table, TableKind
+
+TS = "ts"  # the timestamp column of a stream view
+
+
+@dataclass(frozen=True)
+class ViewColumn:
+    """Where a variable's term lives in a view: its term shape with slots naming view columns."""
+
+    var: Var
+    term: TermValue  # parts over placeholder alias ``#v``; slots are view columns
+
+
+@dataclass(frozen=True)
+class AtomView:
+    """A duplicate-free view of one atom: a derived table over the source tables.
+
+    ``table`` is how later stages see it: a stream (timestamp ``ts``) or a
+    static relation with typed columns.  ``select`` is the SQL (a ``SELECT
+    DISTINCT`` or a ``UNION [ALL]`` of single-atom branches).  ``triples_maps``
+    are the (id, file, line) of the triples maps behind its branches.
+    """
+
+    name: str
+    table: Table
+    select: exp.Expression
+    distinct: bool
+    branches: int
+    triples_maps: tuple[tuple[str, str | None, int | None], ...]
+    pruned: tuple[str, ...] = ()  # why branches were dropped (duplicate, contained)
+    text: str = ""  # SQL text of ``select`` (computed once)
+
+    @property
+    def temporal(self) -> bool:
+        return self.table.is_stream
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "kind": self.table.kind.value,
+            "columns": {c.name: c.type.value for c in self.table.columns},
+            "distinct": self.distinct,
+            "branches": self.branches,
+            "triples_maps": [{"id": i, "file": f, "line": ln} for i, f, ln in self.triples_maps],
+            "sql": self.select.sql(),
+        }
+
+
+@dataclass(frozen=True)
+class ViewUse:
+    """An atom answered by a view: the view and the terms of the atom's variables over its columns."""
+
+    view: AtomView
+    columns: tuple[ViewColumn, ...]
+    time: Var | None
+
+
+PLACEHOLDER = "#v"
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+def _slot_shape(p) -> object:
+    return p if isinstance(p, str) else ("slot", p.val.type, p.encoded, isinstance(p.val.expr, Const) and p.val.expr.sql())
+
+
+def fine_shape(tv: TermValue) -> tuple:
+    """The term shape that decides column-wise joins: template text, slot types, literal type."""
+    return ("S", tv.term_type, tv.datatype, tv.language, tv.native, tuple(_slot_shape(p) for p in tv.parts))
+
+
+def coarse_shape(tv: TermValue) -> tuple:
+    """The shape of a rendered term: only its kind (and a literal's datatype)."""
+    if tv.term_type is TermType.LITERAL:
+        if tv.native:
+            return ("L", tv.datatype, tv.language, True, tv.parts[0].val.type)  # type: ignore[union-attr]
+        return ("L", tv.datatype, tv.language, False)
+    return ("R", tv.term_type)
+
+
+def injective(tv: TermValue) -> bool:
+    """Do equal texts of ``tv`` imply equal slot values (so that deduping on slots dedupes terms)?
+
+    True when every slot but the last is followed by fixed text whose first
+    character the slot's text can never contain.
+    """
+    parts = list(tv.parts)
+    for i, p in enumerate(parts):
+        if isinstance(p, Slot) and i + 1 < len(parts):
+            nxt = parts[i + 1]
+            if not isinstance(nxt, str) or may_contain(p, nxt[0]):
+                return False
+    return True
+
+
+def may_overlap(a: TermValue, b: TermValue) -> bool:
+    """Can two terms of different shapes ever be the same RDF term?"""
+    if a.term_type is TermType.LITERAL or b.term_type is TermType.LITERAL:
+        return False  # literal shapes differ in datatype: different terms
+    try:
+        equal_terms(a, b)
+    except Unsat:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- branches
+
+
+@dataclass
+class Branch:
+    """One way to produce an atom, as a single-atom SPJ (aliases ``m1, m2, …``)."""
+
+    option: tuple  # (alt atom, steps, assertion, kind) as in unfold
+    entries: list[FromEntry]
+    conds: list[Expr]  # simplified, with IS NOT NULL
+    terms: dict[Var, TermValue]  # the atom's variables (not the time variable)
+    ts: Val | None
+    key: str = ""  # canonical text: equal for duplicate branches
+
+    @property
+    def assertion(self):
+        return self.option[2]
+
+
+def _determined(b: Branch) -> set[str]:
+    """Columns (SQL text) whose values the atom's terms determine, closed under ``=`` conditions.
+
+    A term determines its slot columns when its template is injective (equal
+    texts, equal slots); the timestamp of a stream atom is determined too.
+    """
+    known: set[str] = set()
+    for tv in b.terms.values():
+        if injective(tv):
+            known.update(p.val.expr.sql() for p in tv.parts if isinstance(p, Slot) and isinstance(p.val.expr, Col))
+    if b.ts is not None and isinstance(b.ts.expr, Col):
+        known.add(b.ts.expr.sql())
+    eqs = []
+    for c in b.conds:
+        s = split_cmp(c)
+        if s is not None and s[0] == "=":
+            eqs.append((s[1], s[2]))
+    changed = True
+    while changed:
+        changed = False
+        for l, r in eqs:
+            for x, y in ((l, r), (r, l)):
+                if isinstance(y, Col) and y.sql() not in known and (not isinstance(x, Col) or x.sql() in known):
+                    known.add(y.sql())
+                    changed = True
+    return known
+
+
+def duplicate_free(b: Branch) -> bool:
+    """Does every row of the branch's tables give a different atom (declared keys determined by its terms)?"""
+    known = _determined(b)
+    for e in b.entries:
+        if e.derived or not e.key:
+            return False
+        if not all(Col(e.alias, k).sql() in known for k in e.key):
+            return False
+    return True
+
+
+def contained(small: Branch, big: Branch, small_out: list[str], big_out: list[str]) -> bool:
+    """Is every row of ``small`` a row of ``big`` (same single table and outputs, more conditions)?"""
+    if len(small.entries) != 1 or len(big.entries) != 1:
+        return False
+    es, eb = small.entries[0], big.entries[0]
+    if es.derived or eb.derived or es.sql_source() != eb.sql_source() or es.alias != eb.alias:
+        return False
+    if small_out != big_out:
+        return False
+    return {c.sql() for c in big.conds} <= {c.sql() for c in small.conds}
+
+
+# ----------------------------------------------------------------------------- view SQL
+
+
+def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Sequence[tuple[str, Expr]],
+               distinct: bool) -> exp.Select:
+    """``SELECT [DISTINCT] items FROM entries WHERE conds`` as a fresh sqlglot tree."""
+    args: dict = {"expressions": [exp.Alias(this=e.to_sqlglot(), alias=identifier(n)) for n, e in items]}
+    first, *rest = entries
+    args["from_"] = exp.From(this=first.expression())
+    if rest:
+        args["joins"] = [exp.Join(this=e.expression()) for e in rest]
+    if conds:
+        parts = [c.to_sqlglot() for c in conds]
+        if len(parts) > 1:
+            parts = [exp.Paren(this=c) if isinstance(c, exp.Connector) else c for c in parts]
+        cond = parts[0]
+        for c in parts[1:]:
+            cond = exp.And(this=cond, expression=c)
+        args["where"] = exp.Where(this=cond)
+    if distinct:
+        args["distinct"] = exp.Distinct()
+    return exp.Select(**args)
+
+
+def column_layout(atom: Atom, terms: dict[Var, TermValue], rendered: set[Var]) -> list[tuple[Var, str, str]]:
+    """(variable, how, column name) in view-column order: ``slots`` (shape kept), ``native`` or ``text``.
+
+    Columns are named by position (``s`` subject, ``o`` object), not by
+    variable, so that atoms over other variables share the same view.
+    """
+    out = []
+    for v, base in zip(atom.terms, ("s", "o")):
+        if not isinstance(v, Var) or any(v is x[0] or v == x[0] for x in out):
+            continue
+        tv = terms[v]
+        if v not in rendered:
+            out.append((v, "slots", base))
+        elif tv.term_type is TermType.LITERAL and tv.native:
+            out.append((v, "native", base))
+        else:
+            out.append((v, "text", base))
+    return out
+
+
+def branch_items(b: Branch, layout) -> list[tuple[str, Expr, ColumnType]]:
+    """The output columns of a branch: name, expression, type."""
+    items: list[tuple[str, Expr, ColumnType]] = []
+    for v, how, base in layout:
+        tv = b.terms[v]
+        if how == "slots":
+            k = 0
+            for p in tv.parts:
+                if isinstance(p, Slot):
+                    k += 1
+                    items.append((f"{base}_{k}", p.val.expr, p.val.type or ColumnType.STRING))
+        elif how == "native":
+            slot = tv.parts[0]
+            items.append((base, slot.val.expr, slot.val.type or ColumnType.STRING))  # type: ignore[union-attr]
+        else:
+            text_tv = TermValue(TermType.IRI if tv.term_type is not TermType.LITERAL else TermType.LITERAL,
+                                tv.parts, tv.datatype, tv.language)
+            items.append((base, projection_sql(text_tv) if tv.term_type is not TermType.LITERAL
+                          else _literal_text(text_tv), ColumnType.STRING))
+    if b.ts is not None:
+        items.append((TS, b.ts.expr, ColumnType.TIMESTAMP))
+    if not items:
+        items.append(("present", Const(exp.Literal.number(1), ("n", 1)), ColumnType.INTEGER))
+    return items
+
+
+def _literal_text(tv: TermValue) -> Expr:
+    from obda.mapping._unfold_terms import concat_sql
+
+    return concat_sql(tv)
+
+
+def view_terms(b: Branch, layout) -> tuple[ViewColumn, ...]:
+    """The atom's variables as terms over the view's columns (placeholder alias)."""
+    out = []
+    for v, how, base in layout:
+        tv = b.terms[v]
+        if how == "slots":
+            parts: list = []
+            k = 0
+            for p in tv.parts:
+                if isinstance(p, Slot):
+                    k += 1
+                    parts.append(Slot(Val(Col(PLACEHOLDER, f"{base}_{k}"), p.val.type), p.encoded))
+                else:
+                    parts.append(p)
+            out.append(ViewColumn(v, TermValue(tv.term_type, tuple(parts), tv.datatype, tv.language, tv.native,
+                                               label=f"view column of {v}")))
+        elif how == "native":
+            slot = tv.parts[0]
+            out.append(ViewColumn(v, TermValue(TermType.LITERAL, (Slot(Val(Col(PLACEHOLDER, base), slot.val.type),
+                                                                        False),),  # type: ignore[union-attr]
+                                               tv.datatype, tv.language, True, label=f"view column of {v}")))
+        else:
+            out.append(ViewColumn(v, TermValue(tv.term_type, (Slot(Val(Col(PLACEHOLDER, base), ColumnType.STRING),
+                                                                    False),),
+                                               tv.datatype, tv.language, False, label=f"view column of {v}")))
+    return tuple(out)
+
+
+def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: bool, all_free: bool,
+               pruned: tuple[str, ...]) -> AtomView:
+    """The derived table of a group of branches (``SELECT DISTINCT`` or ``UNION [ALL]``)."""
+    selects = []
+    cols: list[Column] = []
+    for b in branches:
+        items = branch_items(b, layout)
+        if not cols:
+            cols = [Column(n, t) for n, _, t in items]
+        selects.append(select_sql(b.entries, b.conds, [(n, e) for n, e, _ in items], False))
+    need_distinct = not (all_free and (len(branches) == 1 or disjoint))
+    if len(selects) == 1:
+        body: exp.Expression = selects[0]
+        if need_distinct:
+            body.set("distinct", exp.Distinct())
+    else:
+        body = selects[0]
+        for s in selects[1:]:
+            body = exp.Union(this=body, expression=s, distinct=need_distinct)
+    temporal = atom.time is not None
+    table = Table(name, TableKind.STREAM if temporal else TableKind.STATIC, tuple(cols),
+                  timestamp=TS if temporal else None)
+    tms = tuple(dict.fromkeys(
+        (b.assertion.triples_map.id, b.assertion.location.file or b.assertion.triples_map.location.file,
+         b.assertion.location.line or b.assertion.triples_map.location.line)
+        for b in branches))
+    return AtomView(name, table, body, need_distinct, len(branches), tms, pruned, "(" + body.sql() + ")")
+
+
+XSD_STRING = XSD + "string"
