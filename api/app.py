@@ -27,6 +27,7 @@ import json
 import logging
 import re
 import secrets
+import threading
 import time
 from contextlib import asynccontextmanager
 from typing import Annotated, AsyncIterator
@@ -72,6 +73,7 @@ class Service:
         from obda.project import Project
 
         self.settings = settings
+        self.closing = threading.Event()  # set when the server shuts down: live streams end, clients reconnect
         self.project = None
         self.load_error: ObdaError | None = None
         try:
@@ -80,6 +82,7 @@ class Service:
             self.load_error = e
             log.error("project %s did not load: %s", settings.project_dir, e)
         self.registry = QueryRegistry(settings, self.project)
+        self.resume = self.registry.reattach(self.compile)  # stored queries under their ids; running ones resume
 
     def require_project(self):
         if self.project is None:
@@ -105,6 +108,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        service.registry.resume(service.resume)
         yield
         await run_in_threadpool(service.registry.shutdown)
 
@@ -204,17 +208,23 @@ def create_app(settings: Settings) -> FastAPI:
         after: Annotated[int, Query(ge=0, le=2**53, description="return answers with seq > after")] = 0,
         limit: Annotated[int, Query(ge=1, le=1000, description="at most this many answers")] = 100,
     ) -> m.ResultsPage:
-        """Answers produced so far, oldest first, paged by sequence number."""
+        """Answers produced so far, oldest first, paged by sequence number.
+
+        Only the newest answers are kept (`OBDA_MAX_RESULTS`); `gap` says which answers after `after` were dropped.
+        """
         page = q.results.page(after, limit)
+        gap = m.Gap(**{"from": page.gap[0], "to": page.gap[1], "dropped": page.gap[1] - page.gap[0] + 1}) if page.gap else None
         return m.ResultsPage(query_id=q.id, items=[m.Answer(**a) for a in page.items], first_seq=page.first_seq,
-                             last_seq=page.last_seq, next_after=page.next_after)
+                             last_seq=page.last_seq, next_after=page.next_after, gap=gap)
 
     @app.get(
         "/v1/queries/{query_id}/results/stream", tags=["results"], **v1,
         response_class=StreamingResponse,
         responses={
             200: {"description": "Server-Sent Events: `event: result` with `id: <seq>` and `data: <answer JSON>`; "
-                                 "`event: status` when the query stops or fails; comments as keep-alive.",
+                                 "`event: gap` with `id: <to>` and `data: {from, to, dropped}` for answers the "
+                                 "retention limit dropped; `event: status` when the query stops or fails; comments "
+                                 "as keep-alive.",
                   "content": {"text/event-stream": {"schema": {"type": "string"}}}},
             **_problem_responses(401, 404, 422),
         },
@@ -222,18 +232,23 @@ def create_app(settings: Settings) -> FastAPI:
     async def stream_results(
         request: Request,
         q: RegisteredQuery = Depends(query_of),
-        after: Annotated[int | None, Query(ge=0, le=2**53, description="start after this seq (default: "
-                                                                        "Last-Event-ID, else 0)")] = None,
+        after: Annotated[int | None, Query(ge=0, le=2**53, description="start after this seq (default 0); a "
+                                                                        "Last-Event-ID header wins over it")] = None,
         limit: Annotated[int | None, Query(ge=1, le=100000, description="close the stream after this many "
                                                                         "answers (default: never)")] = None,
         last_event_id: Annotated[str | None, Header(max_length=32, description="resume after this seq")] = None,
     ) -> StreamingResponse:
         """Answers live as Server-Sent Events (`curl -N`). Replays kept answers after `after`, then follows.
 
-        The stream ends when the query is stopped or failed and every answer was sent, or after `limit` answers.
+        A `Last-Event-ID` header (an `EventSource` reconnecting to the same URL) wins over `after`, so a reconnect
+        resumes where the client was. Answers dropped by the retention limit are announced by an `event: gap`
+        (`data: {"from", "to", "dropped"}`, `id: <to>`). The stream ends when the query is stopped or failed and
+        every answer was sent, or after `limit` answers; the server stops writing as soon as the client is gone.
         """
-        start = after if after is not None else (int(last_event_id) if last_event_id and last_event_id.isdigit() else 0)
-        gen = _sse(request, q, start, limit, settings)
+        # a browser's EventSource reconnects to the same URL (same ?after=) with Last-Event-ID: the header wins
+        resumed = last_event_id is not None and last_event_id.strip().isdigit()
+        start = int(last_event_id.strip()) if resumed else (after or 0)
+        gen = _sse(request, q, start, limit, settings, service.closing)
         return StreamingResponse(gen, media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -296,8 +311,10 @@ def _jsonable(obj):
 def _info(q: RegisteredQuery, request: Request) -> m.QueryInfo:
     base = f"/v1/queries/{q.id}"
     return m.QueryInfo(
-        id=q.id, name=q.name, status=q.status, verdict=q.verdict, query=q.text, sql=q.compilation.to_sql("spark"),
-        columns=list(q.compilation.columns), distinct=q.compilation.distinct, allow_unbounded=q.allow_unbounded,
+        id=q.id, name=q.name, status=q.status, verdict=q.verdict, query=q.text,
+        sql=q.compilation.to_sql("spark") if q.compilation is not None else "",
+        columns=list(q.compilation.columns) if q.compilation is not None else [],
+        distinct=q.compilation.distinct if q.compilation is not None else False, allow_unbounded=q.allow_unbounded,
         idle_timeout=q.idle_timeout, created_at=q.created_at, started_at=q.started_at, stopped_at=q.stopped_at,
         error=q.error, results=q.results.last_seq, metrics=_jsonable(q.metrics()) if q.handle is not None else None,
         links=m.Links(self=base, start=f"{base}/start", stop=f"{base}/stop", results=f"{base}/results",
@@ -313,32 +330,50 @@ def _event(event: str, data: dict, id: int | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-async def _sse(request: Request, q: RegisteredQuery, after: int, limit: int | None, settings: Settings) -> AsyncIterator[bytes]:
-    """Replay kept answers after ``after``, then follow new ones; end when the query stops or fails."""
+async def _sse(request: Request, q: RegisteredQuery, after: int, limit: int | None, settings: Settings,
+               closing: threading.Event) -> AsyncIterator[bytes]:
+    """Replay kept answers after ``after``, then follow new ones; end when the query stops or fails.
+
+    The client's disconnection is checked before every page of the replay and while waiting, so a client that
+    leaves stops the writing within one page (at most 500 answers).
+    """
     sent = 0
     last_beat = time.monotonic()
     yield b"retry: 2000\n\n"
-    while True:
-        page = q.results.page(after, 500 if limit is None else min(500, limit - sent))
-        for a in page.items:
-            yield _event("result", {"emitted_at": a["emitted_at"], "binding": a["binding"]}, a["seq"])
-            after = a["seq"]
-            sent += 1
-        if limit is not None and sent >= limit:
-            return
-        if page.items:
-            last_beat = time.monotonic()
-            continue
-        status = q.status
-        if status in ("stopped", "failed") and q.results.last_seq <= after:
-            yield _event("status", {"status": status, "error": q.error, "last_seq": after})
-            return
-        if await request.is_disconnected():
-            return
-        if time.monotonic() - last_beat >= settings.sse_heartbeat:
-            yield f": keep-alive {status}\n\n".encode()
-            last_beat = time.monotonic()
-        await asyncio.sleep(settings.sse_poll)
+    try:
+        while True:
+            if await request.is_disconnected():
+                log.info("results stream of %s: client gone after %d answer(s), at seq %d", q.id, sent, after)
+                return
+            if closing.is_set():  # the server shuts down: the client reconnects with Last-Event-ID
+                return
+            page = await run_in_threadpool(q.results.page, after, 500 if limit is None else min(500, limit - sent))
+            gap = page.gap
+            if gap is not None:
+                lo, hi = gap
+                yield _event("gap", {"from": lo, "to": hi, "dropped": hi - lo + 1,
+                                     "reason": "retention limit (OBDA_MAX_RESULTS)"}, hi)
+                after = hi
+            for a in page.items:
+                yield _event("result", {"emitted_at": a["emitted_at"], "binding": a["binding"]}, a["seq"])
+                after = a["seq"]
+                sent += 1
+            if limit is not None and sent >= limit:
+                return
+            if page.items or gap is not None:
+                last_beat = time.monotonic()
+                continue
+            status = q.status
+            if status in ("stopped", "failed") and q.results.last_seq <= after:
+                yield _event("status", {"status": status, "error": q.error, "last_seq": after})
+                return
+            if time.monotonic() - last_beat >= settings.sse_heartbeat:
+                yield f": keep-alive {status}\n\n".encode()
+                last_beat = time.monotonic()
+            await asyncio.sleep(settings.sse_poll)
+    except asyncio.CancelledError:
+        log.info("results stream of %s: cancelled after %d answer(s), at seq %d", q.id, sent, after)
+        raise
 
 
 def _local_name(iri: str) -> str:

@@ -116,12 +116,22 @@ class Answer(BaseModel):
     binding: dict[str, Any]
 
 
+class Gap(BaseModel):
+    from_: int = Field(alias="from", description="first dropped seq")
+    to: int = Field(description="last dropped seq")
+    dropped: int = Field(description="how many answers were dropped")
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
 class ResultsPage(BaseModel):
     query_id: str
     items: list[Answer]
     first_seq: int = Field(description="oldest answer still kept (older ones were dropped)")
     last_seq: int = Field(description="newest answer produced so far")
     next_after: int | None = Field(description="pass as ?after= to get the next page (null: no answers in this page)")
+    gap: Gap | None = Field(None, description="answers after `after` that the retention limit (OBDA_MAX_RESULTS) "
+                                              "dropped before they were read (null: none)")
 
 
 class Term(BaseModel):

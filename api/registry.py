@@ -1,10 +1,18 @@
-"""Registered continuous queries and their executor handles.
+"""Registered continuous queries and their executor handles, kept in the service's durable store.
 
 A query is registered once (compiled and analysed: obda's front half and the
 bounded-memory analyser), then started and stopped any number of times.  The
 executor (``obda.execution.ContinuousQuery``) is created on the first start
 and kept: a stop pauses it after the current micro-batch, a later start
 resumes with its state, and the answers keep their sequence numbers.
+
+Durability (:mod:`api.store`): registrations, the status the user asked for,
+the answers with their numbers and each query's checkpoint folder live in a
+SQLite database in the state directory.  A restarted service reattaches every
+query under its id (compiled again from its text) and resumes the ones that
+were running from their checkpoints: same ids, same sequence numbers, no
+answer lost or repeated, whether it was stopped by SIGTERM or killed.
+``DELETE`` removes the query's row, answers and checkpoint folder.
 
 Thread safety: handlers run in a thread pool, so every change of the
 registry happens under one lock; the cap on running queries is checked and
@@ -13,17 +21,27 @@ taken atomically with the start.
 
 from __future__ import annotations
 
+import logging
+import shutil
 import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 from api.problems import ApiProblem
 from api.results import ResultLog
 from api.settings import Settings
-from obda.errors import ExecutionError
+from api.store import DB_NAME, Store
+from obda.errors import ExecutionError, ObdaError
+from obda.execution import checkpoint as checkpoint_files
 from obda.model.compilation import Compilation
+
+log = logging.getLogger("obda.api")
+
+#: the executor's checkpoint file inside a query's checkpoint folder (obda.execution.query)
+CHECKPOINT_FILE = "state.pkl"
 
 
 def now_iso() -> str:
@@ -40,7 +58,7 @@ class RegisteredQuery:
     id: str
     name: str
     text: str
-    compilation: Compilation
+    compilation: Compilation | None  # None: it no longer compiles after a restart (see load_error)
     report: Any  # obda.analysis report
     allow_unbounded: bool
     idle_timeout: float | None
@@ -51,24 +69,29 @@ class RegisteredQuery:
     handle: Any = None  # obda.execution.ContinuousQuery once started
     stopping: bool = False
     starting: bool = False  # the executor is being built (a Spark session and static tables can take a while)
+    stop_requested: bool = False  # POST /stop while starting: the executor is built but not run
+    load_error: str | None = None  # why it could not be reattached or started (failed)
+    wanted: str = "registered"  # the status the user asked for, as stored
 
     @property
     def verdict(self) -> str:
-        return verdict_of(self.report)
+        return verdict_of(self.report) if self.report is not None else "not_shown"
 
     @property
     def error(self) -> str | None:
         e = getattr(self.handle, "error", None)
-        return None if e is None else (str(e) or type(e).__name__)
+        if e is None:
+            return self.load_error
+        return str(e) or type(e).__name__
 
     @property
     def status(self) -> str:
         if self.starting:
-            return "starting"
-        if self.handle is None:
-            return "registered"
+            return "stopped" if self.stop_requested else "starting"
         if self.error is not None:
             return "failed"
+        if self.handle is None:
+            return "stopped" if self.wanted == "stopped" else "registered"
         if self.handle.running and not self.stopping:
             return "running"
         return "stopped"
@@ -97,6 +120,75 @@ class QueryRegistry:
         self.project = project
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
+        self.store = Store(settings.state_dir / DB_NAME if settings.state_dir is not None else None)
+        self._resumer: threading.Thread | None = None
+        self._closing = False
+
+    # -- durability -------------------------------------------------------------------------------
+    def _checkpoint_dir(self, query_id: str) -> Path | None:
+        return self.settings.state_dir / query_id if self.settings.state_dir is not None else None
+
+    def _results(self, query_id: str) -> ResultLog:
+        ckpt = self._checkpoint_dir(query_id)
+        log_ = ResultLog(self.settings.max_results, self.store, query_id,
+                         ckpt / CHECKPOINT_FILE if ckpt is not None else None)
+        if ckpt is not None:
+            checkpoint_files.on_dump(ckpt / CHECKPOINT_FILE, log_.publish)
+        return log_
+
+    def reattach(self, compile_: Callable[[str], tuple]) -> list[str]:
+        """Load every stored query (compiled again with ``compile_``); returns the ids to resume."""
+        resume = []
+        for row in self.store.queries():
+            comp = report = None
+            error = row["error"] if row["status"] == "failed" else None
+            if error is None:
+                try:
+                    comp, report = compile_(row["text"])
+                except ObdaError as e:
+                    error = f"the query no longer compiles against the project: {e}"
+                except ApiProblem as e:
+                    error = e.detail
+            q = RegisteredQuery(
+                id=row["id"], name=row["name"], text=row["text"], compilation=comp, report=report,
+                allow_unbounded=bool(row["allow_unbounded"]), idle_timeout=row["idle_timeout"],
+                results=self._results(row["id"]), created_at=row["created_at"], started_at=row["started_at"],
+                stopped_at=row["stopped_at"], load_error=error, wanted=row["status"],
+            )
+            self._queries[q.id] = q
+            if row["status"] == "running" and error is None:
+                q.starting = True  # until the resumer built its executor
+                resume.append(q.id)
+        return resume
+
+    def resume(self, ids: list[str]) -> None:
+        """Start the given queries again from their checkpoints, in a helper thread (the service answers meanwhile)."""
+        self._closing = False
+        if not ids:
+            return
+
+        def run():
+            for qid in ids:
+                q = self._queries.get(qid)
+                if q is None or self._closing:
+                    continue
+                q.starting = False
+                try:
+                    self.start(qid, resuming=True)
+                except ApiProblem as e:
+                    log.error("query %s not resumed: %s", qid, e.detail)
+                except Exception as e:  # recorded on the query: it shows as failed
+                    log.error("query %s not resumed: %s", qid, e)
+
+        self._resumer = threading.Thread(target=run, name="obda-resume", daemon=True)
+        self._resumer.start()
+
+    def _observe(self, q: RegisteredQuery) -> RegisteredQuery:
+        """Record an executor failure in the store (so a restart does not resume a failed query)."""
+        if q.wanted != "failed" and q.handle is not None and getattr(q.handle, "error", None) is not None:
+            q.wanted = "failed"
+            self.store.update_query(q.id, status="failed", error=q.error)
+        return q
 
     # -- queries ----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -104,13 +196,14 @@ class QueryRegistry:
 
     def list(self) -> list[RegisteredQuery]:
         with self._lock:
-            return sorted(self._queries.values(), key=lambda q: (q.created_at, q.id))
+            qs = sorted(self._queries.values(), key=lambda q: (q.created_at, q.id))
+        return [self._observe(q) for q in qs]
 
     def get(self, query_id: str) -> RegisteredQuery:
         q = self._queries.get(query_id)
         if q is None:
             raise ApiProblem(404, "query_not_found", f"no registered query with id {query_id!r}")
-        return q
+        return self._observe(q)
 
     @property
     def running(self) -> int:
@@ -132,37 +225,65 @@ class QueryRegistry:
                                  f"{self.settings.max_registered} queries are registered; delete one first")
             if any(q.name == name for q in self._queries.values()):
                 raise ApiProblem(409, "name_taken", f"a query named {name!r} is already registered")
+            qid = uuid.uuid4().hex
+            created = now_iso()
+            ckpt = self._checkpoint_dir(qid)
+            self.store.insert_query(dict(
+                id=qid, name=name, text=compilation.query.text, allow_unbounded=int(allow_unbounded),
+                idle_timeout=idle_timeout, status="registered", created_at=created,
+                checkpoint=str(ckpt) if ckpt is not None else None,
+            ))
             q = RegisteredQuery(
-                id=uuid.uuid4().hex, name=name, text=compilation.query.text, compilation=compilation, report=report,
-                allow_unbounded=allow_unbounded, idle_timeout=idle_timeout,
-                results=ResultLog(self.settings.max_results),
+                id=qid, name=name, text=compilation.query.text, compilation=compilation, report=report,
+                allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, results=self._results(qid),
+                created_at=created,
             )
             self._queries[q.id] = q
             return q
 
-    def start(self, query_id: str) -> RegisteredQuery:
+    def start(self, query_id: str, resuming: bool = False) -> RegisteredQuery:
         """Start (or resume) a query's executor; 429 when ``max_running`` queries already run.
 
         The slot is taken under the lock; the executor is built outside it, so
         a slow first start (a Spark session, static tables) blocks no other request.
+        A ``POST /stop`` that arrives meanwhile wins: the executor is built but does not run.
         """
         with self._lock:
             q = self.get(query_id)
             if q.running:
                 return q
+            if q.handle is None and q.load_error is not None and q.compilation is not None:
+                q.load_error = None  # it could not be resumed at service start: try again
+            if q.error is not None:
+                raise ApiProblem(409, "query_failed", f"the query failed and cannot be resumed: {q.error}; "
+                                                      "delete it and register it again")
             if self.running >= self.settings.max_running:
                 raise ApiProblem(429, "too_many_running",
                                  f"{self.settings.max_running} queries are running (the configured cap); stop one first")
-            if q.handle is not None and q.handle.error is not None:
-                raise ApiProblem(409, "query_failed", f"the query failed and cannot be resumed: {q.error}; "
-                                                      "delete it and register it again")
             q.starting = True
+            q.stop_requested = False
+            before = q.wanted
+            if not resuming:
+                q.wanted = "running"
+                self.store.update_query(q.id, status="running")
         try:
             if q.handle is None:
-                q.handle = self._executor(q)
-            q.stopping = False
-            q.handle.start()
-            q.started_at, q.stopped_at = now_iso(), None
+                try:
+                    q.handle = self._executor(q)
+                except ObdaError as e:
+                    if resuming:  # shown as failed; a later start by the user may try again
+                        q.load_error = str(e)
+                    else:  # refused (422): the query stays as it was, e.g. until its data folder exists
+                        q.wanted = before
+                        self.store.update_query(q.id, status=before)
+                    raise
+            with self._lock:
+                if q.stop_requested or self._closing or q.id not in self._queries:
+                    return q
+                q.stopping = False
+                q.handle.start()
+                q.started_at, q.stopped_at = now_iso(), None
+                self.store.update_query(q.id, started_at=q.started_at, stopped_at=None)
         finally:
             q.starting = False
         return q
@@ -171,34 +292,56 @@ class QueryRegistry:
         from obda.execution import ContinuousQuery
 
         s = self.settings
-        ckpt = s.state_dir / q.id if s.state_dir is not None else None
         return ContinuousQuery(
             q.compilation, self.project.sources, q.report,
-            base_dir=self.project.directory, sink=q.results, checkpoint_dir=ckpt,
+            base_dir=self.project.directory, sink=q.results, checkpoint_dir=self._checkpoint_dir(q.id),
             allow_unbounded=q.allow_unbounded, idle_timeout=q.idle_timeout,
             master=s.master, backend=s.backend, trigger_interval=s.trigger_interval,
         )
 
     def stop(self, query_id: str) -> RegisteredQuery:
-        """Stop after the current micro-batch (its answers are complete); a later start resumes."""
-        q = self.get(query_id)
-        if q.handle is not None and q.handle.running:
-            q.stopping = True
-            q.handle.stop()
-            q.stopped_at = now_iso()
+        """Stop after the current micro-batch (its answers are complete); a later start resumes.
+
+        During a start, the start is called off: the query does not run.
+        """
+        with self._lock:
+            q = self.get(query_id)
+            if q.error is not None:
+                return q
+            if q.starting:
+                q.stop_requested = True
+            if q.wanted == "running":
+                q.wanted = "stopped"
+                q.stopped_at = now_iso()
+                self.store.update_query(q.id, status="stopped", stopped_at=q.stopped_at)
+            handle = q.handle
+            if handle is not None and handle.running:
+                q.stopping = True
+        if handle is not None and handle.running:
+            handle.stop()
         return q
 
     def delete(self, query_id: str) -> None:
+        """Stop the query and remove everything of it: its row, its answers, its checkpoint folder."""
         with self._lock:
             q = self.get(query_id)
             if q.starting:
                 raise ApiProblem(409, "query_starting", "the query is starting; stop or delete it once it runs")
-            if q.handle is not None:
-                q.handle.close()
             del self._queries[query_id]
+        if q.handle is not None:
+            q.handle.close()
+        ckpt = self._checkpoint_dir(query_id)
+        if ckpt is not None:
+            checkpoint_files.on_dump(ckpt / CHECKPOINT_FILE, None)
+        self.store.delete_query(query_id)
+        if ckpt is not None and ckpt.exists():
+            shutil.rmtree(ckpt)
 
     def shutdown(self) -> None:
-        """Stop every executor (service shutdown)."""
+        """Stop every executor (service shutdown); their stored status stays, so a restart resumes them."""
+        self._closing = True
+        if self._resumer is not None:
+            self._resumer.join(120)
         for q in self.list():
             if q.handle is not None:
                 try:

@@ -311,7 +311,11 @@ def serve(
     ),
     backend: str = typer.Option("spark", help="spark, or local (pipelines evaluated in Python: small inputs)"),
     max_running: int = typer.Option(4, help="cap on continuous queries running at once"),
-    state_dir: Optional[Path] = typer.Option(None, help="folder for per-query checkpoints and quarantine files"),
+    state_dir: Optional[Path] = typer.Option(
+        None, envvar="OBDA_STATE_DIR",
+        help="folder of the durable registry (registry.sqlite3: queries, status, answers) and the per-query "
+             "checkpoints; a restart with the same folder resumes every query (default: in memory)",
+    ),
 ) -> None:
     """Run the HTTP service (FastAPI + uvicorn): analyse SPARQL, run continuous queries, stream answers.
 
@@ -337,7 +341,20 @@ def serve(
     except ValueError as e:
         err.print(f"[bold red]error[/]: {e}")
         raise typer.Exit(2)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    app_ = create_app(settings)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            # SIGTERM / Ctrl-C: live SSE streams end now (clients reconnect with Last-Event-ID), so uvicorn's
+            # graceful shutdown does not wait for them; running queries stop after their micro-batch and
+            # resume from their checkpoints when the service starts again with the same --state-dir
+            app_.state.service.closing.set()
+            super().handle_exit(sig, frame)
+
+    try:
+        Server(uvicorn.Config(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=10)).run()
+    except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown (as uvicorn.run does)
+        pass
 
 
 def main() -> None:  # entry point of the `obda` script

@@ -9,6 +9,10 @@ Reading uses an unpickler that resolves only the few classes a checkpoint contai
 checkpoint file that was altered or planted in the checkpoint directory cannot make the
 executor call anything else (the ``Restricting Globals`` recipe of the :mod:`pickle`
 documentation): it is refused with an :class:`~obda.errors.ExecutionError`.
+
+A sink that must know when its output is covered by a checkpoint on disk (the HTTP service's
+result log publishes answers only then) registers a callback with :func:`on_dump`; it runs right
+after the file was replaced.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import threading
 from pathlib import Path
+from typing import Callable
 
 from obda.errors import ExecutionError
 
@@ -61,6 +67,20 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
 
+_after_dump: dict[str, Callable[[], None]] = {}
+_after_dump_lock = threading.Lock()
+
+
+def on_dump(path: str | os.PathLike, callback: Callable[[], None] | None) -> None:
+    """Call ``callback`` each time a checkpoint was written to ``path`` (None: no longer)."""
+    key = os.path.abspath(path)
+    with _after_dump_lock:
+        if callback is None:
+            _after_dump.pop(key, None)
+        else:
+            _after_dump[key] = callback
+
+
 def dump(state: dict, path: Path | None) -> int:
     """Serialise ``state``; when ``path`` is given, replace the file atomically.  Returns its size in bytes."""
     data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
@@ -72,7 +92,24 @@ def dump(state: dict, path: Path | None) -> int:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)  # the rename itself on disk: what a sink publishes must not roll back
+        callback = _after_dump.get(os.path.abspath(path))
+        if callback is not None:
+            callback()
     return len(data)
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def load(path: Path) -> dict:

@@ -1,0 +1,137 @@
+"""The service's durable registry: one SQLite database (standard library, WAL mode) in the state directory.
+
+What it holds, so that a restarted service (after SIGTERM or ``kill -9``) carries on where it stopped:
+
+* ``queries`` — every registered query: id, name, SPARQL text, options, the status the user asked for
+  (``registered | running | stopped | failed``: a ``running`` one is resumed on start), its error, its
+  executor's checkpoint folder, and ``last_seq`` / ``first_seq``: the newest *published* answer and the
+  oldest one kept (older ones were dropped by the retention limit);
+* ``answers`` — the answers of each query by sequence number, as the executor wrote them (JSON lines).
+
+Answers become visible to readers in two steps (:class:`api.results.ResultLog`): the executor's sink flush
+commits them (``seq > last_seq``: *staged*), and once the executor's checkpoint that covers them is on disk
+they are *published* (``last_seq`` moves).  A crash in between leaves staged answers nobody has read; the
+restarted executor truncates them (``recover``) and computes them again from its checkpoint.  So a client
+never sees an answer under a sequence number that a restart gives to another answer.
+
+Every transaction is ``synchronous=FULL``: a commit is on disk before the executor writes the checkpoint
+that refers to it.  With no state directory the same schema lives in memory (lost at exit).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+DB_NAME = "registry.sqlite3"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS queries (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    text TEXT NOT NULL,
+    allow_unbounded INTEGER NOT NULL,
+    idle_timeout REAL,
+    status TEXT NOT NULL,
+    error TEXT,
+    created_at TEXT NOT NULL,
+    started_at TEXT,
+    stopped_at TEXT,
+    checkpoint TEXT,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    first_seq INTEGER NOT NULL DEFAULT 1
+);
+CREATE TABLE IF NOT EXISTS answers (
+    query_id TEXT NOT NULL REFERENCES queries(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    line TEXT NOT NULL,
+    PRIMARY KEY (query_id, seq)
+) WITHOUT ROWID;
+"""
+
+QUERY_FIELDS = ("id", "name", "text", "allow_unbounded", "idle_timeout", "status", "error", "created_at",
+                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq")
+
+
+class StoreError(RuntimeError):
+    """The registry database cannot be opened or is not one this service wrote."""
+
+
+class Store:
+    """One SQLite connection shared by the service's threads (serialised by a lock)."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path) if path is not None else None
+        try:
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False,
+                                        isolation_level=None)
+            self.lock = threading.RLock()
+            if self.path is not None:
+                mode = self.conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{self.path}: SQLite refused WAL mode (journal mode {mode})")
+            self.conn.execute("PRAGMA synchronous=FULL")
+            self.conn.execute("PRAGMA foreign_keys=ON")
+            self.conn.execute("PRAGMA busy_timeout=10000")
+            with self.transaction() as c:  # executescript would commit: one statement at a time
+                for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                    c.execute(stmt)
+                row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                if row is None:
+                    c.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+                elif row[0] != str(SCHEMA_VERSION):
+                    raise StoreError(f"{self.path}: registry schema version {row[0]}, this service reads "
+                                     f"{SCHEMA_VERSION}; use another --state-dir")
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path or 'in-memory registry'}: {e}") from e
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on an exception), under the store's lock."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    def read(self, sql: str, params=()) -> list[tuple]:
+        with self.lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    # -- queries --------------------------------------------------------------------------------
+    def insert_query(self, row: dict) -> None:
+        with self.transaction() as c:
+            c.execute(f"INSERT INTO queries ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})", tuple(row.values()))
+
+    def update_query(self, query_id: str, **values) -> None:
+        if not values:
+            return
+        with self.transaction() as c:
+            c.execute(f"UPDATE queries SET {', '.join(f'{k} = ?' for k in values)} WHERE id = ?",
+                      (*values.values(), query_id))
+
+    def delete_query(self, query_id: str) -> None:
+        with self.transaction() as c:
+            c.execute("DELETE FROM answers WHERE query_id = ?", (query_id,))
+            c.execute("DELETE FROM queries WHERE id = ?", (query_id,))
+
+    def queries(self) -> list[dict]:
+        rows = self.read(f"SELECT {', '.join(QUERY_FIELDS)} FROM queries ORDER BY created_at, id")
+        return [dict(zip(QUERY_FIELDS, r)) for r in rows]
+
+    def close(self) -> None:
+        with self.lock:
+            try:
+                self.conn.close()
+            except sqlite3.Error:
+                pass
