@@ -97,6 +97,7 @@ class Member:
     unsatisfiable: bool = False
     sql: str = ""
     origin: int = 0  # index of the SELECT this member came from (before splitting ≤ / ≠ on timestamps)
+    views: tuple[tuple[str, object], ...] = ()  # alias -> per-atom view (obda.mapping AtomView) it reads
 
     def table(self, alias: str) -> Table:
         return dict(self.aliases)[alias]
@@ -110,6 +111,7 @@ class ParsedQuery:
     members: tuple[Member, ...]
     distinct: bool
     columns: tuple[str, ...]
+    sources: Sources | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -122,19 +124,22 @@ def parse_query(sql, sources: Sources, dialect: str = "spark") -> ParsedQuery:
     Members are expanded so that no member has a ``≤``/``≥``/``≠`` between two
     stream timestamps (split into disjoint ``<``/``=`` members, spec §3 step 1).
     """
+    views: list[dict] = []
     if hasattr(sql, "members") and hasattr(sql, "sql") and hasattr(sql, "query"):  # a Compilation
         selects = [m.select for m in sql.members]
         distinct = bool(sql.distinct)
         columns = tuple(sql.columns)
+        views = [{a: sql.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
+                 for m in sql.members]
     else:
         tree = sql if isinstance(sql, exp.Expression) else _parse_text(sql, dialect)
         selects, distinct = _flatten_union(tree)
         columns = tuple(_item_name(e) for e in selects[0].expressions) if selects else ()
     members: list[Member] = []
     for origin, sel in enumerate(selects):
-        for m in _expand_members(_parse_member(sel, sources, origin)):
+        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {})):
             members.append(Member(**{**m.__dict__, "index": len(members)}))
-    return ParsedQuery(tuple(members), distinct, columns)
+    return ParsedQuery(tuple(members), distinct, columns, sources)
 
 
 def _parse_text(text: str, dialect: str) -> exp.Expression:
@@ -184,8 +189,10 @@ def _unparen(e: exp.Expression) -> exp.Expression:
     return e
 
 
-def _parse_member(sel: exp.Select, sources: Sources, index: int) -> Member:
+def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None) -> Member:
     aliases: dict[str, Table] = {}
+    views = views or {}
+    used_views: dict[str, object] = {}
     conds: list[exp.Expression] = []
     froms = []
     if sel.args.get("from_") is not None:
@@ -194,6 +201,13 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int) -> Member:
         froms.append(j.this)
         conds.extend(_conjuncts(j.args.get("on")))
     for t in froms:
+        if isinstance(t, exp.Subquery) and t.alias in views:
+            view = views[t.alias]
+            if t.alias in aliases:
+                raise ExecutionError(f"FROM alias {t.alias!r} is used twice in one member")
+            aliases[t.alias] = view.table
+            used_views[t.alias] = view
+            continue
         if not isinstance(t, exp.Table):
             raise ExecutionError(
                 f"FROM entry {t.sql()[:80]!r} is not a source table (derived tables are outside the executable class)"
@@ -264,6 +278,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int) -> Member:
         unsatisfiable=unsat,
         sql=sel.sql(dialect="spark"),
         origin=index,
+        views=tuple(used_views.items()),
     )
 
 
@@ -446,12 +461,57 @@ class MemberPlan:
         }
 
 
+@dataclass(frozen=True)
+class ViewDedupe:
+    """How the rows of per-atom views are deduplicated per timestamp (docs/semantics.md).
+
+    A view's alias has one pipeline per view branch (``branch_of``: branch
+    pipeline id → the alias's pipeline id), each keeping the *whole* view row,
+    so that rows are a set per timestamp however many branches, source rows or
+    micro-batches produce them.  At the close of a timestamp each distinct row
+    is projected (``positions``, -1 for the timestamp itself) onto the alias's
+    synopsis attributes and counted once.
+    """
+
+    branch_of: dict[int, int] = field(default_factory=dict)
+    positions: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def statics(self, counted: dict) -> dict:
+        """Counted static rows per pipeline → per alias pipeline, each static view's distinct rows projected."""
+        out: dict = {}
+        for pid, rows in counted.items():
+            target = self.branch_of.get(pid)
+            if target is None:
+                out[pid] = rows
+            else:
+                out.setdefault(target, {}).update(dict.fromkeys(rows, 1))
+        return self.project(None, out)
+
+    def project(self, ts: int | None, groups: dict) -> dict:
+        """``groups`` (pipeline id → key → count) with every view's distinct rows projected and counted."""
+        if not self.positions:
+            return groups
+        out = {}
+        for pid, rows in groups.items():
+            pos = self.positions.get(pid)
+            if pos is None:
+                out[pid] = rows
+                continue
+            counted: dict = {}
+            for row in rows:
+                k = tuple(ts if i < 0 else row[i] for i in pos)
+                counted[k] = counted.get(k, 0) + 1
+            out[pid] = counted
+        return out
+
+
 @dataclass
 class QueryPlan:
     members: list[MemberPlan]
     distinct: bool
     columns: tuple[str, ...]
-    pipelines: list[Pipeline]
+    pipelines: list[Pipeline]  # what runs per row: source-table pipelines and per-branch view pipelines
+    views: ViewDedupe = field(default_factory=ViewDedupe)
 
     def stream_tables(self) -> list[Table]:
         seen: dict[str, Table] = {}
@@ -470,12 +530,68 @@ class QueryPlan:
 def plan_query(parsed: ParsedQuery, const_micros: Callable[[exp.Expression], int | None]) -> QueryPlan:
     """Plan every member; ``const_micros`` evaluates a timestamp constant to epoch microseconds."""
     plans: list[MemberPlan] = []
-    pipelines: list[Pipeline] = []
+    planned: list[Pipeline] = []
     for m in parsed.members:
-        mp = plan_member(m, parsed.distinct, const_micros, first_pipeline_id=len(pipelines))
+        mp = plan_member(m, parsed.distinct, const_micros, first_pipeline_id=len(planned))
         plans.append(mp)
-        pipelines.extend(mp.pipelines.values())
-    return QueryPlan(plans, parsed.distinct, parsed.columns, pipelines)
+        planned.extend(mp.pipelines.values())
+    views = ViewDedupe()
+    pipelines: list[Pipeline] = []
+    next_id = len(planned)
+    for p in planned:
+        view = dict(plans[_plan_index(plans, p)].member.views).get(p.alias)
+        if view is None:
+            pipelines.append(p)
+            continue
+        branches, positions = _view_pipelines(p, view, parsed.sources, next_id)
+        next_id += len(branches)
+        pipelines.extend(branches)
+        views.positions[p.id] = positions
+        views.branch_of.update((b.id, p.id) for b in branches)
+    return QueryPlan(plans, parsed.distinct, parsed.columns, pipelines, views)
+
+
+def _plan_index(plans: list[MemberPlan], p: Pipeline) -> int:
+    return next(i for i, mp in enumerate(plans) if mp.member.index == p.member)
+
+
+def _view_pipelines(p: Pipeline, view, sources: Sources, first_id: int) -> tuple[list[Pipeline], tuple[int, ...]]:
+    """One pipeline per branch of the view read by ``p``'s alias, each keeping the whole view row.
+
+    The view-level filters and computed attributes (over the view's columns)
+    are rewritten over each branch's source table by substituting the branch's
+    expression for every view column.
+    """
+    ts = view.table.timestamp
+    cols = [c.name for c in view.table.columns if c.name != ts]
+    full = [(p.alias, c) for c in cols] + [a for a, _ in p.exprs]
+    positions = tuple(-1 if (ts is not None and a == (p.alias, ts)) else full.index(a) for a in p.attrs)
+    out: list[Pipeline] = []
+    for k, br in enumerate(view.parts):
+        if not br.single:
+            raise ExecutionError(
+                f"view {view.name} (the triples maps {', '.join(t[0] for t in view.triples_maps)}) has a branch that "
+                f"joins {', '.join(t or 'a derived table' for t in br.tables)}; the executor deduplicates view rows "
+                "per branch over one source table only (declare keys so that the view is proven duplicate-free, "
+                "or map the class or property from one table)"
+            )
+        table = sources.table(br.table)
+        if table is None:
+            raise ExecutionError(f"view {view.name}: table {br.table!r} is not declared in the sources file")
+        items = dict(br.items)
+
+        def sub(e: exp.Expression) -> exp.Expression:
+            def tr(node):
+                if isinstance(node, exp.Column) and node.name in items:
+                    return items[node.name].copy()
+                return node
+
+            return e.copy().transform(tr)
+
+        filters = tuple(c.copy() for c in br.conds) + tuple(sub(f) for f in p.filters)
+        exprs = tuple(((p.alias, c), items[c].copy()) for c in cols) + tuple((a, sub(e)) for a, e in p.exprs)
+        out.append(Pipeline(first_id + k, p.member, p.alias, table, filters, tuple(full), exprs))
+    return out, positions
 
 
 class _UF:

@@ -162,7 +162,7 @@ class ContinuousQuery:
         self.streams = [t.name for t in self.plan.stream_tables()]
         self._static_quarantine: list[dict] = []
         self.engine = QueryEngine(self.plan, self._load_statics())
-        self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock)
+        self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views)
         self.runtime.metrics.unbounded_members = risky
         self.processed: dict[str, set[str]] = {s: set() for s in self.streams}
         self.batch_id = 0
@@ -233,7 +233,7 @@ class ContinuousQuery:
                 log.warning("static table %s: %d invalid row(s) quarantined", name, len(quarantine))
                 self._static_quarantine.extend(quarantine)
             out.update(counted)
-        return out
+        return self.plan.views.statics(out)
 
     # -- checkpoint -------------------------------------------------------------------------------
     def _ckpt_file(self) -> Path | None:

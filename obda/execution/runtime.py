@@ -111,8 +111,10 @@ class Runtime:
         streams: list[str],
         idle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        views=None,
     ):
         self.engine = engine
+        self.views = views  # obda.execution.plan.ViewDedupe: view rows are sets per timestamp
         self.streams = list(streams)
         self.idle_timeout = idle_timeout
         self.clock = clock
@@ -161,9 +163,14 @@ class Runtime:
             if b.max_ts is not None:
                 old = self.max_ts.get(b.table)
                 self.max_ts[b.table] = b.max_ts if old is None else max(old, b.max_ts)
+            branch_of = self.views.branch_of if self.views is not None else {}
             for ts, per_pipe in b.groups.items():
                 slot = self.buffer.setdefault(ts, {})
                 for pid, rows in per_pipe.items():
+                    target = branch_of.get(pid)
+                    if target is not None:  # a view branch: the distinct view rows of the timestamp
+                        slot.setdefault(target, defaultdict(int)).update(dict.fromkeys(rows, 1))
+                        continue
                     dst = slot.setdefault(pid, defaultdict(int))
                     for k, c in rows.items():
                         dst[k] += c
@@ -199,6 +206,8 @@ class Runtime:
         answers: list[Answer] = []
         for ts in sorted(t for t in self.buffer if t <= w):
             groups = self.buffer.pop(ts)
+            if self.views is not None:
+                groups = self.views.project(ts, groups)
             answers.extend(self.engine.step(ts, groups))
             self.metrics.closed_timestamps += 1
         self.closed_upto = w

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlglot import exp
+
 from obda.errors import ExecutionError
 from obda.execution.plan import Pipeline
 from obda.execution.rows import micros_to_iso
@@ -53,6 +55,8 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
         "spark.sql.csv.parser.columnPruning.enabled": "false",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     }
+    if os.environ.get("OBDA_SPARK_JARS"):  # e.g. a JDBC driver for jdbc static tables
+        defaults["spark.jars"] = os.environ["OBDA_SPARK_JARS"]
     for k, v in {**defaults, **(conf or {})}.items():
         b = b.config(k, v)
     spark = b.getOrCreate()
@@ -266,7 +270,11 @@ def _projection(table: Table, frame: _Frame, pipelines, tag: int) -> tuple[list[
             name = f"__k{tag}_{len(kept)}"
             kept[ident] = name
             if a in exprs:
-                c = exprs[a].sql(dialect="spark")
+                e = exprs[a]
+                c = e.sql(dialect="spark")
+                col = table.column(e.name) if isinstance(e, exp.Column) else None
+                if col is not None and col.type is ColumnType.TIMESTAMP:  # a view column over a timestamp
+                    c = f"unix_micros({c})"
             else:
                 col = table.column(a[1])
                 c = _quoted(a[1])

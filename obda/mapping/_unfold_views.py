@@ -37,9 +37,18 @@ from typing import Sequence
 
 from sqlglot import exp
 
-from obda.mapping._unfold_ir import Col, Const, Expr, identifier, split_cmp
+from obda.mapping._unfold_ir import Col, Const, Expr, const, identifier, split_cmp
 from obda.mapping._unfold_tables import FromEntry
-from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, equal_terms, may_contain, projection_sql
+from obda.mapping._unfold_terms import (
+    Slot,
+    TermValue,
+    Unsat,
+    Val,
+    equal_terms,
+    literal_sql,
+    may_contain,
+    projection_sql,
+)
 from obda.model.mapping import TermType
 from obda.model.query import XSD, Atom, Var
 from obda.model.sources import Column, ColumnType, Table, TableKind
@@ -53,6 +62,29 @@ class ViewColumn:
 
     var: Var
     term: TermValue  # parts over placeholder alias ``#v``; slots are view columns
+
+
+@dataclass(frozen=True)
+class ViewBranch:
+    """One branch of a view as the executor runs it: a filter and a projection over one source table.
+
+    ``conds`` and ``items`` are sqlglot trees over the table's columns
+    (unqualified).  ``tables`` lists every source table the branch reads; a
+    branch over several tables (a triples map joining its parent) has no
+    single-table form and ``single`` is False.
+    """
+
+    tables: tuple[str, ...]
+    conds: tuple[exp.Expression, ...]
+    items: tuple[tuple[str, exp.Expression], ...]
+
+    @property
+    def single(self) -> bool:
+        return len(self.tables) == 1 and bool(self.tables[0])
+
+    @property
+    def table(self) -> str:
+        return self.tables[0]
 
 
 @dataclass(frozen=True)
@@ -73,6 +105,7 @@ class AtomView:
     triples_maps: tuple[tuple[str, str | None, int | None], ...]
     pruned: tuple[str, ...] = ()  # why branches were dropped (duplicate, contained)
     text: str = ""  # SQL text of ``select`` (computed once)
+    parts: tuple[ViewBranch, ...] = ()  # the branches as typed single-table filters and projections
 
     @property
     def temporal(self) -> bool:
@@ -115,12 +148,44 @@ def fine_shape(tv: TermValue) -> tuple:
 
 
 def coarse_shape(tv: TermValue) -> tuple:
-    """The shape of a rendered term: only its kind (and a literal's datatype)."""
+    """The shape of a rendered term: its kind, and a literal's datatype and language.
+
+    Literals are always grouped this way (never by column or constant): one
+    literal produced from a column by one triples map and as a constant by
+    another is one term, and must be one row of one view.
+    """
     if tv.term_type is TermType.LITERAL:
-        if tv.native:
-            return ("L", tv.datatype, tv.language, True, tv.parts[0].val.type)  # type: ignore[union-attr]
-        return ("L", tv.datatype, tv.language, False)
+        return ("L", _datatype(tv), (tv.language or "").lower())
     return ("R", tv.term_type)
+
+
+def _datatype(tv: TermValue) -> str:
+    """A literal's datatype IRI (a plain literal is an xsd:string, a language-tagged one an rdf:langString)."""
+    if tv.datatype:
+        return tv.datatype
+    return "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString" if tv.language else XSD + "string"
+
+
+_TYPE_OF = {
+    "integer": ColumnType.INTEGER, "int": ColumnType.INTEGER, "long": ColumnType.INTEGER, "short": ColumnType.INTEGER,
+    "decimal": ColumnType.DECIMAL, "double": ColumnType.DOUBLE, "float": ColumnType.DOUBLE,
+    "boolean": ColumnType.BOOLEAN, "dateTime": ColumnType.TIMESTAMP, "dateTimeStamp": ColumnType.TIMESTAMP,
+}
+
+
+def literal_column_type(terms: list[TermValue]) -> ColumnType | None:
+    """The typed column one literal variable of a view can be (None: only its lexical form, as text).
+
+    Typed columns of one type, and constants of the literal's datatype, fit a
+    typed column; templates, or columns of different types, do not.
+    """
+    natives = {tv.parts[0].val.type for tv in terms if tv.native}  # type: ignore[union-attr]
+    if any(not tv.native and not tv.is_constant for tv in terms) or len(natives) > 1:
+        return None
+    if natives:
+        return natives.pop()
+    dt = _datatype(terms[0]).rsplit("#", 1)[-1]
+    return _TYPE_OF.get(dt, ColumnType.STRING)
 
 
 def injective(tv: TermValue) -> bool:
@@ -208,13 +273,20 @@ def duplicate_free(b: Branch) -> bool:
 
 
 def contained(small: Branch, big: Branch, small_out: list[str], big_out: list[str]) -> bool:
-    """Is every row of ``small`` a row of ``big`` (same single table and outputs, more conditions)?"""
-    if len(small.entries) != 1 or len(big.entries) != 1:
+    """Is every row of ``small`` a row of ``big``?
+
+    ``big`` reads one table; ``small`` reads the same table under the same
+    alias (and possibly more tables, which only restrict it: a triples map
+    joined with its parent), has the same outputs and a superset of
+    ``big``'s conditions.  E.g. a subclass mapped by a filter over its
+    superclass's table, or a domain axiom's property over the class's table.
+    """
+    if len(big.entries) != 1:
         return False
-    es, eb = small.entries[0], big.entries[0]
-    if es.derived or eb.derived or es.sql_source() != eb.sql_source() or es.alias != eb.alias:
+    eb = big.entries[0]
+    if eb.derived or small_out != big_out:
         return False
-    if small_out != big_out:
+    if not any(not e.derived and e.alias == eb.alias and e.sql_source() == eb.sql_source() for e in small.entries):
         return False
     return {c.sql() for c in big.conds} <= {c.sql() for c in small.conds}
 
@@ -243,30 +315,32 @@ def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Seque
     return exp.Select(**args)
 
 
-def column_layout(atom: Atom, terms: dict[Var, TermValue], rendered: set[Var]) -> list[tuple[Var, str, str]]:
-    """(variable, how, column name) in view-column order: ``slots`` (shape kept), ``native`` or ``text``.
+def column_layout(atom: Atom, group: list[dict[Var, TermValue]], rendered: set[Var]) -> list[tuple]:
+    """(variable, how, column name, column type) in view-column order.
 
+    ``how`` is ``slots`` (the template kept, one column per slot), ``native``
+    (a literal as a typed column) or ``text`` (the whole term as a string).
     Columns are named by position (``s`` subject, ``o`` object), not by
     variable, so that atoms over other variables share the same view.
     """
-    out = []
+    out: list[tuple] = []
     for v, base in zip(atom.terms, ("s", "o")):
-        if not isinstance(v, Var) or any(v is x[0] or v == x[0] for x in out):
+        if not isinstance(v, Var) or any(v == x[0] for x in out):
             continue
-        tv = terms[v]
+        terms = [t[v] for t in group]
         if v not in rendered:
-            out.append((v, "slots", base))
-        elif tv.term_type is TermType.LITERAL and tv.native:
-            out.append((v, "native", base))
+            out.append((v, "slots", base, None))
+        elif terms[0].term_type is TermType.LITERAL and (ct := literal_column_type(terms)) is not None:
+            out.append((v, "native", base, ct))
         else:
-            out.append((v, "text", base))
+            out.append((v, "text", base, ColumnType.STRING))
     return out
 
 
 def branch_items(b: Branch, layout) -> list[tuple[str, Expr, ColumnType]]:
     """The output columns of a branch: name, expression, type."""
     items: list[tuple[str, Expr, ColumnType]] = []
-    for v, how, base in layout:
+    for v, how, base, ct in layout:
         tv = b.terms[v]
         if how == "slots":
             k = 0
@@ -275,8 +349,10 @@ def branch_items(b: Branch, layout) -> list[tuple[str, Expr, ColumnType]]:
                     k += 1
                     items.append((f"{base}_{k}", p.val.expr, p.val.type or ColumnType.STRING))
         elif how == "native":
-            slot = tv.parts[0]
-            items.append((base, slot.val.expr, slot.val.type or ColumnType.STRING))  # type: ignore[union-attr]
+            if tv.native:
+                items.append((base, tv.parts[0].val.expr, ct))  # type: ignore[union-attr]
+            else:  # a constant literal, typed like the other branches' column
+                items.append((base, const(literal_sql(tv.text, tv.datatype, ct)), ct))
         else:
             text_tv = TermValue(TermType.IRI if tv.term_type is not TermType.LITERAL else TermType.LITERAL,
                                 tv.parts, tv.datatype, tv.language)
@@ -298,7 +374,7 @@ def _literal_text(tv: TermValue) -> Expr:
 def view_terms(b: Branch, layout) -> tuple[ViewColumn, ...]:
     """The atom's variables as terms over the view's columns (placeholder alias)."""
     out = []
-    for v, how, base in layout:
+    for v, how, base, ct in layout:
         tv = b.terms[v]
         if how == "slots":
             parts: list = []
@@ -310,16 +386,14 @@ def view_terms(b: Branch, layout) -> tuple[ViewColumn, ...]:
                 else:
                     parts.append(p)
             out.append(ViewColumn(v, TermValue(tv.term_type, tuple(parts), tv.datatype, tv.language, tv.native,
-                                               label=f"view column of {v}")))
+                                               label=tv.label or f"view column of {v}")))
         elif how == "native":
-            slot = tv.parts[0]
-            out.append(ViewColumn(v, TermValue(TermType.LITERAL, (Slot(Val(Col(PLACEHOLDER, base), slot.val.type),
-                                                                        False),),  # type: ignore[union-attr]
-                                               tv.datatype, tv.language, True, label=f"view column of {v}")))
+            out.append(ViewColumn(v, TermValue(TermType.LITERAL, (Slot(Val(Col(PLACEHOLDER, base), ct), False),),
+                                               tv.datatype, tv.language, True, label=tv.label or f"view column of {v}")))
         else:
             out.append(ViewColumn(v, TermValue(tv.term_type, (Slot(Val(Col(PLACEHOLDER, base), ColumnType.STRING),
                                                                     False),),
-                                               tv.datatype, tv.language, False, label=f"view column of {v}")))
+                                               tv.datatype, tv.language, False, label=tv.label or f"view column of {v}")))
     return tuple(out)
 
 
@@ -327,12 +401,15 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
                pruned: tuple[str, ...]) -> AtomView:
     """The derived table of a group of branches (``SELECT DISTINCT`` or ``UNION [ALL]``)."""
     selects = []
+    parts = []
     cols: list[Column] = []
     for b in branches:
         items = branch_items(b, layout)
         if not cols:
             cols = [Column(n, t) for n, _, t in items]
         selects.append(select_sql(b.entries, b.conds, [(n, e) for n, e, _ in items], False))
+        parts.append(ViewBranch(tuple("" if e.derived else e.table for e in b.entries), tuple(_bare(c.to_sqlglot()) for c in b.conds),
+                                tuple((n, _bare(e.to_sqlglot())) for n, e, _ in items)))
     need_distinct = not (all_free and (len(branches) == 1 or disjoint))
     if len(selects) == 1:
         body: exp.Expression = selects[0]
@@ -349,7 +426,19 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
         (b.assertion.triples_map.id, b.assertion.location.file or b.assertion.triples_map.location.file,
          b.assertion.location.line or b.assertion.triples_map.location.line)
         for b in branches))
-    return AtomView(name, table, body, need_distinct, len(branches), tms, pruned, "(" + body.sql() + ")")
+    return AtomView(name, table, body, need_distinct, len(branches), tms, pruned, "(" + body.sql() + ")",
+                    tuple(parts))
+
+
+def _bare(e: exp.Expression) -> exp.Expression:
+    """``e`` with column qualifiers removed (a single-table branch reads its table's columns by name)."""
+
+    def tr(node):
+        if isinstance(node, exp.Column) and node.table:
+            return exp.column(node.name, quoted=True)
+        return node
+
+    return e.transform(tr)
 
 
 XSD_STRING = XSD + "string"

@@ -732,8 +732,8 @@ def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _M
     atom_vars = sorted(_atom_vars(atom), key=lambda v: v.name)
     rendered: set[Var] = set()
     for v in atom_vars:
-        if v not in join_vars:
-            rendered.add(v)
+        if v not in join_vars or any(b.terms[v].term_type is TermType.LITERAL for b in branches):
+            rendered.add(v)  # used by this atom alone, or a literal: one column per view
             continue
         reps: dict[tuple, TermValue] = {}
         for b in branches:
@@ -746,7 +746,7 @@ def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _M
         groups.setdefault(key, []).append(b)
     out = []
     for bs in groups.values():
-        layout = column_layout(atom, bs[0].terms, rendered)
+        layout = column_layout(atom, [b.terms for b in bs], rendered)
         items = [branch_items(b, layout) for b in bs]
         outs = [[e for _, e, _ in it] for it in items]
         keep: list[tuple[Branch, list]] = []

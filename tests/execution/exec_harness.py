@@ -200,6 +200,8 @@ class Oracle:
         """Answers over the rows with timestamps ≤ m, for every marker m, in one DuckDB query."""
         if not markers:
             return {}
+        if "(SELECT" in sql.upper().replace("( SELECT", "(SELECT"):  # derived tables (per-atom views): one query per marker
+            return {m: self.answers(sql, m) for m in markers}
         self.con.execute("CREATE OR REPLACE TABLE __mk (t TIMESTAMP)")
         self.con.execute("INSERT INTO __mk VALUES " + ", ".join(f"({_lit(m)})" for m in markers))
         self.con.execute(f"SET VARIABLE upto = {_lit(_FAR)}")
@@ -228,21 +230,22 @@ class Oracle:
         return Counter(tuple(r) for r in self.con.execute(q).fetchall())
 
 
-def engine_for(sql: str, src: Sources, static: dict[str, list] | None = None):
+def engine_for(sql, src: Sources, static: dict[str, list] | None = None):
+    """Plan ``sql`` (SQL text or a Compilation, whose per-atom views the executor runs) and start its engine."""
     plan = plan_query(parse_query(sql, src), _const_micros_local)
     statics: dict[int, dict] = {}
     for p in plan.static_pipelines():
         counted, _ = static_rows(p.table, [p], (static or {}).get(p.table.name, []))
         statics.update(counted)
-    return plan, QueryEngine(plan, statics)
+    return plan, QueryEngine(plan, plan.views.statics(statics))
 
 
-def drive(sql: str, src: Sources, batches: list[dict[str, list]], static=None, on_close=None, idle_timeout=None, clock=None):
+def drive(sql, src: Sources, batches: list[dict[str, list]], static=None, on_close=None, idle_timeout=None, clock=None):
     """Run the ordering runtime + synopsis engine in-process over the micro-batches (local pipelines)."""
     plan, engine = engine_for(sql, src, static)
     streams = [t.name for t in plan.stream_tables()]
     kw = {"clock": clock} if clock else {}
-    rt = Runtime(engine, streams, idle_timeout, **kw)
+    rt = Runtime(engine, streams, idle_timeout, views=plan.views, **kw)
     out: list = []
     for i, batch in enumerate(batches):
         closed = rt.closed_upto

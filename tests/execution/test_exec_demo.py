@@ -44,7 +44,7 @@ def test_demo_bounded_query_matches_duckdb(project, entry):
             if rt.closed_upto is not None:
                 snapshots[from_us(rt.closed_upto)] = counter_of(out)
 
-        _, out = drive(sql, src, random_splits(streams, seed), static=statics, on_close=on_close)
+        _, out = drive(compilation, src, random_splits(streams, seed), static=statics, on_close=on_close)
         final = oracle.answers(sql)
         got = counter_of(out)
         if compilation.distinct:

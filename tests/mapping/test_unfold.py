@@ -26,6 +26,20 @@ tables:
   pressure: {kind: stream, timestamp: ts, columns: {sensor_id: integer, value: double, ts: timestamp}}
 """
 
+# The same tables with declared keys.  An atom whose single mapping branch reads tables whose keys its terms
+# determine is duplicate-free, so its table is inlined into the member (``FROM sensor AS m1``); without a key
+# the atom reads its duplicate-free per-atom view ``(SELECT DISTINCT ...) AS mK`` (docs: _unfold_views).
+# Tests about the inlined SQL shape use these sources; key columns are assumed non-null (no IS NOT NULL).
+KEYED = """
+tables:
+  sensor: {kind: static, columns: {id: integer, kind: string, turbine_id: integer, code: string}, key: [id]}
+  turbine: {kind: static, columns: {id: integer, name: string}, key: [id]}
+  keyed: {kind: static, columns: {id: integer, kind: string}, key: [id]}
+  temp: {kind: stream, timestamp: ts, columns: {sensor_id: integer, value: integer, ts: timestamp}, key: [sensor_id, ts]}
+  pressure: {kind: stream, timestamp: ts, columns: {sensor_id: integer, value: double, ts: timestamp},
+             key: [sensor_id, ts]}
+"""
+
 PREFIX = """
 @prefix rr: <http://www.w3.org/ns/r2rml#> .
 @prefix ex: <http://ex.org/> .
@@ -108,30 +122,45 @@ def roundtrip(e: exp.Expression) -> None:
 
 
 def test_table_name_class_atom_projects_iri_template():
+    # keyed: the table is inlined and the template projected over its column (key columns are non-null)
+    members, whole, removed = run([C("Sensor", V("x"))], ["x"], sources=KEYED)
+    assert len(members) == 1 and removed == ()
+    assert sql(members[0]) == "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x FROM sensor AS m1"
+    assert members[0].sql("spark") == (
+        "SELECT CONCAT('http://ex.org/sensor/', CAST(m1.id AS STRING)) AS x FROM sensor AS m1"
+    )
+    roundtrip(whole)
+    # no key: equal rows give one triple, so the atom reads its SELECT DISTINCT view; ?x is used by this atom
+    # alone, so the view renders the whole IRI (column s) and the NULL check moves into the view
     members, whole, removed = run([C("Sensor", V("x"))], ["x"])
     assert len(members) == 1 and removed == ()
-    assert sql(members[0]) == "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x FROM sensor AS m1 WHERE NOT m1.id IS NULL"
-    assert members[0].sql("spark") == (
-        "SELECT CONCAT('http://ex.org/sensor/', CAST(m1.id AS STRING)) AS x FROM sensor AS m1 WHERE NOT m1.id IS NULL"
+    assert sql(members[0]) == (
+        "SELECT m1.s AS x FROM (SELECT DISTINCT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS s "
+        "FROM sensor AS m1 WHERE NOT m1.id IS NULL) AS m1"
     )
     roundtrip(whole)
 
 
 def test_column_literal_projects_typed_column_and_constant_object():
-    members, _, _ = run([P("kind", V("x"), V("k")), P("vendor", V("x"), V("v"))], ["k", "v"])
+    # keyed: both atoms inline sensor and the key-based self-join elimination leaves one entry
+    members, _, _ = run([P("kind", V("x"), V("k")), P("vendor", V("x"), V("v"))], ["k", "v"], sources=KEYED)
     (m,) = members
+    assert sql(m) == "SELECT m1.kind AS k, 'ACME' AS v FROM sensor AS m1 WHERE NOT m1.kind IS NULL"
+    # no key: per-atom views; the constant object is a view column, the typed column stays a column
+    (m,), _, _ = run([P("kind", V("x"), V("k")), P("vendor", V("x"), V("v"))], ["k", "v"])
     assert sql(m) == (
-        "SELECT m1.kind AS k, 'ACME' AS v FROM sensor AS m1, sensor AS m2 "
-        "WHERE m1.id = m2.id AND NOT m1.kind IS NULL"
+        "SELECT m1.o AS k, m2.o AS v FROM (SELECT DISTINCT m1.id AS s_1, m1.kind AS o FROM sensor AS m1 "
+        "WHERE NOT m1.id IS NULL AND NOT m1.kind IS NULL) AS m1, (SELECT DISTINCT m1.id AS s_1, 'ACME' AS o "
+        "FROM sensor AS m1 WHERE NOT m1.id IS NULL) AS m2 WHERE m1.s_1 = m2.s_1"
     )
 
 
 def test_sql_query_plain_spj_is_inlined_with_columns_renamed():
-    members, _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["x", "v"])
+    members, _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["x", "v"], sources=KEYED)
     (m,) = members
     assert sql(m) == (
         "SELECT 'http://ex.org/sensor/' || CAST(m1.sensor_id AS TEXT) AS x, m1.value AS v FROM temp AS m1 "
-        "WHERE m1.value >= -50 AND NOT m1.sensor_id IS NULL"
+        "WHERE m1.value >= -50"
     )
     assert m.origin.alias_tables == (("m1", "temp"),)
 
@@ -143,11 +172,17 @@ def test_sql_query_inlined_join_merges_from_and_conditions():
       rr:subjectMap [ rr:template "http://ex.org/sensor/{sid}" ];
       rr:predicateObjectMap [ rr:predicate ex:turbineName; rr:objectMap [ rr:column "tname" ] ].
     """
-    (m,), _, _ = run([P("turbineName", V("x"), V("n"))], ["x", "n"], mapping=mapping)
-    assert sql(m) == (
-        "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x, m2.name AS n FROM sensor AS m1, turbine AS m2 "
-        "WHERE m1.turbine_id = m2.id AND m2.name <> 'x' AND NOT m1.id IS NULL"
-    )
+    # the turbine key is not determined by the atom's terms (only through sensor.turbine_id), so the atom
+    # reads a view even with keys; the rr:sqlQuery is still inlined inside it: its two tables and its
+    # ON/WHERE conjuncts, its output columns replaced by the inner columns
+    for sources in (SOURCES, KEYED):
+        (m,), _, _ = run([P("turbineName", V("x"), V("n"))], ["x", "n"], mapping=mapping, sources=sources)
+        not_null = "" if sources is KEYED else " AND NOT m1.id IS NULL"
+        assert sql(m) == (
+            "SELECT m1.s AS x, m1.o AS n FROM (SELECT DISTINCT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS s, "
+            "m2.name AS o FROM sensor AS m1, turbine AS m2 "
+            f"WHERE m1.turbine_id = m2.id AND m2.name <> 'x'{not_null}) AS m1"
+        )
 
 
 def test_sql_query_with_aggregation_stays_derived_table():
@@ -166,21 +201,36 @@ def test_sql_query_with_aggregation_stays_derived_table():
 
 
 def test_parent_triples_map_joins_on_join_condition():
-    (m,), _, _ = run([P("partOf", V("x"), V("y")), P("name", V("y"), V("n"))], ["x", "n"])
+    # keyed: the parent's turbine entry joins on the join condition; name(y, n) reads the same turbine row
+    # (turbine.id equated by the keys), so the self-join on turbine is eliminated
+    (m,), _, _ = run([P("partOf", V("x"), V("y")), P("name", V("y"), V("n"))], ["x", "n"], sources=KEYED)
     assert sql(m) == (
-        "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x, m3.name AS n "
-        "FROM sensor AS m1, turbine AS m2, turbine AS m3 "
-        "WHERE m1.turbine_id = m2.id AND m2.id = m3.id AND NOT m1.id IS NULL AND NOT m3.name IS NULL"
+        "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x, m2.name AS n "
+        "FROM sensor AS m1, turbine AS m2 "
+        "WHERE m1.turbine_id = m2.id AND NOT m2.name IS NULL"
     )
     sources = m.origin.atom_sources
     assert sources[0].triples_map == EX + "SensorTM" and sources[0].table_aliases == ("m1", "m2")
-    assert sources[1].triples_map == EX + "TurbineTM" and sources[1].table_aliases == ("m3",)
+    assert sources[1].triples_map == EX + "TurbineTM" and sources[1].table_aliases == ("m2",)
+    # no key: the join condition is inside partOf's view, which exposes the parent's id for the join with name's view
+    (m,), _, _ = run([P("partOf", V("x"), V("y")), P("name", V("y"), V("n"))], ["x", "n"])
+    assert sql(m) == (
+        "SELECT m1.s AS x, m2.o AS n "
+        "FROM (SELECT DISTINCT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS s, m2.id AS o_1 "
+        "FROM sensor AS m1, turbine AS m2 WHERE m1.turbine_id = m2.id AND NOT m1.id IS NULL) AS m1, "
+        "(SELECT DISTINCT m1.id AS s_1, m1.name AS o FROM turbine AS m1 WHERE NOT m1.id IS NULL AND NOT m1.name IS NULL) "
+        "AS m2 WHERE m1.o_1 = m2.s_1"
+    )
 
 
 def test_same_table_reference_without_join_uses_the_same_row():
-    (m,), _, _ = run([P("self", V("x"), V("y"))], ["x", "y"])
+    (m,), _, _ = run([P("self", V("x"), V("y"))], ["x", "y"], sources=KEYED)
     assert len(m.origin.alias_tables) == 1
     assert "m1.id AS TEXT) AS x" in sql(m) and "m1.id AS TEXT) AS y" in sql(m)
+    # no key: the view reads one sensor row for both terms as well
+    (m,), _, _ = run([P("self", V("x"), V("y"))], ["x", "y"])
+    assert sql(m).count("sensor AS") == 1
+    assert "m1.id AS TEXT) AS s" in sql(m) and "m1.id AS TEXT) AS o" in sql(m)
 
 
 def test_language_and_datatype_literals():
@@ -197,13 +247,17 @@ def test_language_and_datatype_literals():
 
 
 def test_equal_templates_decompose_into_column_equality():
-    (m,), _, _ = run([C("Sensor", V("x")), P("temperature", V("x"), V("v"), V("t"))], ["x", "v"])
+    (m,), _, _ = run([C("Sensor", V("x")), P("temperature", V("x"), V("v"), V("t"))], ["x", "v"], sources=KEYED)
     assert "m1.id = m2.sensor_id" in sql(m)
     assert "CONCAT" not in m.sql("spark").split("FROM")[1]
+    # no key: the views keep the shared ?x as its template slot (s_1), so the join is still a column equality
+    (m,), _, _ = run([C("Sensor", V("x")), P("temperature", V("x"), V("v"), V("t"))], ["x", "v"])
+    assert sql(m).endswith("WHERE m1.s_1 = m2.s_1")
+    assert "CONCAT" not in m.sql("spark").split("FROM", 1)[1]
 
 
 def test_incompatible_templates_make_member_unsatisfiable():
-    members, whole, removed = run([C("Sensor", V("x")), C("Turbine", V("x"))], ["x"])
+    members, whole, removed = run([C("Sensor", V("x")), C("Turbine", V("x"))], ["x"], sources=KEYED)
     assert members == ()
     assert len(removed) == 1 and "unsatisfiable" in removed[0] and "turbine" in removed[0]
     assert whole.sql("duckdb") == "SELECT CAST(NULL AS TEXT) AS x WHERE 1 = 0"
@@ -233,10 +287,14 @@ def test_string_template_values_are_percent_encoded():
 
 
 def test_iri_filters_equality_and_disequality():
-    (m,), _, _ = run([C("Sensor", V("x")), C("Sensor", V("y"))], ["x"], [Comparison("!=", V("x"), V("y"))])
+    (m,), _, _ = run([C("Sensor", V("x")), C("Sensor", V("y"))], ["x"], [Comparison("!=", V("x"), V("y"))],
+                     sources=KEYED)
     assert "m1.id <> m2.id" in sql(m)
-    (m,), _, _ = run([C("Sensor", V("x"))], ["x"], [Comparison("=", V("x"), IRI(EX + "sensor/7"))])
+    (m,), _, _ = run([C("Sensor", V("x"))], ["x"], [Comparison("=", V("x"), IRI(EX + "sensor/7"))], sources=KEYED)
     assert "m1.id = 7" in sql(m)
+    # no key: the same decomposition over the views' slot columns
+    (m,), _, _ = run([C("Sensor", V("x")), C("Sensor", V("y"))], ["x"], [Comparison("!=", V("x"), V("y"))])
+    assert sql(m).endswith("WHERE m1.s_1 <> m2.s_1")
     members, _, removed = run([C("Sensor", V("x"))], ["x"], [Comparison("<", V("x"), IRI(EX + "sensor/7"))])
     assert members == () and "ordered" in removed[0]
 
@@ -247,9 +305,14 @@ def test_iri_filters_equality_and_disequality():
 def test_graph_over_two_streams_joins_on_equal_timestamps():
     t = V("t")
     (m,), whole, _ = run(
-        [P("temperature", V("x"), V("v"), t), P("pressure", V("x"), V("p"), t)], ["x", "v", "p"]
+        [P("temperature", V("x"), V("v"), t), P("pressure", V("x"), V("p"), t)], ["x", "v", "p"], sources=KEYED
     )
     assert "m1.sensor_id = m2.sensor_id" in sql(m) and "m1.ts = m2.ts" in sql(m)
+    roundtrip(whole)
+    # no key: each stream atom reads a view with its timestamp column ts
+    (m,), whole, _ = run([P("temperature", V("x"), V("v"), t), P("pressure", V("x"), V("p"), t)], ["x", "v", "p"])
+    assert sql(m).endswith("WHERE m1.s_1 = m2.s_1 AND m1.ts = m2.ts")
+    assert "m1.ts AS ts FROM temp AS m1" in sql(m) and "m1.ts AS ts FROM pressure AS m1" in sql(m)
     roundtrip(whole)
 
 
@@ -279,10 +342,15 @@ def test_static_atoms_use_static_mappings_and_temporal_atoms_stream_mappings():
       rr:subjectMap [ rr:template "http://ex.org/sensor/{id}" ];
       rr:predicateObjectMap [ rr:predicate ex:temperature; rr:objectMap [ rr:column "turbine_id" ] ].
     """
-    (m,), _, _ = run([P("temperature", V("x"), V("v"))], ["v"], mapping=mapping)
+    (m,), _, _ = run([P("temperature", V("x"), V("v"))], ["v"], mapping=mapping, sources=KEYED)
     assert m.origin.alias_tables == (("m1", "sensor"),)
-    (m,), _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["v"], mapping=mapping)
+    (m,), _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["v"], mapping=mapping, sources=KEYED)
     assert m.origin.alias_tables == (("m1", "temp"),)
+    # no key: the atom's view reads only the static (resp. stream) table
+    (m,), _, _ = run([P("temperature", V("x"), V("v"))], ["v"], mapping=mapping)
+    assert "FROM sensor AS" in sql(m) and "temp" not in sql(m).replace("temperature", "")
+    (m,), _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["v"], mapping=mapping)
+    assert "FROM temp AS" in sql(m) and "sensor AS" not in sql(m)
     members, _, removed = run([C("Sensor", V("x"), V("t"))], ["x"], mapping=mapping)
     assert members == () and "no stream mapping" in removed[0]
     members, _, removed = run([C("TempSensor", V("x"))], ["x"], mapping=mapping)
@@ -293,10 +361,14 @@ def test_static_atoms_use_static_mappings_and_temporal_atoms_stream_mappings():
 
 
 def test_filters_on_literals():
-    (m,), _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["x"], [Comparison(">", V("v"), lit(90))])
+    (m,), _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["x"], [Comparison(">", V("v"), lit(90))],
+                     sources=KEYED)
     assert "m1.value > 90" in sql(m)
-    (m,), _, _ = run([P("kind", V("x"), V("k"))], ["x"], [Comparison("=", V("k"), Literal("wind"))])
+    (m,), _, _ = run([P("kind", V("x"), V("k"))], ["x"], [Comparison("=", V("k"), Literal("wind"))], sources=KEYED)
     assert "m1.kind = 'wind'" in sql(m)
+    # no key: the filter compares the view's typed column (kept as a slot because the filter uses it)
+    (m,), _, _ = run([P("temperature", V("x"), V("v"), V("t"))], ["x"], [Comparison(">", V("v"), lit(90))])
+    assert sql(m).endswith("WHERE m1.o > 90") and "m1.value AS o" in sql(m)
 
 
 @pytest.mark.parametrize(
@@ -351,8 +423,19 @@ def test_duplicate_members_removed():
             return (AtomAlternative(atom, ()), AtomAlternative(ClassAtom(EX + "B", atom.term, atom.time), ("B ⊑ A",)))
         return (AtomAlternative(atom, ()),)
 
+    # the two alternatives A ← Both and B ← Both read the same rows into the same terms: the second branch
+    # of the atom is pruned as a duplicate before members are built (one member, one reason)
     members, _, removed = run([C("A", V("x"))], ["x"], mapping=mapping, expand=expand)
-    assert len(members) == 1 and len(removed) == 1 and "duplicate of member 1" in removed[0]
+    assert len(members) == 1 and removed == ("branch 0: A(?x) ← Both: same triples as Both",)
+    members, _, removed = run([C("A", V("x"))], ["x"], mapping=mapping, expand=expand, sources=KEYED)
+    assert len(members) == 1 and len(removed) == 1 and "same triples" in removed[0]
+    assert sql(members[0]) == "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x FROM sensor AS m1"
+    # two rewritten CQs of the same branch that unfold to the same member: the second member is removed
+    a, b = CQ((C("A", V("x")),), ()), CQ((C("B", V("x")),), ())
+    for sources in (SOURCES, KEYED):
+        members, _, removed, _views = unfold(Query((V("x"),), (a,)), [RCQ(0, a), RCQ(0, b)],
+                                             parse_mapping_text(mapping, "m.ttl"), parse_sources(sources))
+        assert len(members) == 1 and len(removed) == 1 and "duplicate of member 1" in removed[0]
 
 
 def test_duplicates_found_up_to_alias_renaming_and_order():
@@ -384,10 +467,23 @@ def test_union_of_members_and_distinct():
     ex:Sensor2 a rr:TriplesMap; rr:logicalTable [ rr:tableName "turbine" ];
       rr:subjectMap [ rr:template "http://ex.org/sensor/{id}"; rr:class ex:Sensor ].
     """
+    # the two triples maps can produce the same IRI (turbine ids in the sensor namespace): one Sensor(x)
+    # triple per IRI, so the atom reads one view, a set UNION of the two branches, and there is one member
     members, whole, _ = run([C("Sensor", V("x"))], ["x"], mapping=mapping)
+    assert len(members) == 1 and isinstance(whole, exp.Select)
+    assert "FROM sensor AS m1 WHERE NOT m1.id IS NULL UNION SELECT" in sql(members[0])
+    assert "UNION ALL" not in sql(members[0])
+    roundtrip(whole)
+    # disjoint templates over keyed tables: the branches never give the same triple and have no duplicates,
+    # so they are lifted into two members, combined by UNION ALL (UNION for DISTINCT)
+    disjoint = mapping.replace('"http://ex.org/sensor/{id}"; rr:class ex:Sensor ].',
+                               '"http://ex.org/tsensor/{id}"; rr:class ex:Sensor ].')
+    assert disjoint != mapping
+    members, whole, _ = run([C("Sensor", V("x"))], ["x"], mapping=disjoint, sources=KEYED)
     assert len(members) == 2 and isinstance(whole, exp.Union) and not whole.args.get("distinct")
     assert [m.select.named_selects for m in members] == [["x"], ["x"]]
-    _, whole, _ = run([C("Sensor", V("x"))], ["x"], mapping=mapping, distinct=True)
+    assert " UNION ALL " in whole.sql("duckdb")
+    _, whole, _ = run([C("Sensor", V("x"))], ["x"], mapping=disjoint, sources=KEYED, distinct=True)
     assert isinstance(whole, exp.Union) and whole.args.get("distinct")
     assert " UNION " in whole.sql("duckdb") and "UNION ALL" not in whole.sql("duckdb")
     roundtrip(whole)
@@ -401,7 +497,9 @@ def test_provenance_records_alternatives_steps_and_mapping_lines():
             return (AtomAlternative(PropertyAtom(EX + "kind", atom.term, Var("y", True), atom.time), ("∃kind ⊑ Sensor",)),)
         return (AtomAlternative(atom, ()),)
 
-    (m,), _, _ = run([C("Sensor", V("x")), P("kind", V("z"), V("y"))], ["x", "y"], expand=expand, steps=("r1",))
+    # keyed: Sensor(x) has one duplicate-free branch (the kind POM), inlined: the member records the alternative
+    (m,), _, _ = run([C("Sensor", V("x")), P("kind", V("z"), V("y"))], ["x", "y"], expand=expand, steps=("r1",),
+                     sources=KEYED)
     o = m.origin
     assert o.branch == 0 and o.rewriting_steps == ("r1", "∃kind ⊑ Sensor")
     # the fresh variable of the alternative is not confused with the query's ?y
@@ -411,6 +509,15 @@ def test_provenance_records_alternatives_steps_and_mapping_lines():
     assert o.atom_sources[0].mapping_line == MAPPING.splitlines().index(
         '  rr:predicateObjectMap [ rr:predicate ex:kind; rr:objectMap [ rr:column "kind" ] ];') + 1
     assert "m1.id = m2.id" not in sql(m)  # x and z are unrelated
+    # no key: the atom reads its view; the member records the query atom, the steps and the view's triples maps
+    (m,), _, _ = run([C("Sensor", V("x")), P("kind", V("z"), V("y"))], ["x", "y"], expand=expand, steps=("r1",))
+    o = m.origin
+    assert o.rewriting_steps == ("r1", "∃kind ⊑ Sensor")
+    assert o.cq.atoms[0] == C("Sensor", V("x"))
+    assert [s.triples_map for s in o.atom_sources] == [EX + "SensorTM", EX + "SensorTM"]
+    assert o.atom_sources[0].view and o.atom_sources[0].triples_maps == (EX + "SensorTM",)
+    assert "NOT m1.kind IS NULL" in sql(m).split(") AS m1")[0]  # Sensor(x) ← kind(x, _): rows with a kind
+    assert "WHERE" not in sql(m).rsplit(") AS m2", 1)[1]  # x and z are unrelated
 
 
 def test_key_based_self_join_elimination_shape():
@@ -436,10 +543,16 @@ def test_rdf_type_with_variable_class_and_dynamic_class():
     """
     (m,), _, _ = run([C("kind/wind", V("x"))], ["x"], mapping=mapping)
     assert "m1.kind = 'wind'" in sql(m)
-    members, whole, _ = run(
-        [PropertyAtom("http://www.w3.org/1999/02/22-rdf-syntax-ns#type", V("x"), V("c"))], ["x", "c"], mapping=mapping
-    )
+    # keyed: the rr:class branch and the rdf:type POM branch never give the same class IRI and have no
+    # duplicates, so they are lifted into two members
+    rdf_type = PropertyAtom("http://www.w3.org/1999/02/22-rdf-syntax-ns#type", V("x"), V("c"))
+    members, whole, _ = run([rdf_type], ["x", "c"], mapping=mapping, sources=KEYED)
     assert len(members) == 2
+    assert "'http://ex.org/Sensor' AS c" in sql(members[0]) and "'http://ex.org/kind/' ||" in sql(members[1])
+    roundtrip(whole)
+    # no key: one member over the atom's view, a UNION of both branches
+    (m,), whole, _ = run([rdf_type], ["x", "c"], mapping=mapping)
+    assert "'http://ex.org/Sensor' AS o" in sql(m) and "'http://ex.org/kind/' ||" in sql(m) and " UNION " in sql(m)
     roundtrip(whole)
 
 
