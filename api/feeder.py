@@ -109,12 +109,16 @@ class Feeder:
         )
 
     def write_static(self) -> list[Path]:
-        """Write every static table whose folder holds no data file yet; returns the files written."""
+        """Write every static table whose folder holds no data file yet, and create the (empty) stream folders
+        (a query over a stream folder that does not exist is refused at start); returns the files written."""
         data = self._generate(self.seed, self.start, 0)
         written = []
         for t in self.sources.tables:
             folder = self.folder(t)
-            if t.is_stream or (folder.is_dir() and any(not f.name.startswith((".", "_")) for f in folder.iterdir())):
+            if t.is_stream:
+                folder.mkdir(parents=True, exist_ok=True)
+                continue
+            if (folder.is_dir() and any(not f.name.startswith((".", "_")) for f in folder.iterdir())):
                 continue
             written.append(_write(folder / f"part-00000.{_ext(t)}", t, data.rows(t.name)))
         return written

@@ -291,13 +291,20 @@ class QueryRegistry:
     def _executor(self, q: RegisteredQuery):
         from obda.execution import ContinuousQuery
 
+        from obda.model.sources import missing_locations_error, missing_stream_locations
+
         s = self.settings
-        return ContinuousQuery(
+        handle = ContinuousQuery(
             q.compilation, self.project.sources, q.report,
             base_dir=self.project.directory, sink=q.results, checkpoint_dir=self._checkpoint_dir(q.id),
             allow_unbounded=q.allow_unbounded, idle_timeout=q.idle_timeout,
             master=s.master, backend=s.backend, trigger_interval=s.trigger_interval,
         )
+        missing = missing_stream_locations(handle.plan.stream_tables(), self.project.directory)
+        if missing:  # it would read nothing, silently: refused until the folder exists
+            handle.close()
+            raise missing_locations_error(missing, "create it (or fix 'location' in the sources file), then start again")
+        return handle
 
     def stop(self, query_id: str) -> RegisteredQuery:
         """Stop after the current micro-batch (its answers are complete); a later start resumes.

@@ -15,6 +15,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 from obda.errors import ObdaError
@@ -27,8 +28,10 @@ app = typer.Typer(
 catalog_app = typer.Typer(no_args_is_help=True, help="Batch-check a catalog of named queries.")
 app.add_typer(catalog_app, name="catalog")
 
-out = Console()
-err = Console(stderr=True)
+# soft_wrap: long lines are not broken (a redirected `obda compile > q.sql` stays valid SQL, `file:line:col:`
+# messages stay on one line)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 
 
 class Dialect(str, Enum):
@@ -53,9 +56,9 @@ def _fail(e: ObdaError, as_json: bool = False) -> None:
     if as_json:
         print(json.dumps({"error": e.to_dict()}, indent=2))
     else:
-        err.print(f"[bold red]error[/]: {e}", markup=True, highlight=False)
+        err.print(f"[bold red]error[/]: {escape(str(e))}", markup=True, highlight=False)
         for p in getattr(e, "problems", ())[1:]:
-            err.print(f"  {p}", highlight=False)
+            err.print(f"  {escape(str(p))}", highlight=False)
     raise typer.Exit(2)
 
 
@@ -114,7 +117,7 @@ def validate(
     else:
         for p in problems:
             style = "red" if p.severity == "error" else "yellow"
-            err.print(f"[{style}]{p.severity}[/] {p.location}: [{p.code}] {p.message}", highlight=False)
+            err.print(f"[{style}]{p.severity}[/] {escape(f'{p.location}: [{p.code}] {p.message}')}", highlight=False)
         if errors:
             err.print(f"[bold red]{len(errors)} error(s)[/]")
         else:
@@ -189,6 +192,7 @@ def run(
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="checkpoint folder: a restarted run continues exactly once"),
     idle_timeout: Optional[float] = typer.Option(None, "--idle-timeout", help="seconds without rows after which a stream stops holding back the marker"),
     backend: str = typer.Option("spark", help="spark, or local (pipelines in Python: small inputs, no JVM)"),
+    wait_for_data: bool = typer.Option(False, "--wait-for-data", help="a stream location that does not exist yet is a warning (its files are read once it exists), not an error"),
 ) -> None:
     """Run a query continuously over the project's streams, in application-time order.
 
@@ -210,6 +214,17 @@ def run(
             comp, proj.sources, report, base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
         )
+        from obda.model.sources import missing_locations_error, missing_stream_locations
+
+        missing = missing_stream_locations(cq.plan.stream_tables(), proj.directory)
+        if missing:
+            e = missing_locations_error(missing, "create it, fix 'location' in the sources file, or pass "
+                                                 "--wait-for-data to wait for it")
+            if not wait_for_data:
+                cq.close()
+                raise e
+            err.print(f"[yellow]warning[/]: {e.location}: {e.message.split('; ')[0]}; waiting for it (--wait-for-data)",
+                      highlight=False)
     except ObdaError as e:
         _fail(e)
     err.print(f"verdict: {report.verdict}; running {query.name} ({'until exhausted' if until_exhausted else 'Ctrl-C stops'})")

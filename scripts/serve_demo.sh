@@ -89,8 +89,9 @@ if [ "$DURATION" = "0" ]; then
   echo "== running until Ctrl-C"
   wait
 fi
-echo "== the first live answers (up to ${DURATION}s):"
-curl -sN -H "$AUTH" --max-time "$DURATION" "$BASE/v1/queries/$ID/results/stream?limit=8" | grep -E '^(id|data):' || true
+echo "== live answers for ${DURATION}s:"
+# no ?limit=: the stream is watched for the whole DURATION (curl's --max-time ends it)
+curl -sN -H "$AUTH" --max-time "$DURATION" "$BASE/v1/queries/$ID/results/stream" | grep -E '^(id|data):' || true
 echo "== metrics"
 curl -sS -H "$AUTH" "$BASE/v1/queries/$ID" | $PY -c '
 import json, sys

@@ -13,6 +13,20 @@ if ! command -v java >/dev/null 2>&1; then
     echo "setup: please install a Java 17+ runtime" >&2; exit 1
   fi
 fi
+# PostgreSQL and its JDBC driver, for the JDBC static-table test (tests/sources/test_jdbc_postgres.py,
+# skipped with the reason where they cannot be installed). Installed only when missing.
+pg_missing=()
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pg_missing+=(postgresql)
+[ -f /usr/share/java/postgresql.jar ] || pg_missing+=(libpostgresql-jdbc-java)
+if [ ${#pg_missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${pg_missing[*]} (JDBC tests)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pg_missing[@]}" >/dev/null; } \
+      || echo "setup: could not install ${pg_missing[*]}; the PostgreSQL JDBC test will be skipped" >&2
+  else
+    echo "setup: ${pg_missing[*]} missing (needs apt-get as root); the PostgreSQL JDBC test will be skipped" >&2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

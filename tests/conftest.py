@@ -20,6 +20,8 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -Dlog4j2.level=ERROR")
         .config("spark.sql.csv.parser.columnPruning.enabled", "false")
+        # the PostgreSQL JDBC driver (scripts/setup.sh installs it) for tests/sources/test_jdbc_postgres.py
+        .config("spark.jars", os.environ.get("OBDA_SPARK_JARS") or ("/usr/share/java/postgresql.jar" if os.path.isfile("/usr/share/java/postgresql.jar") else ""))
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

@@ -8,7 +8,7 @@ File format (YAML)::
         timestamp: ts           # required for streams: the application-time column
         columns: {sensor_id: integer, value: integer, ts: timestamp}
         location: data/measurement   # optional: file or directory
-        format: csv                  # optional: csv | json | parquet | jdbc
+        format: csv                  # optional: csv | json | parquet (jdbc: static tables only)
         key: [sensor_id, ts]         # optional: a unique key (enables self-join elimination)
       sensor:
         kind: static
@@ -28,7 +28,7 @@ from typing import Mapping
 
 import yaml
 
-from obda.errors import Location, SourcesError
+from obda.errors import ExecutionError, Location, SourcesError
 
 
 class ColumnType(str, Enum):
@@ -69,7 +69,12 @@ class TableKind(str, Enum):
     STATIC = "static"
 
 
-FORMATS = ("csv", "json", "parquet", "jdbc", "kafka")
+FORMATS = ("csv", "json", "parquet", "jdbc")
+#: formats a stream can have: the executor reads a stream as new files in its location
+STREAM_FORMATS = ("csv", "json", "parquet")
+#: formats obda knows of but cannot read: refused (with the reason) instead of silently reading nothing
+UNSUPPORTED_FORMATS = {"kafka": "obda has no Kafka reader yet; write the topic to files (csv, json, parquet) in the "
+                                "stream's location"}
 
 
 @dataclass(frozen=True)
@@ -259,6 +264,15 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
     fmt = None
     if "format" in fields:
         fmt = str(fields["format"][1].value).lower()
+        if fmt in UNSUPPORTED_FORMATS:
+            raise SourcesError(f"table {name!r}: format {fmt!r} is not supported: {UNSUPPORTED_FORMATS[fmt]}",
+                               _loc(file, fields["format"][1]))
+        if kind is TableKind.STREAM and fmt not in STREAM_FORMATS:
+            raise SourcesError(
+                f"stream {name!r}: format {fmt!r} is for static tables only (a stream is read as new files in its "
+                f"location: {', '.join(STREAM_FORMATS)}); make the table static or export it to files",
+                _loc(file, fields["format"][1]),
+            )
         if fmt not in FORMATS:
             raise SourcesError(
                 f"table {name!r}: unknown format {fmt!r} (allowed: {', '.join(FORMATS)})", _loc(file, fields["format"][1])
@@ -287,3 +301,29 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
         options=options,
         source_location=_loc(file, name_node),
     )
+
+
+def missing_stream_locations(tables, base_dir: str | Path) -> list[tuple[Table, Path]]:
+    """The stream tables among ``tables`` whose location does not exist (resolved against ``base_dir``).
+
+    Such a stream would read nothing, forever: callers refuse it at start (``obda run``, the service) unless
+    they were told to wait for the data (``--wait-for-data``).  A stream without a location is reported too.
+    """
+    out = []
+    for t in tables:
+        if not t.is_stream:
+            continue
+        p = Path(t.location) if t.location else None
+        if p is not None and not p.is_absolute():
+            p = Path(base_dir) / p
+        if p is None or not p.exists():
+            out.append((t, p))
+    return out
+
+
+def missing_locations_error(missing: list[tuple[Table, Path | None]], hint: str) -> ExecutionError:
+    """One located error for the first missing stream location (the others named in the message)."""
+    t, p = missing[0]
+    where = f"its location {t.location!r} ({p}) does not exist" if p is not None else "it has no 'location'"
+    more = f" (also: {', '.join(repr(o.name) for o, _ in missing[1:])})" if len(missing) > 1 else ""
+    return ExecutionError(f"stream {t.name!r}: {where}, so nothing would be read{more}; {hint}", t.source_location)

@@ -60,3 +60,23 @@ def test_errors_carry_line_and_reason(text, line, fragment):
     assert exc.value.location.file == "s.yaml"
     assert exc.value.location.line == line, str(exc.value)
     assert fragment in exc.value.message
+
+
+@pytest.mark.parametrize(
+    "fmt, kind, fragment",
+    [("kafka", "stream", "no Kafka reader"), ("kafka", "static", "no Kafka reader"), ("jdbc", "stream", "static tables only")],
+)
+def test_formats_that_cannot_run_are_refused_with_their_line(fmt, kind, fragment):
+    ts = "    timestamp: ts\n" if kind == "stream" else ""
+    text = f"tables:\n  m:\n    kind: {kind}\n{ts}    columns: {{a: integer, ts: timestamp}}\n    format: {fmt}\n"
+    if kind == "static":
+        text = text.replace(", ts: timestamp", "")
+    with pytest.raises(SourcesError, match=fragment) as e:
+        parse_sources(text, "s.yaml")
+    assert e.value.location.line == text.count("\n")  # the format line (the last one)
+
+
+def test_jdbc_static_table_is_accepted():
+    s = parse_sources("tables:\n  t:\n    kind: static\n    columns: {a: integer}\n    format: jdbc\n"
+                      "    location: jdbc:postgresql://h/db\n    options: {dbtable: t}\n", "s.yaml")
+    assert s.table("t").format == "jdbc"
