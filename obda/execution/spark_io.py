@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sqlglot import exp
+
 from obda.errors import ExecutionError
 from obda.execution.plan import Pipeline
 from obda.execution.rows import micros_to_iso
@@ -268,7 +270,11 @@ def _projection(table: Table, frame: _Frame, pipelines, tag: int) -> tuple[list[
             name = f"__k{tag}_{len(kept)}"
             kept[ident] = name
             if a in exprs:
-                c = exprs[a].sql(dialect="spark")
+                e = exprs[a]
+                c = e.sql(dialect="spark")
+                col = table.column(e.name) if isinstance(e, exp.Column) else None
+                if col is not None and col.type is ColumnType.TIMESTAMP:  # a view column over a timestamp
+                    c = f"unix_micros({c})"
             else:
                 col = table.column(a[1])
                 c = _quoted(a[1])
