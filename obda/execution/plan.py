@@ -238,7 +238,20 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
 
     local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
     cross: list[CrossPred] = []
+    exprs: list[tuple[Attr, exp.Expression]] = []
     unsat = False
+
+    def side(e: exp.Expression) -> Attr | None:
+        """A comparison operand as an attribute: a column, or an expression over one alias (computed per row)."""
+        if isinstance(e, exp.Column):
+            return resolve(e)
+        owners = {resolve(col)[0] for col in e.find_all(exp.Column)}
+        if len(owners) != 1:
+            return None
+        attr = (owners.pop(), f"#p{len(exprs)}")
+        exprs.append((attr, _unqualify(e, resolve)))
+        return attr
+
     for c in conds:
         cols = list(c.find_all(exp.Column))
         owners = {resolve(col)[0] for col in cols}
@@ -254,16 +267,15 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             continue
         u = _unparen(c)
         op = _CMP.get(type(u))
-        lhs, rhs = (_unparen(u.this), _unparen(u.expression)) if op else (None, None)
-        if op is None or not isinstance(lhs, exp.Column) or not isinstance(rhs, exp.Column):
+        lhs, rhs = (side(_unparen(u.this)), side(_unparen(u.expression))) if op else (None, None)
+        if lhs is None or rhs is None:
             raise ExecutionError(
-                f"condition {c.sql()!r} relates several FROM entries but is not a column comparison "
-                "(the executable class allows a.c op b.d only)"
+                f"condition {c.sql()!r} relates several FROM entries but is not a comparison of expressions over "
+                "one FROM entry each (the executable class allows f(a.c, ...) op g(b.d, ...) only)"
             )
-        cross.append(CrossPred(resolve(lhs), op, resolve(rhs)))
+        cross.append(CrossPred(lhs, op, rhs))
 
     items: list[OutItem] = []
-    exprs: list[tuple[Attr, exp.Expression]] = []
     for e in sel.expressions:
         name = _item_name(e)
         body = _unparen(e.this if isinstance(e, exp.Alias) else e)

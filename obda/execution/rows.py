@@ -139,6 +139,9 @@ def evaluate(e: exp.Expression, row: dict):
         if any(p is None for p in parts):
             return None
         return "".join(str(p) for p in parts)
+    if isinstance(e, exp.Replace):  # IRI-safe percent-encoding of template values (a REPLACE chain)
+        parts = [evaluate(a, row) for a in (e.this, e.expression, e.args.get("replacement"))]
+        return None if any(p is None for p in parts) else str(parts[0]).replace(str(parts[1]), str(parts[2]))
     if isinstance(e, exp.DPipe):
         a, b = evaluate(e.this, row), evaluate(e.expression, row)
         return None if a is None or b is None else f"{a}{b}"
