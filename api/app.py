@@ -54,7 +54,7 @@ _bearer = HTTPBearer(auto_error=False, description="the token given to `obda ser
 
 def _problem_responses(*codes: int) -> dict:
     text = {
-        400: "SPARQL syntax error (the problem carries line and column)",
+        400: "SPARQL syntax error (the problem carries line and column), or a body that is not JSON",
         401: "missing or wrong bearer token",
         404: "no such query",
         409: "conflict (name taken, query failed)",
@@ -126,6 +126,23 @@ def create_app(settings: Settings) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.service = service
+
+    def openapi() -> dict:
+        """The OpenAPI document, with the query length limit this server enforces (not the hard ceiling)."""
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            doc = get_openapi(title=app.title, version=app.version, summary=app.summary,
+                              description=app.description, routes=app.routes)
+            for name in ("AnalyzeRequest", "RegisterRequest"):
+                prop = doc.get("components", {}).get("schemas", {}).get(name, {}).get("properties", {}).get("query")
+                if prop is not None:
+                    prop["maxLength"] = settings.max_query_chars
+                    prop["description"] = f"SPARQL SELECT query (at most {settings.max_query_chars} characters)"
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = openapi
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_handlers(app)
 
@@ -278,12 +295,22 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.get("/readyz", response_model=m.Readiness, tags=["probes"],
              responses={503: {"model": m.Readiness, "description": "the project did not load"}})
-    def readyz():
-        """Readiness: the project loaded (else 503 with the error)."""
+    def readyz(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]):
+        """Readiness: the project loaded (else 503 with the error's code).
+
+        Without the bearer token only the project folder's name and the error code are shown; with it, the
+        folder's path and the error's message and location.
+        """
+        trusted = credentials is not None and secrets.compare_digest(
+            credentials.credentials.encode("utf-8", "surrogatepass"), settings.token.encode("utf-8"))
         qs = service.registry.list()
+        error = service.load_error.to_dict() if service.load_error else None
+        if error is not None and not trusted:
+            error = {"code": error.get("code", "obda_error")}
         body = m.Readiness(
-            ready=service.project is not None, project=str(settings.project_dir),
-            error=service.load_error.to_dict() if service.load_error else None, backend=settings.backend,
+            ready=service.project is not None,
+            project=str(settings.project_dir) if trusted else settings.project_dir.resolve().name,
+            error=error, backend=settings.backend,
             master=settings.master, registered=len(qs), running=sum(q.running for q in qs),
         )
         if service.project is None:

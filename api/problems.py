@@ -114,6 +114,15 @@ def install_handlers(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         first = errors[0] if errors else None
+        if any(e["type"] == "json_invalid" for e in errors):  # a body that is not JSON at all: malformed, 400
+            bad = next(e for e in errors if e["type"] == "json_invalid")
+            return problem_response(400, "malformed_json", f"the request body is not valid JSON: {bad['msg']}",
+                                    instance=request.url.path, errors=errors)
+        ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if request.method in ("POST", "PUT", "PATCH") and ctype and ctype != "application/json" and not ctype.endswith("+json"):
+            return problem_response(415, "unsupported_media_type",
+                                    f"the request body must be application/json, not {ctype}",
+                                    instance=request.url.path, headers={"Accept-Post": "application/json"})
         detail = f"invalid request: {'/'.join(first['loc'])}: {first['msg']}" if first else "invalid request"
         return problem_response(422, "invalid_request", detail, instance=request.url.path, errors=errors)
 

@@ -77,7 +77,7 @@ def compile(
 ) -> None:
     """Rewrite a SPARQL query with the ontology and unfold it into SQL.
 
-    Example: obda compile catalogs/queries/hot_turbines.rq --project demo --dialect duckdb --format json
+    Example: obda compile demo/queries/hot_readings.rq --project demo --dialect duckdb --format json
     """
     try:
         comp = _load_project(project).compile_file(query)
@@ -137,8 +137,8 @@ def analyze(
     """Decide whether a query can run forever in bounded memory, and explain why.
 
     Examples:
-      obda analyze catalogs/queries/q.rq --project demo
-      obda analyze --sql "SELECT s.a FROM s, t WHERE t.ts < s.ts" --sources demo/sources.yaml --format json
+      obda analyze demo/queries/hot_readings.rq --project demo
+      obda analyze --sql "SELECT m.sensor_id FROM measurement m, maintenance e WHERE e.ts < m.ts" --sources demo/sources.yaml --format json
     """
     from obda.analysis import analyze as run_analysis
     from obda.model.sources import load_sources
@@ -200,7 +200,7 @@ def run(
     invalid rows go to <checkpoint>/quarantine.jsonl with a reason. A query
     that is not shown bounded needs --allow-unbounded.
 
-    Example: obda run q.rq --project demo --until-exhausted --output answers.jsonl
+    Example: obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl
     """
     from obda.analysis import analyze as run_analysis
     from obda.execution import ConsoleSink, ContinuousQuery, JsonLinesSink

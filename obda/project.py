@@ -28,7 +28,7 @@ from typing import Sequence
 
 import yaml
 
-from obda.errors import Location, ObdaError, Problem, SourcesError, UnknownTermError, ValidationError
+from obda.errors import Location, ObdaError, Problem, QuerySyntaxError, SourcesError, UnknownTermError, ValidationError
 from obda.model.compilation import Compilation
 from obda.model.mapping import Mapping
 from obda.model.ontology import Ontology
@@ -224,11 +224,10 @@ class Project:
         )
 
     def compile_file(self, path: str | Path) -> Compilation:
+        from obda.model.sources import read_utf8
+
         p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ObdaError(f"cannot read query file: {e.strerror}", Location(str(p))) from e
+        text = read_utf8(p, "query file", QuerySyntaxError)  # not UTF-8: located at the bad byte, not a traceback
         return self.compile(text, file=str(p))
 
     def resolve(self, relative: str | None) -> Path | None:

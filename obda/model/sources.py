@@ -148,14 +148,26 @@ def _mapping_items(node: yaml.Node, file: str | None, what: str) -> list[tuple[y
     return list(node.value)
 
 
+def read_utf8(path: str | Path, what: str, error=SourcesError) -> str:
+    """The text of a UTF-8 file; an unreadable or non-UTF-8 file raises ``error`` located at the bad byte."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise error(f"cannot read {what}: {e.strerror}", Location(str(p))) from e
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(f"{what} is not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {e.start} ({e.reason}); "
+                    "save it as UTF-8", Location(str(p), line, column)) from None
+
+
 def load_sources(path: str | Path) -> Sources:
     """Read and check a sources file; raises :class:`SourcesError` with file and line."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise SourcesError(f"cannot read sources file: {e.strerror}", Location(str(p))) from e
-    return parse_sources(text, str(p))
+    return parse_sources(read_utf8(p, "sources file"), str(p))
 
 
 def parse_sources(text: str, file: str | None = None) -> Sources:

@@ -46,9 +46,13 @@ def test_broken_project_is_not_ready_and_endpoints_say_why(tmp_path):
     ws, _ = make_workspace(tmp_path / "ws", blocks=0)
     (ws / "sources.yaml").write_text("tables:\n  measurement: {kind: stream, columns: {a: integer}}\n")
     with TestClient(create_app(settings_for(ws))) as c:
-        r = c.get("/readyz")
+        r = c.get("/readyz")  # without the token: no paths, no message, only the code
         assert r.status_code == 503 and r.json()["ready"] is False
+        assert r.json()["error"] == {"code": "sources_error"} and r.json()["project"] == ws.name
+        assert str(tmp_path) not in r.text
+        r = c.get("/readyz", headers=AUTH)  # with it: where and why
         assert r.json()["error"]["code"] == "sources_error" and r.json()["error"]["location"]["line"] == 2
+        assert r.json()["project"] == str(ws)
         assert c.get("/healthz").status_code == 200
         body = problem(c.post("/v1/analyze", json={"query": BOUNDED}, headers=AUTH), 503, "project_not_loaded")
         assert body["error"]["code"] == "sources_error"
@@ -201,7 +205,9 @@ def test_malformed_requests_are_422_problems(client, payload):
 
 def test_invalid_json_is_a_problem(client):
     r = client.post("/v1/analyze", content=b"{not json", headers={**AUTH, "Content-Type": "application/json"})
-    problem(r, 422, "invalid_request")
+    problem(r, 400, "malformed_json")
+    r = client.post("/v1/analyze", content=b"query=x", headers={**AUTH, "Content-Type": "application/x-www-form-urlencoded"})
+    problem(r, 415, "unsupported_media_type")
 
 
 def test_unexpected_errors_are_500_problems_without_internals(workspace):
@@ -428,6 +434,10 @@ def test_openapi_document_and_docs_page(client):
     assert "text/event-stream" in paths["/v1/queries/{query_id}/results/stream"]["get"]["responses"]["200"]["content"]
     r = client.get("/docs")
     assert r.status_code == 200 and "swagger" in r.text.lower()
+    # the limit the server enforces, not the hard ceiling
+    limit = client.app.state.service.settings.max_query_chars
+    for name in ("AnalyzeRequest", "RegisterRequest"):
+        assert doc["components"]["schemas"][name]["properties"]["query"]["maxLength"] == limit
 
 
 def test_state_dir_keeps_checkpoint_and_quarantine(tmp_path):

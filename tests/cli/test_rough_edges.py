@@ -1,0 +1,80 @@
+"""Rough edges of the command line, one test each: non-UTF-8 files, redirected SQL, --help examples that run."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import sqlglot
+from typer.testing import CliRunner
+
+from obda.cli import app
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "demo"
+runner = CliRunner()
+
+
+def test_non_utf8_query_file_is_a_located_error_exit_2(tmp_path):
+    q = tmp_path / "latin1.rq"
+    q.write_bytes("PREFIX : <http://example.org/turbine#>\n# café\nSELECT ?s WHERE { ?s a :Sensor }\n".encode("latin-1"))
+    r = subprocess.run([sys.executable, "-m", "obda.cli", "compile", str(q), "--project", str(DEMO)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, r.stderr
+    assert "Traceback" not in r.stderr and f"{q}:2:6:" in r.stderr and "not UTF-8" in r.stderr
+
+
+def test_non_utf8_sources_file_is_a_located_error(tmp_path):
+    ws = tmp_path / "p"
+    ws.mkdir()
+    (ws / "project.yaml").write_text(
+        "name: p\nontology: [%s]\nmappings: [%s]\nsources: sources.yaml\n"
+        % (ROOT / "ontologies" / "turbine.ttl", ROOT / "mappings" / "turbine.r2rml.ttl"))
+    (ws / "sources.yaml").write_bytes((DEMO / "sources.yaml").read_bytes() + "# ü\n".encode("latin-1"))
+    r = subprocess.run([sys.executable, "-m", "obda.cli", "validate", "--project", str(ws)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode in (1, 2) and "Traceback" not in r.stderr
+    assert "sources.yaml:" in r.stderr and "not UTF-8" in r.stderr
+
+
+def test_compile_redirected_to_a_file_is_valid_sql(tmp_path):
+    """`obda compile q.rq > q.sql`: comment lines are not wrapped, however long (rich used to wrap at 80)."""
+    out = tmp_path / "q.sql"
+    with open(out, "w") as f:
+        r = subprocess.run([sys.executable, "-m", "obda.cli", "compile", "demo/queries/hot_readings.rq",
+                            "--project", "demo", "--dialect", "duckdb"], stdout=f, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT, env={"COLUMNS": "60", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    text = out.read_text()
+    assert any(len(line) > 60 for line in text.splitlines() if line.startswith("--"))
+    assert all(line.startswith("--") or not line.strip() or not line.lstrip().startswith("←") for line in text.splitlines())
+    statements = [s for s in sqlglot.parse(text, read="duckdb") if s is not None]
+    assert len(statements) == 1
+    import duckdb  # the SQL runs: DuckDB plans it over empty tables of the demo schema
+    con = duckdb.connect()
+    con.execute("CREATE TABLE measurement (sensor_id BIGINT, value BIGINT, ts TIMESTAMP)")
+    con.execute(text)
+
+
+def _examples(cmd: str) -> list[str]:
+    r = runner.invoke(app, [*cmd.split(), "--help"], env={"COLUMNS": "300"})
+    return [line.strip().split("Example: ", 1)[-1] for line in r.stdout.splitlines()
+            if re.match(r"^\s*│?\s*(Example: )?obda ", line.replace("│", " "))]
+
+
+@pytest.mark.parametrize("cmd", ["compile", "analyze", "run", "validate", "generate", "catalog check"])
+def test_help_examples_name_files_that_exist_and_run(cmd, tmp_path):
+    examples = [e.strip(" │") for e in _examples(cmd)]
+    assert examples, f"no example in obda {cmd} --help"
+    for ex in examples:
+        args = shlex.split(ex)[1:]
+        for a in args:
+            if re.search(r"\.(rq|yaml|ttl)$", a) or a in ("demo",):
+                assert (ROOT / a).exists(), f"{ex}: {a} does not exist"
+        if cmd in ("compile", "analyze", "validate", "catalog check"):
+            r = subprocess.run([sys.executable, "-m", "obda.cli", *args], capture_output=True, text=True, cwd=ROOT)
+            assert r.returncode == 0, f"{ex}\n{r.stderr}"
