@@ -15,6 +15,10 @@ For every relation of a bounded modified query the plan says what is kept:
   MaxRef/MinRef attributes (Arasu §7.2); outputs already written are
   remembered to suppress duplicates.
 * ``store_all`` — finite streams and static relations are stored whole.
+* ``prefix`` — a stream that would be ``filter_only`` / ``pass_through`` in a
+  member with finite streams: the finite streams' later tuples still join its
+  earlier ones, so its tuples are kept up to their last timestamp (a bounded
+  prefix: finitely many timestamps, boundedly many tuples each), then none.
 
 The size bound is the product of the key domains: a number when every key is
 bounded by constants, else an expression in ``|dom(X.b)|`` of the static /
@@ -78,6 +82,7 @@ class StreamPlan:
     filters: tuple[str, ...] = ()
     bound: str = ""
     bound_value: int | None = None
+    until: int | None = None  # ``prefix``: the last timestamp (µs) up to which tuples are kept
 
     @property
     def keeps(self) -> list[str]:
@@ -100,6 +105,7 @@ class StreamPlan:
             "keys": [k.to_dict() for k in self.keys], "counts": self.counts,
             "first_timestamp": self.first_timestamp, "current_past_split": self.current_past_split,
             "extreme": self.extreme.to_dict() if self.extreme else None, "filters": list(self.filters),
+            **({"until": self.until} if self.until is not None else {}),
         }
 
 
@@ -224,6 +230,18 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
         depth = g.depth(s.name) if s.name in g.nodes else 0
         filters = _filters(mq, cl, s.name)
         if crit == "single_stream" or (crit == "theorem1" and s.name == root):
+            finite = [f for f in mq.streams if f.kind == FINITE]
+            if finite:  # later tuples of the finite streams still join this stream's earlier tuples
+                lasts = [f.last for f in finite]
+                until = max(lasts) if all(v is not None for v in lasts) else None
+                names = ", ".join(f.name for f in finite)
+                plans.append(StreamPlan(
+                    s.name, s.aliases, s.tables, s.kind, parent, depth, "prefix", filters=filters,
+                    bound=f"≤ its tuples up to the last timestamp of the finite stream(s) {names}, then 0 entries",
+                    until=until))
+                total_vals.append(None)
+                total_expr.append(f"|{s.name} up to the end of {names}|")
+                continue
             strat = "filter_only" if crit == "single_stream" else "pass_through"
             plans.append(StreamPlan(s.name, s.aliases, s.tables, s.kind, parent, depth, strat, filters=filters,
                                     bound="0 entries (tuples are written out, never stored)", bound_value=0))

@@ -45,6 +45,7 @@ class Stream:
     kind: str  # infinite | finite | static
     timestamps: tuple[str, ...] = ()
     reason: str | None = None  # why finite
+    last: int | None = None  # a finite stream's last timestamp (µs since the epoch) when a constant bounds it
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "aliases": list(self.aliases), "tables": list(self.tables),
@@ -297,13 +298,16 @@ def _modified(m: SpjMember, part: int, choices: tuple[str, ...], atoms: list[Pre
         ts = g[0].timestamp
         finite = tcl.upper_bounded(ts)
         reason = None
+        last = None
         if finite:
             _, above = tcl.bounds_of(ts)
             same = tcl.bounding_in_class(ts)
             b = (same or above)[0]
             reason = f"its timestamp {ts} is upper-bounded by {b}"
+            consts = [x.value for x in (same or above) if isinstance(x, Const) and isinstance(x.value, int)]
+            last = min(consts) if consts else None
         streams.append(Stream(name, tuple(r.alias for r in g), tuple(r.table.name for r in g),
-                              FINITE if finite else INFINITE, tuple(str(r.timestamp) for r in g), reason))
+                              FINITE if finite else INFINITE, tuple(str(r.timestamp) for r in g), reason, last))
         for r in g:
             stream_of[r.alias] = name
     for r in rels:
