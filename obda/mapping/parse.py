@@ -25,6 +25,7 @@ from rdflib.namespace import RDF
 from rdflib.term import Node
 
 from obda.errors import Location, MappingError
+from obda.model.sources import read_utf8
 from obda.model.mapping import (
     JoinCondition,
     LogicalTable,
@@ -494,13 +495,55 @@ def _read_text(text: str, file: str | None, base: str | None) -> list[TriplesMap
     try:
         g.parse(data=text, format="turtle", publicID=base)
     except Exception as e:  # rdflib raises various parser exceptions
-        msg = str(e)
-        m = re.search(r"line (\d+)", msg)
-        raise MappingError(
-            f"R2RML file is not valid Turtle: {msg.strip().splitlines()[0] if msg.strip() else type(e).__name__}",
-            Location(file, int(m.group(1)) if m else None),
-        ) from e
+        reason, line, _column = _turtle_error(e, text)  # the column is in the reason ("near '...'"); structural
+        # errors of mappings are located by line only, and so are these
+        raise MappingError(f"R2RML file is not valid Turtle: {reason}", Location(file, line)) from None
     return _Reader(g, ix).read_all()
+
+
+def _turtle_error(e: Exception, text: str) -> tuple[str, int | None, int | None]:
+    """rdflib's reason for a Turtle syntax error, with its line and (where known) column.
+
+    rdflib's ``BadSyntax`` keeps the reason in ``_why`` and the offending offset in
+    ``_i`` of the parsed text ``_str``; its ``str()`` is a multi-line excerpt whose
+    first line ("at line N of <>:") alone says nothing of what is wrong.
+    """
+    why = getattr(e, "_why", None)
+    if isinstance(why, str) and why.strip():
+        line = getattr(e, "lines", None)
+        line = line + 1 if isinstance(line, int) else None
+        column = None
+        raw, i = getattr(e, "_str", None), getattr(e, "_i", None)
+        if isinstance(raw, bytes) and isinstance(i, int) and 0 <= i <= len(raw):
+            try:
+                before = raw[:i].decode("utf-8")
+            except UnicodeDecodeError:
+                before = None
+            if before is not None and text.startswith(before):  # the offset is into this very text
+                line = before.count("\n") + 1
+                column = len(before) - (before.rfind("\n") + 1) + 1
+        reason = " ".join(why.split())
+        near = _near(text, line, column)
+        return (f"{reason}{near}", line, column)
+    if isinstance(e, IndexError):  # rdflib's Turtle parser runs off the end of an unfinished statement
+        return ("the file ends inside a statement (a missing '.', ']' or closing quote?)",
+                max(1, len(text.rstrip().splitlines())), None)
+    msg = " ".join(str(e).split()) or type(e).__name__
+    m = re.search(r"line (\d+)", msg)
+    return (msg, int(m.group(1)) if m else None, None)
+
+
+def _near(text: str, line: int | None, column: int | None) -> str:
+    """`` near 'token'``: the start of the text at the error position, for messages."""
+    if line is None or column is None:
+        return ""
+    lines = text.splitlines()
+    if not 1 <= line <= len(lines):
+        return ""
+    rest = lines[line - 1][column - 1:].strip()
+    if not rest:
+        return " at the end of the line"
+    return f" near {rest[:40]!r}"
 
 
 def _same_logical_table(a: LogicalTable, b: LogicalTable) -> bool:
@@ -561,10 +604,7 @@ def load_mapping(paths: Sequence[str | Path] | str | Path) -> Mapping:
     files: list[str] = []
     for p in paths:
         path = Path(p)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise MappingError(f"cannot read mapping file: {e.strerror}", Location(str(path))) from e
+        text = read_utf8(path, "mapping file", MappingError)  # not UTF-8: located at the bad byte, not a traceback
         tms.extend(_read_text(text, str(path), None))
         files.append(str(path))
     _check_references(tms)

@@ -170,7 +170,9 @@ def read_text(path: str | Path) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
-        raise OntologyError(f"ontology file is not UTF-8 text ({e.reason})", Location(str(path), line)) from None
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise OntologyError(f"ontology file is not UTF-8 text: byte 0x{data[e.start]:02x} at byte offset {e.start} "
+                            f"({e.reason}); save it as UTF-8", Location(str(path), line, column)) from None
 
 
 def parse_document(text: str, fmt: str, file: str | None = None) -> SourceDocument:
