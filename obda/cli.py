@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
@@ -62,10 +64,35 @@ def _fail(e: ObdaError, as_json: bool = False) -> None:
     raise typer.Exit(2)
 
 
+def _problem_line(p) -> str:
+    """One problem as an obda message, ``file:line:column: warning: [code] message`` (no markup)."""
+    return str(p) if str(p.location) else f"{p.severity}: [{p.code}] {p.message}"
+
+
+@contextmanager
+def _no_profile_warnings():
+    """Silence the ontology loader's Python ``ProfileWarning`` (lenient profile): the CLI prints the
+    project's findings itself, once each, as obda messages (see :func:`_print_ontology_warnings`)."""
+    from obda.ontology.loader import ProfileWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ProfileWarning)
+        yield
+
+
+def _print_ontology_warnings(proj) -> None:
+    for p in proj.warnings:
+        if p.code == "owl2ql_profile":
+            err.print(_problem_line(p), markup=False, highlight=False)
+
+
 def _load_project(project: Path):
     from obda.project import Project
 
-    return Project.load(project)
+    with _no_profile_warnings():
+        proj = Project.load(project)
+    _print_ontology_warnings(proj)
+    return proj
 
 
 @app.command()
@@ -91,7 +118,7 @@ def compile(
         o = m.origin
         out.print(f"[dim]-- member {i + 1}: branch {o.branch}: {o.cq}[/]", highlight=False)
         for s in o.atom_sources:
-            out.print(f"[dim]--   {s.atom} ← {s.triples_map} ({s.mapping_file}:{s.mapping_line})[/]", highlight=False)
+            out.print(f"[dim]--   {s.describe()}[/]", highlight=False)
     for r in comp.removed:
         out.print(f"[dim]-- removed: {r}[/]", highlight=False)
     print(comp.to_sql(dialect.value, pretty=True))
@@ -110,14 +137,14 @@ def validate(
     """
     from obda.project import validate_project
 
-    problems = validate_project(project)
+    with _no_profile_warnings():  # the findings are among the problems printed below
+        problems = validate_project(project)
     errors = [p for p in problems if p.severity == "error"]
     if format is Format.json:
         print(json.dumps({"ok": not errors, "problems": [p.to_dict() for p in problems]}, indent=2))
     else:
         for p in problems:
-            style = "red" if p.severity == "error" else "yellow"
-            err.print(f"[{style}]{p.severity}[/] {escape(f'{p.location}: [{p.code}] {p.message}')}", highlight=False)
+            err.print(_problem_line(p), markup=False, highlight=False)
         if errors:
             err.print(f"[bold red]{len(errors)} error(s)[/]")
         else:
@@ -356,7 +383,10 @@ def serve(
     except ValueError as e:
         err.print(f"[bold red]error[/]: {e}")
         raise typer.Exit(2)
-    app_ = create_app(settings)
+    with _no_profile_warnings():
+        app_ = create_app(settings)
+    if app_.state.service.project is not None:
+        _print_ontology_warnings(app_.state.service.project)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig, frame) -> None:
