@@ -119,6 +119,7 @@ class AtomView:
             "distinct": self.distinct,
             "branches": self.branches,
             "triples_maps": [{"id": i, "file": f, "line": ln} for i, f, ln in self.triples_maps],
+            "pruned": list(self.pruned),
             "sql": self.select.sql(),
         }
 
@@ -422,10 +423,11 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
     temporal = atom.time is not None
     table = Table(name, TableKind.STREAM if temporal else TableKind.STATIC, tuple(cols),
                   timestamp=TS if temporal else None)
-    tms = tuple(dict.fromkeys(
-        (b.assertion.triples_map.id, b.assertion.location.file or b.assertion.triples_map.location.file,
-         b.assertion.location.line or b.assertion.triples_map.location.line)
-        for b in branches))
+    tms = tuple({
+        b.assertion.triples_map.id: (b.assertion.triples_map.id,
+                                     b.assertion.location.file or b.assertion.triples_map.location.file,
+                                     b.assertion.location.line or b.assertion.triples_map.location.line)
+        for b in branches}.values())
     return AtomView(name, table, body, need_distinct, len(branches), tms, pruned, "(" + body.sql() + ")",
                     tuple(parts))
 

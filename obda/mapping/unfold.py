@@ -755,7 +755,8 @@ def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _M
         for b, o in zip(bs, outs):
             b.key = canonical_key(b.entries, b.conds, o)
             if b.key in seen:
-                pruned.append(f"{atom} ← {_option_name(b.assertion)}: same triples as {_option_name(seen[b.key].assertion)}")
+                pruned.append(f"{_option_name(b.assertion)} ({b.option[0]}): the same triples as "
+                              f"{_option_name(seen[b.key].assertion)} ({seen[b.key].option[0]})")
                 continue
             seen[b.key] = b
             keep.append((b, o))
@@ -765,14 +766,15 @@ def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _M
             big = next((keep[k][0] for k in range(len(keep)) if k != j
                         and contained(b, keep[k][0], texts[j], texts[k])), None)
             if big is not None:
-                pruned.append(f"{atom} ← {_option_name(b.assertion)}: contained in {_option_name(big.assertion)}")
+                pruned.append(f"{_option_name(b.assertion)} ({b.option[0]}): contained in "
+                              f"{_option_name(big.assertion)} ({big.option[0]})")
                 continue
             final.append((b, o))
-        removed.extend(f"branch {branch}: {p}" for p in pruned)
         free = all(duplicate_free(b) for b, _ in final)
         inline = [(b.option, _signature(b.option, memo)) for b, _ in final]
         if len(final) == 1 and free:
             out.append(_Group(inline, None))
+            removed.extend(f"branch {branch}: {p}" for p in pruned if f"branch {branch}: {p}" not in removed)
             continue
         disjoint = all(_disjoint(x, y) for (x, _), (y, _) in combinations(final, 2))
         view = views.get(atom, [b for b, _ in final], layout, disjoint, free, tuple(pruned))

@@ -25,6 +25,13 @@ class AtomSource:
     view: str | None = None  # the per-atom view answering the atom (several triples maps, or deduplicated)
     triples_maps: tuple[str, ...] = ()  # every triples map behind the view
 
+    def describe(self) -> str:
+        """``atom ← triples map (file:line)``, or ``atom ← view v (its triples maps)``."""
+        if self.view:
+            names = ", ".join(_local(t) for t in self.triples_maps)
+            return f"{self.atom} ← view {self.view} of {len(self.triples_maps)} triples map(s): {names}"
+        return f"{self.atom} ← {self.triples_map} ({self.mapping_file}:{self.mapping_line})"
+
     def to_dict(self) -> dict:
         d = {
             "atom": str(self.atom),
@@ -37,6 +44,14 @@ class AtomSource:
             d["view"] = self.view
             d["triples_maps"] = list(self.triples_maps)
         return d
+
+
+def _local(iri: str) -> str:
+    """The local name of a triples map IRI (after the last ``#`` or ``/``)."""
+    for sep in ("#", "/"):
+        if sep in iri and iri.rsplit(sep, 1)[1]:
+            return iri.rsplit(sep, 1)[1]
+    return iri
 
 
 @dataclass(frozen=True)

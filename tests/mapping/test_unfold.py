@@ -425,10 +425,16 @@ def test_duplicate_members_removed():
 
     # the two alternatives A ← Both and B ← Both read the same rows into the same terms: the second branch
     # of the atom is pruned as a duplicate before members are built (one member, one reason)
-    members, _, removed = run([C("A", V("x"))], ["x"], mapping=mapping, expand=expand)
-    assert len(members) == 1 and removed == ("branch 0: A(?x) ← Both: same triples as Both",)
+    cq = CQ((C("A", V("x")),))
+    full = unfold(Query((V("x"),), (cq,)), [RCQ(0, cq)], parse_mapping_text(mapping, "m.ttl"), parse_sources(SOURCES),
+                  expand=expand)
+    # keyless: the atom reads a view; the reason is the view's (not a removed member)
+    assert len(full.members) == 1 and full.removed == ()
+    (view,) = full.views
+    assert view.branches == 1 and view.pruned == ("Both (B(?x)): the same triples as Both (A(?x))",)
+    assert view.to_dict()["pruned"] == list(view.pruned)
     members, _, removed = run([C("A", V("x"))], ["x"], mapping=mapping, expand=expand, sources=KEYED)
-    assert len(members) == 1 and len(removed) == 1 and "same triples" in removed[0]
+    assert len(members) == 1 and removed == ("branch 0: Both (B(?x)): the same triples as Both (A(?x))",)
     assert sql(members[0]) == "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x FROM sensor AS m1"
     # two rewritten CQs of the same branch that unfold to the same member: the second member is removed
     a, b = CQ((C("A", V("x")),), ()), CQ((C("B", V("x")),), ())
