@@ -21,6 +21,9 @@ rdflib's tree has no positions.
 from __future__ import annotations
 
 import functools
+import sys
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -62,6 +65,11 @@ from obda.query.expressions import (
 # multiply out, so a deeply nested query can explode; fail clearly instead.
 MAX_BRANCHES = 10_000
 
+# Upper bound on how deeply { }, ( ) and [ ] nest (all kinds counted together): rdflib's parser recurses
+# some 40 Python frames per parenthesis level, so a query nested much deeper exhausts the interpreter's
+# recursion limit; beyond this depth the query is refused with its location instead.
+MAX_NESTING = 16
+
 # Keywords that end a block of triples inside a group (start of a GraphPatternNotTriples).
 _BLOCK_END_WORDS = ("OPTIONAL", "MINUS", "GRAPH", "SERVICE", "FILTER", "BIND", "VALUES")
 
@@ -86,13 +94,66 @@ def parse_query(text: str, *, file: str | None = None, base: str | None = None) 
     :class:`UnsupportedConstructError` for constructs outside the supported
     fragment (see the module docstring).
     """
+    tokens = tk.tokenize(text)
+    deep = tk.too_deep(tokens, MAX_NESTING)
+    if deep is not None:  # rdflib's parser recurses per level: fail here, located, not with a RecursionError
+        raise _nesting_error(deep, MAX_NESTING + 1, file)
     try:
-        tree = parseQuery(text)
+        with _stack_for(tk.deepest(tokens)[1]):
+            tree = parseQuery(text)
     except ParseBaseException as e:
         raise QuerySyntaxError(f"SPARQL syntax error: {e.msg}", Location(file, e.lineno, e.col)) from None
+    except RecursionError:  # within the limit, but called with little stack left
+        raise _nesting_error(*tk.deepest(tokens), file) from None
     except Exception as e:  # rdflib raises plain exceptions for some lexical errors
         raise QuerySyntaxError(f"SPARQL syntax error: {e}", Location(file)) from None
-    return _Converter(text, file, base).convert(tree)
+    try:
+        return _Converter(text, file, base).convert(tree)
+    except RecursionError:
+        raise _nesting_error(*tk.deepest(tokens), file) from None
+
+
+# Python frames rdflib's parser uses per nesting level (measured: about 40 for a parenthesis inside FILTER,
+# 26 for a { } group), and for a query without nesting, with a margin.
+_FRAMES_PER_LEVEL = 50
+_FRAMES_BASE = 300
+
+
+@contextmanager
+def _stack_for(depth: int):
+    """Make sure the recursion limit leaves rdflib's parser room for ``depth`` nested brackets.
+
+    A RecursionError inside rdflib's parser leaves its grammar in a broken state (later queries parse
+    into wrong trees), so the parser must never run out of frames: when the caller is already deep
+    (a server thread, a test runner) the limit is raised — bounded, since ``depth`` is at most
+    :data:`MAX_NESTING` — and never lowered again while another thread may rely on it.
+    """
+    frame, used = sys._getframe(), 0
+    while frame is not None:
+        used += 1
+        frame = frame.f_back
+    need = used + _FRAMES_BASE + _FRAMES_PER_LEVEL * depth
+    with _LIMIT_LOCK:
+        if need > sys.getrecursionlimit():
+            sys.setrecursionlimit(need)
+    yield
+
+
+_LIMIT_LOCK = threading.Lock()
+
+
+def _nesting_error(t: "tk.Token | None", level: int, file: str | None) -> UnsupportedConstructError:
+    """Nesting too deep: beyond :data:`MAX_NESTING`, or (``level`` within it) deeper than the stack left allows."""
+    where = f"this '{t.text}' opens level {level}" if t is not None else "the query is nested too deeply"
+    if level > MAX_NESTING:
+        what = f"brackets nested more than {MAX_NESTING} deep are not supported"
+    else:
+        what = "the query is nested too deeply to parse here (Python recursion limit)"
+    return UnsupportedConstructError(
+        "nesting",
+        f"{what} ({where}; the limit of {MAX_NESTING} counts {{ }} groups, ( ) and [ ] together); flatten the nesting",
+        Location(file, t.line, t.column) if t is not None else Location(file),
+    )
 
 
 @dataclass(frozen=True)

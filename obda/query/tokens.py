@@ -38,6 +38,7 @@ _TOKEN_RE = re.compile(
 )
 
 _OPEN = {"{": "}", "(": ")", "[": "]"}
+_CLOSE = frozenset(_OPEN.values())
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,42 @@ def tokenize(text: str) -> list[Token]:
             out.append(Token(kind, tok_text, pos, line_idx + 1, pos - line_starts[line_idx] + 1))
         pos = end
     return out
+
+
+def too_deep(tokens: Iterable[Token], limit: int) -> Token | None:
+    """The first bracket (``{`` ``(`` ``[``) that opens nesting level ``limit + 1``, or None.
+
+    Brackets of every kind count together (a ``(`` of a FILTER inside a ``{``
+    group is level 2); brackets inside IRIs, strings and comments do not.
+    """
+    depth = 0
+    for t in tokens:
+        if t.kind != "punct":
+            continue
+        if t.text in _OPEN:
+            depth += 1
+            if depth > limit:
+                return t
+        elif t.text in _CLOSE and depth > 0:
+            depth -= 1
+    return None
+
+
+def deepest(tokens: Iterable[Token]) -> tuple[Token | None, int]:
+    """The first bracket that opens the deepest nesting level of the text, and that level (None, 0 without
+    brackets)."""
+    depth = best = 0
+    found = None
+    for t in tokens:
+        if t.kind != "punct":
+            continue
+        if t.text in _OPEN:
+            depth += 1
+            if depth > best:
+                best, found = depth, t
+        elif t.text in _CLOSE and depth > 0:
+            depth -= 1
+    return found, best
 
 
 class TokenStream:
