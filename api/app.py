@@ -17,7 +17,7 @@ Endpoints (all under ``/v1`` need ``Authorization: Bearer <token>``)::
     GET  /v1/ontology                      classes and properties with labels (autocomplete)
     POST /v1/validate                      check the project (ontology, sources, mappings)
     GET  /healthz, /readyz                 liveness, readiness (project loaded)
-    GET  /openapi.json, /docs              the OpenAPI document and its docs page
+    GET  /openapi.json, /docs, /redoc      the OpenAPI document and its docs pages (assets served locally)
 """
 
 from __future__ import annotations
@@ -102,6 +102,35 @@ class Service:
         return comp, analyze(comp, project.sources)
 
 
+DOCS_ASSETS = "/docs-assets"
+
+
+def _install_docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` with their JavaScript, CSS and icon served by this server from the
+    pinned ``fastapi-offline`` package, not from a CDN: the pages work without Internet access."""
+    from pathlib import Path as _Path
+
+    import fastapi_offline
+    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount(DOCS_ASSETS, StaticFiles(directory=_Path(fastapi_offline.__file__).parent / "static"), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger_ui():
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url, title=f"{app.title} - API docs",
+            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc():
+        return get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} - API reference",
+                              redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
+                              redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png", with_google_fonts=False)
+
+
 def create_app(settings: Settings) -> FastAPI:
     """Build the service for one project (loaded now; a failure makes /readyz report it)."""
     service = Service(settings)
@@ -124,8 +153,11 @@ def create_app(settings: Settings) -> FastAPI:
             "interpolating user text."
         ),
         lifespan=lifespan,
+        docs_url=None,  # served below from the local Swagger UI / ReDoc files: the pages work offline
+        redoc_url=None,
     )
     app.state.service = service
+    _install_docs(app)
 
     def openapi() -> dict:
         """The OpenAPI document, with the query length limit this server enforces (not the hard ceiling)."""
