@@ -9,7 +9,7 @@
 #
 # Environment: PORT (8000), OBDA_TOKEN (random), BACKEND (spark | local), OBDA_SPARK_MASTER (local[*]),
 # DURATION (60), QUERY (a name in catalogs/demo.yaml; default hot_readings_after_maintenance),
-# INTERVAL (2 s between part files), WORKSPACE (var/serve-demo).
+# INTERVAL (2 s between part files), WORKSPACE (var/serve-demo), LOGDIR (var: serve-demo.log, serve-demo-feeder.log).
 # Expects the venv of scripts/setup.sh (scripts/demo.sh runs it first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +22,7 @@ DURATION=${DURATION:-60}
 QUERY=${QUERY:-hot_readings_after_maintenance}
 INTERVAL=${INTERVAL:-2}
 WORKSPACE=${WORKSPACE:-var/serve-demo}
+LOGDIR=${LOGDIR:-var}
 TOKEN=${OBDA_TOKEN:-$($PY -c 'import secrets; print(secrets.token_urlsafe(18))')}
 AUTH="Authorization: Bearer $TOKEN"
 
@@ -40,16 +41,16 @@ rm -rf "$WORKSPACE"
 $PY -m api.feeder --project demo --workspace "$WORKSPACE" --static-only
 
 echo "== starting obda serve on $BASE (backend: $BACKEND${OBDA_SPARK_MASTER:+, master $OBDA_SPARK_MASTER})"
-mkdir -p var
+mkdir -p "$LOGDIR"
 OBDA_TOKEN="$TOKEN" OBDA_TRIGGER_INTERVAL=0.5 .venv/bin/obda serve --project "$WORKSPACE" --host "$HOST" --port "$PORT" \
-  --backend "$BACKEND" >var/serve-demo.log 2>&1 &
+  --backend "$BACKEND" >"$LOGDIR/serve-demo.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 120); do
   curl -sf "$BASE/readyz" >/dev/null 2>&1 && break
-  if ! kill -0 "${pids[0]}" 2>/dev/null; then cat var/serve-demo.log; echo "serve-demo: the server did not start" >&2; exit 1; fi
+  if ! kill -0 "${pids[0]}" 2>/dev/null; then cat "$LOGDIR/serve-demo.log"; echo "serve-demo: the server did not start" >&2; exit 1; fi
   sleep 0.5
 done
-curl -sf "$BASE/readyz" >/dev/null || { cat var/serve-demo.log; echo "serve-demo: the server is not ready" >&2; exit 1; }
+curl -sf "$BASE/readyz" >/dev/null || { cat "$LOGDIR/serve-demo.log"; echo "serve-demo: the server is not ready" >&2; exit 1; }
 
 echo "== registering the bounded query '$QUERY' (catalogs/demo.yaml)"
 BODY=$($PY - "$QUERY" <<'PY'
@@ -71,7 +72,7 @@ curl -sS -X POST "$BASE/v1/queries/$ID/start" -H "$AUTH" --max-time 600 \
   | $PY -c 'import json, sys; d = json.load(sys.stdin); print("   status:", d.get("status"), d.get("detail", ""))'
 
 echo "== feeding the demo streams: a part file per stream every ${INTERVAL}s"
-$PY -m api.feeder --project "$WORKSPACE" --interval "$INTERVAL" --points 5 >var/serve-demo-feeder.log 2>&1 &
+$PY -m api.feeder --project "$WORKSPACE" --interval "$INTERVAL" --points 5 >"$LOGDIR/serve-demo-feeder.log" 2>&1 &
 pids+=($!)
 
 cat <<EOF
@@ -81,7 +82,7 @@ Watch the answers live (Server-Sent Events):
 Page through them:
   curl -H "$AUTH" "$BASE/v1/queries/$ID/results?after=0&limit=20"
 Status and metrics:  curl -H "$AUTH" $BASE/v1/queries/$ID
-API docs:            $BASE/docs        (server log: var/serve-demo.log)
+API docs:            $BASE/docs        (server log: $LOGDIR/serve-demo.log)
 
 EOF
 
