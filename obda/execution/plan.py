@@ -487,16 +487,20 @@ class ViewDedupe:
 
     branch_of: dict[int, int] = field(default_factory=dict)
     positions: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    joins: list["JoinBranch"] = field(default_factory=list)  # static branches joining several tables
 
     def statics(self, counted: dict) -> dict:
         """Counted static rows per pipeline → per alias pipeline, each static view's distinct rows projected."""
         out: dict = {}
+        joined = {pid for j in self.joins for _, pid, _ in j.entries}
         for pid, rows in counted.items():
             target = self.branch_of.get(pid)
-            if target is None:
-                out[pid] = rows
-            else:
+            if target is not None:
                 out.setdefault(target, {}).update(dict.fromkeys(rows, 1))
+            elif pid not in joined:
+                out[pid] = rows
+        for j in self.joins:
+            out.setdefault(j.target, {}).update(dict.fromkeys(j.rows(counted), 1))
         return self.project(None, out)
 
     def project(self, ts: int | None, groups: dict) -> dict:
@@ -555,11 +559,12 @@ def plan_query(parsed: ParsedQuery, const_micros: Callable[[exp.Expression], int
         if view is None:
             pipelines.append(p)
             continue
-        branches, positions = _view_pipelines(p, view, parsed.sources, next_id)
+        branches, rows_of, positions, joins = _view_pipelines(p, view, parsed.sources, next_id)
         next_id += len(branches)
         pipelines.extend(branches)
         views.positions[p.id] = positions
-        views.branch_of.update((b.id, p.id) for b in branches)
+        views.branch_of.update((i, p.id) for i in rows_of)
+        views.joins.extend(joins)
     return QueryPlan(plans, parsed.distinct, parsed.columns, pipelines, views)
 
 
@@ -567,29 +572,34 @@ def _plan_index(plans: list[MemberPlan], p: Pipeline) -> int:
     return next(i for i, mp in enumerate(plans) if mp.member.index == p.member)
 
 
-def _view_pipelines(p: Pipeline, view, sources: Sources, first_id: int) -> tuple[list[Pipeline], tuple[int, ...]]:
-    """One pipeline per branch of the view read by ``p``'s alias, each keeping the whole view row.
+def _view_pipelines(p: Pipeline, view, sources: Sources, first_id: int):
+    """The pipelines that compute the view read by ``p``'s alias, each keeping the whole view row.
 
-    The view-level filters and computed attributes (over the view's columns)
-    are rewritten over each branch's source table by substituting the branch's
-    expression for every view column.
+    A branch over one table is one pipeline: the view-level filters and
+    computed attributes (over the view's columns) are rewritten over the
+    table by substituting the branch's expression for every view column.  A
+    branch that joins several static tables reads each of them whole (one
+    pipeline per table, all columns) and is joined on the driver when the
+    static tables are loaded (:class:`JoinBranch`).  Returns the pipelines, the
+    ids of those that produce view rows, the projection positions and the
+    join branches.
     """
     ts = view.table.timestamp
     cols = [c.name for c in view.table.columns if c.name != ts]
     full = [(p.alias, c) for c in cols] + [a for a, _ in p.exprs]
     positions = tuple(-1 if (ts is not None and a == (p.alias, ts)) else full.index(a) for a in p.attrs)
     out: list[Pipeline] = []
-    for k, br in enumerate(view.parts):
-        if not br.single:
-            raise ExecutionError(
-                f"view {view.name} (the triples maps {', '.join(t[0] for t in view.triples_maps)}) has a branch that "
-                f"joins {', '.join(t or 'a derived table' for t in br.tables)}; the executor deduplicates view rows "
-                "per branch over one source table only (declare keys so that the view is proven duplicate-free, "
-                "or map the class or property from one table)"
-            )
-        table = sources.table(br.table)
+    rows_of: list[int] = []
+    joins: list[JoinBranch] = []
+    next_id = first_id
+
+    def table_of(name: str) -> Table:
+        table = sources.table(name)
         if table is None:
-            raise ExecutionError(f"view {view.name}: table {br.table!r} is not declared in the sources file")
+            raise ExecutionError(f"view {view.name}: table {name!r} is not declared in the sources file")
+        return table
+
+    for br in view.parts:
         items = dict(br.items)
 
         def sub(e: exp.Expression) -> exp.Expression:
@@ -600,10 +610,74 @@ def _view_pipelines(p: Pipeline, view, sources: Sources, first_id: int) -> tuple
 
             return e.copy().transform(tr)
 
-        filters = tuple(c.copy() for c in br.conds) + tuple(sub(f) for f in p.filters)
-        exprs = tuple(((p.alias, c), items[c].copy()) for c in cols) + tuple((a, sub(e)) for a, e in p.exprs)
-        out.append(Pipeline(first_id + k, p.member, p.alias, table, filters, tuple(full), exprs))
-    return out, positions
+        if br.single:
+            filters = tuple(c.copy() for c in br.conds) + tuple(sub(f) for f in p.filters)
+            exprs = tuple(((p.alias, c), items[c].copy()) for c in cols) + tuple((a, sub(e)) for a, e in p.exprs)
+            out.append(Pipeline(next_id, p.member, p.alias, table_of(br.table), filters, tuple(full), exprs))
+            rows_of.append(next_id)
+            next_id += 1
+            continue
+        if view.temporal or not all(br.tables):
+            raise ExecutionError(
+                f"view {view.name} (the triples maps {', '.join(t[0] for t in view.triples_maps)}) has a branch that "
+                f"joins {', '.join(t or 'a derived table' for t in br.tables)}"
+                + (" over a stream" if view.temporal else "")
+                + "; the executor deduplicates such a branch only over static source tables (declare keys so that "
+                "the view is proven duplicate-free and inlined, or map the class or property from one table)"
+            )
+        entries = []
+        for alias, name in zip(br.aliases, br.tables):
+            table = table_of(name)
+            sub_alias = f"{p.alias}/{alias}"
+            out.append(Pipeline(next_id, p.member, sub_alias, table, (),
+                                tuple((sub_alias, c.name) for c in table.columns)))
+            entries.append((alias, next_id, tuple(c.name for c in table.columns)))
+            next_id += 1
+        joins.append(JoinBranch(p.id, tuple(entries), tuple(c.copy() for c in br.conds),
+                                tuple(items[c].copy() for c in cols) + tuple(sub(e) for _, e in p.exprs)))
+    return out, rows_of, positions, joins
+
+
+@dataclass(frozen=True)
+class JoinBranch:
+    """A static view branch that joins several tables: computed once, on the driver, from their rows.
+
+    ``entries``: (FROM alias of the branch, pipeline id reading that table whole,
+    its column names); ``conds`` and ``items`` (the view row) are over
+    ``alias.column``.
+    """
+
+    target: int  # the view alias's pipeline id
+    entries: tuple[tuple[str, int, tuple[str, ...]], ...]
+    conds: tuple[exp.Expression, ...]
+    items: tuple[exp.Expression, ...]
+
+    def rows(self, counted: dict) -> set[tuple]:
+        """The distinct view rows of the branch over the counted rows of its tables."""
+        from obda.execution.rows import evaluate
+
+        def flat(e: exp.Expression) -> exp.Expression:
+            def tr(node):
+                if isinstance(node, exp.Column) and node.table:
+                    return exp.column(f"{node.table}.{node.name}", quoted=True)
+                return node
+
+            return e.copy().transform(tr)
+
+        conds = [(flat(c), {f"{x.table}.{x.name}" for x in c.find_all(exp.Column)}) for c in self.conds]
+        items = [flat(e) for e in self.items]
+        partial: list[dict] = [{}]
+        known: set[str] = set()
+        pending = list(conds)
+        for alias, pid, columns in self.entries:
+            table_rows = [{f"{alias}.{c}": v for c, v in zip(columns, key)} for key in counted.get(pid, {})]
+            known |= {f"{alias}.{c}" for c in columns}
+            ready = [c for c in pending if c[1] <= known]
+            pending = [c for c in pending if not c[1] <= known]
+            partial = [{**left, **right} for left in partial for right in table_rows
+                       if all(evaluate(c, {**left, **right}) is True for c, _ in ready)]
+        return {tuple(evaluate(e, row) for e in items) for row in partial
+                if all(evaluate(c, row) is True for c, _ in pending)}
 
 
 class _UF:

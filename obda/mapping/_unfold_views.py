@@ -66,15 +66,17 @@ class ViewColumn:
 
 @dataclass(frozen=True)
 class ViewBranch:
-    """One branch of a view as the executor runs it: a filter and a projection over one source table.
+    """One branch of a view as the executor runs it: a filter and a projection over its source tables.
 
-    ``conds`` and ``items`` are sqlglot trees over the table's columns
-    (unqualified).  ``tables`` lists every source table the branch reads; a
-    branch over several tables (a triples map joining its parent) has no
-    single-table form and ``single`` is False.
+    ``tables`` and ``aliases`` name its FROM entries (an empty table name: a
+    derived table).  Over one table, ``conds`` and ``items`` are sqlglot trees
+    over the table's columns (unqualified); over several (a triples map joined
+    with its parent, an ``rr:sqlQuery`` join) they are qualified by
+    ``aliases``.
     """
 
     tables: tuple[str, ...]
+    aliases: tuple[str, ...]
     conds: tuple[exp.Expression, ...]
     items: tuple[tuple[str, exp.Expression], ...]
 
@@ -409,8 +411,10 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
         if not cols:
             cols = [Column(n, t) for n, _, t in items]
         selects.append(select_sql(b.entries, b.conds, [(n, e) for n, e, _ in items], False))
-        parts.append(ViewBranch(tuple("" if e.derived else e.table for e in b.entries), tuple(_bare(c.to_sqlglot()) for c in b.conds),
-                                tuple((n, _bare(e.to_sqlglot())) for n, e, _ in items)))
+        plain = _bare if len(b.entries) == 1 else (lambda e: e)
+        parts.append(ViewBranch(tuple("" if e.derived else e.table for e in b.entries), tuple(e.alias for e in b.entries),
+                                tuple(plain(c.to_sqlglot()) for c in b.conds),
+                                tuple((n, plain(e.to_sqlglot())) for n, e, _ in items)))
     need_distinct = not (all_free and (len(branches) == 1 or disjoint))
     if len(selects) == 1:
         body: exp.Expression = selects[0]
