@@ -465,6 +465,11 @@ class _Select:
         if isinstance(node, exp.Cast):
             self._template(node.this, attrs, consts)
             return
+        if (isinstance(node, exp.Replace) and isinstance(node.expression, exp.Literal)
+                and isinstance(node.args.get("replacement"), exp.Literal)):
+            # the IRI-safe percent-encoding of a template value (R2RML): a one-to-one function of its argument
+            self._template(node.this, attrs, consts)
+            return
         if isinstance(node, exp.Column):
             attrs.append(self._proj_attr(node))
             return

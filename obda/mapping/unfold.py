@@ -716,30 +716,49 @@ def _short_name(iri: str) -> str:
     return iri or "atom"
 
 
-def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _Memo, views: _Views,
-                  removed: list[str], branch: int) -> list:
-    """The per-atom choices of one CQ atom: one per term-shape group of its mapping options.
-
-    A group with a single, provably duplicate-free option is inlined (the
-    option itself); any other group is answered by its :class:`AtomView`.
-    """
-    branches: list[Branch] = []
+def _atom_branches(atom: Atom, options: list, memo: _Memo, removed: list[str], branch: int) -> list[Branch]:
+    """The single-atom SPJ of every mapping option of an atom (unsatisfiable ones recorded and dropped)."""
+    out: list[Branch] = []
     for option, _sig in options:
         try:
-            branches.append(_branch(option, atom, memo))
+            out.append(_branch(option, atom, memo))
         except Unsat as e:
             removed.append(f"{_describe_choice(branch, (option,))}: unsatisfiable: {e}")
-    atom_vars = sorted(_atom_vars(atom), key=lambda v: v.name)
-    rendered: set[Var] = set()
-    for v in atom_vars:
-        if v not in join_vars or any(b.terms[v].term_type is TermType.LITERAL for b in branches):
-            rendered.add(v)  # used by this atom alone, or a literal: one column per view
+    return out
+
+
+def _overlapping(atom: Atom, branches: list[Branch], join_vars: frozenset[Var]) -> set[Var]:
+    """Join variables of an atom whose IRI templates may produce the same IRI: compared as whole terms."""
+    out: set[Var] = set()
+    for v in _atom_vars(atom):
+        if v not in join_vars:
             continue
         reps: dict[tuple, TermValue] = {}
         for b in branches:
             reps.setdefault(fine_shape(b.terms[v]), b.terms[v])
         if any(may_overlap(x, y) for x, y in combinations(list(reps.values()), 2)):
-            rendered.add(v)  # two templates may give the same IRI: compare whole terms
+            out.add(v)
+    return out
+
+
+def _atom_options(atom: Atom, branches: list[Branch], join_vars: frozenset[Var], whole: set[Var], memo: _Memo,
+                  views: _Views, removed: list[str], branch: int) -> list:
+    """The per-atom choices of one CQ atom: one per term-shape group of its branches.
+
+    ``whole``: the CQ's join variables compared as whole terms (rendered) in
+    every atom, because some atom's templates for them may overlap; an atom
+    with such a variable always reads its view (a string column), so that the
+    join stays a column equality.  Otherwise a group with a single, provably
+    duplicate-free branch is inlined; any other group is answered by its
+    :class:`AtomView`.
+    """
+    atom_vars = sorted(_atom_vars(atom), key=lambda v: v.name)
+    rendered: set[Var] = set()
+    for v in atom_vars:
+        if v not in join_vars or v in whole or any(b.terms[v].term_type is TermType.LITERAL for b in branches):
+            rendered.add(v)  # used by this atom alone, compared as a whole term, or a literal: one column
+    must_view = any(v in whole and any(b.terms[v].term_type is not TermType.LITERAL for b in branches)
+                    for v in atom_vars)
     groups: dict[tuple, list[Branch]] = {}
     for b in branches:
         key = tuple(coarse_shape(b.terms[v]) if v in rendered else fine_shape(b.terms[v]) for v in atom_vars)
@@ -770,7 +789,7 @@ def _atom_options(atom: Atom, options: list, join_vars: frozenset[Var], memo: _M
                               f"{_option_name(big.assertion)} ({big.option[0]})")
                 continue
             final.append((b, o))
-        free = all(duplicate_free(b) for b, _ in final)
+        free = all(duplicate_free(b) for b, _ in final) and not must_view
         inline = [(b.option, _signature(b.option, memo)) for b, _ in final]
         if len(final) == 1 and free:
             out.append(_Group(inline, None))
@@ -877,7 +896,7 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
                     except Unsat as e:
                         removed.append(f"{_describe_choice(rcq.branch, (option,))}: unsatisfiable: {e}")
             if options:
-                options = _atom_options(atom, options, join_vars, memo, views, removed, rcq.branch)
+                options = _atom_branches(atom, options, memo, removed, rcq.branch)
             if not options:
                 where = "stream" if atom.time is not None else "static"
                 removed.append(f"branch {rcq.branch}: CQ {cq}: no {where} mapping produces {atom}"
@@ -887,6 +906,11 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
             per_atom.append(options)
         if per_atom is None:
             continue
+        whole: set[Var] = set()
+        for atom, branches in zip(cq.atoms, per_atom):
+            whole |= _overlapping(atom, branches, join_vars)
+        per_atom = [_atom_options(atom, branches, join_vars, whole, memo, views, removed, rcq.branch)
+                    for atom, branches in zip(cq.atoms, per_atom)]
         for choice in _compatible_choices(_choose(per_atom), rcq.branch, removed):
             try:
                 b = _build(query, rcq.branch, cq, tuple(rcq.steps), choice, memo)
