@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from obda.execution.engine import Rel, join_aggregate, merge_into  # noqa: E402
-from obda.execution.plan import CrossPred  # noqa: E402
+from obda.analysis.forest import CrossPred  # noqa: E402
 
 
 def per_timestamp_ms(size: int, timestamps: int, rows: int, new: int, seed: int) -> float:

@@ -21,17 +21,18 @@ from sqlglot import exp
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED, PartOutcome, check_polynomial
 from obda.analysis.explain import hint, plain, provenance, witness
 from obda.analysis.naive import check_naive
-from obda.analysis.normal_form import SpjMember, _Ctx, extract, extract_select, from_sql
+from obda.analysis.forest import Forest, build_forest
+from obda.analysis.normal_form import SpjMember, _Ctx, extract, extract_select, from_sql, parse_sql
 from obda.analysis.plan import SynopsisPlan, build_plan
 from obda.analysis.preprocess import ModifiedQuery, preprocess
 from obda.analysis.report import AnalysisReport, MemberReport, PartReport, ViolationReport, combine
-from obda.errors import AnalysisError
+from obda.errors import AnalysisError, ExecutionError
 from obda.model.compilation import Compilation
 from obda.model.sources import Sources
 
 __all__ = [
     "analyze", "analyze_members", "members_of", "AnalysisReport", "MemberReport", "PartReport", "ViolationReport",
-    "SynopsisPlan", "BOUNDED", "UNBOUNDED", "NOT_SHOWN",
+    "SynopsisPlan", "BOUNDED", "UNBOUNDED", "NOT_SHOWN", "Forest", "build_forest",
 ]
 
 Source = Union[str, exp.Expression, Compilation]
@@ -68,13 +69,21 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
         raise AnalysisError("analyze needs the sources catalog (which tables are streams, their timestamp columns)")
     if checker not in ("polynomial", "naive"):
         raise AnalysisError(f"unknown checker {checker!r}: use 'polynomial' or 'naive'")
-    members = members_of(source, sources, file)
+    text = None
+    if isinstance(source, str):  # the --sql front end: parsed once, for the criteria and the forest
+        text, source = source, parse_sql(source, file)
+    members = members_of(source, sources, file) if text is None else extract(source, sources, text, file)
     notes: list[str] = []
     if isinstance(source, Compilation) and not source.members:
         notes.append("every member of the unfolded query was removed (unsatisfiable or duplicate): the answer is empty")
         for r in source.removed:
             notes.append(f"removed: {r}")
-    return analyze_members(members, checker, notes)
+    report = analyze_members(members, checker, notes)
+    try:
+        forest, error = build_forest(source, sources), None
+    except ExecutionError as e:  # analysable, but the executor cannot run it: said when it is run
+        forest, error = None, e
+    return replace(report, forest=forest, forest_error=error)
 
 
 def analyze_members(members: list[SpjMember], checker: str = "polynomial", notes: list[str] | None = None) -> AnalysisReport:

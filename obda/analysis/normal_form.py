@@ -138,10 +138,10 @@ def _snippet(node: exp.Expression) -> str:
     return s if len(s) <= 80 else s[:77] + "..."
 
 
-def parse_sql(text: str, file: str | None = None) -> exp.Expression:
-    """Parse SQL text with sqlglot; syntax errors become :class:`AnalysisError` with line/column."""
+def parse_sql(text: str, file: str | None = None, dialect: str | None = None) -> exp.Expression:
+    """Parse SQL text with sqlglot (``dialect``: sqlglot's reader, default its own); errors are located."""
     try:
-        statements = [s for s in sqlglot.parse(text) if s is not None]
+        statements = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
     except ParseError as e:
         err = e.errors[0] if e.errors else {}
         desc = err.get("description") or str(e)

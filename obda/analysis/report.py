@@ -107,6 +107,18 @@ class AnalysisReport:
     verdict: str
     members: tuple[MemberReport, ...]
     notes: tuple[str, ...] = ()
+    forest: object = None  # obda.analysis.forest.Forest: what the executor runs (None: not executable)
+    forest_error: object = None  # the ExecutionError that made the query not executable
+
+    def select_verdicts(self, n: int) -> list[str]:
+        """The verdict of each of the query's ``n`` SELECTs: the worst of its member reports (disjuncts)."""
+        out = [BOUNDED] * n
+        covered = set()
+        for m in self.members:
+            if 0 <= m.index < n:
+                covered.add(m.index)
+                out[m.index] = combine((out[m.index], m.verdict))
+        return [v if i in covered else self.verdict for i, v in enumerate(out)]
 
     def to_dict(self) -> dict:
         return {"verdict": self.verdict, "members": [m.to_dict() for m in self.members], "notes": list(self.notes)}

@@ -84,10 +84,12 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
 * :mod:`obda.execution.runtime` buffers the open timestamps (aggregated) and
   closes a timestamp when every stream passed it, at the end of input, or when
   the lagging streams were idle for ``idle_timeout``.
-* :mod:`obda.execution.plan` builds, per SPJ member, the synopsis forest
-  (merged synchronous streams, parent/child by ``τ_child < τ_parent``, static
-  tables attached where they join, keys = attributes still needed above);
-  :mod:`obda.execution.engine` keeps Theorem 1 counters (current/past) or
+* The synopsis forest of every member comes from the analysis
+  (:mod:`obda.analysis.forest`: merged synchronous streams, parent/child by
+  ``τ_child < τ_parent``, static tables attached where they join, keys =
+  attributes still needed above, per-atom views); the executor neither
+  parses SQL nor plans.  :mod:`obda.execution.views` deduplicates view rows
+  per timestamp; :mod:`obda.execution.engine` keeps Theorem 1 counters (current/past) or
   Theorem 2 existence sets with one extreme attribute, and computes answers at
   every closed timestamp.  The same machinery runs unbounded members when
   opted in: their keys then contain unbounded attributes, so the state is the
@@ -95,7 +97,6 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
 """
 
 from obda.execution.engine import Answer, QueryEngine
-from obda.execution.plan import QueryPlan, parse_query, plan_query
 from obda.execution.query import ContinuousQuery, member_verdicts
 from obda.execution.runtime import Metrics, Runtime, TableBatch
 from obda.execution.sinks import ConsoleSink, JsonLinesSink, MemorySink, QuarantineSink, Sink, answer_lines
@@ -110,13 +111,10 @@ __all__ = [
     "Metrics",
     "QuarantineSink",
     "QueryEngine",
-    "QueryPlan",
     "Runtime",
     "Sink",
     "TableBatch",
     "answer_lines",
     "get_spark",
     "member_verdicts",
-    "parse_query",
-    "plan_query",
 ]

@@ -5,7 +5,7 @@ Input per closed timestamp ``t``: for every stream FROM alias, the rows of
 plan's kept attributes and **counted** (``{key tuple: count}``, computed by
 Spark).  Nothing else of the stream is ever seen here.
 
-Per member (see :mod:`obda.execution.plan` for the forest):
+Per member (see :mod:`obda.analysis.forest` for the forest):
 
 * a unit's **current** relation at ``t`` joins its aliases' rows of ``t``
   (merged synchronous streams join inside the closed timestamp), the static
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable, Iterable
 
-from obda.execution.plan import Attr, CrossPred, MemberPlan, OutItem, QueryPlan
+from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
 
 Counted = dict  # {tuple: int}
 
@@ -334,7 +334,7 @@ def compress_counted(delta: Counted, compress: tuple[int, str] | None) -> Counte
 class MemberEngine:
     """Synopsis state and per-timestamp evaluation of one member."""
 
-    def __init__(self, plan: MemberPlan, statics: dict[str, Counted]):
+    def __init__(self, plan: MemberForest, statics: dict[str, Counted]):
         self.plan = plan
         self.setsem = plan.distinct
         self.statics = {a: Rel(plan.pipelines[a].attrs, dict(statics.get(a, {}))) for a in plan.static_aliases}
@@ -486,7 +486,7 @@ def _ordered(tuples) -> list[tuple]:
 class QueryEngine:
     """All members of a query; union of their answers (DISTINCT: duplicates suppressed)."""
 
-    def __init__(self, plan: QueryPlan, statics: dict[int, Counted]):
+    def __init__(self, plan: Forest, statics: dict[int, Counted]):
         """``statics``: pipeline id -> counted rows of the static table alias."""
         self.plan = plan
         self.members = [
@@ -514,7 +514,7 @@ class QueryEngine:
     def static_entries(self) -> int:
         return sum(m.static_entries for m in self.members)
 
-    def _collect(self, mp: MemberPlan, out: Counted, emitted_at, answers: list[Answer]) -> None:
+    def _collect(self, mp: MemberForest, out: Counted, emitted_at, answers: list[Answer]) -> None:
         """Append the answers of ``out`` in a deterministic order (by the member's output tuple)."""
         bind = self._binders[id(mp)]
         if self.plan.distinct:

@@ -16,7 +16,8 @@ from sqlglot import exp
 from obda.errors import ExecutionError
 from obda.execution import checkpoint
 from obda.execution.engine import QueryEngine
-from obda.execution.plan import QueryPlan, parse_query, plan_query
+from obda.analysis import AnalysisReport, Forest, analyze, build_forest
+from obda.execution import views as view_rows
 from obda.execution.rows import process_rows, read_file_rows, static_rows, to_micros
 from obda.execution.runtime import Metrics, Runtime, TableBatch
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
@@ -31,45 +32,29 @@ CHECKPOINT_VERSION = 1
 _SEVERITY = {"bounded": 0, "unknown": 1, "not_shown": 2, "unbounded": 3}
 
 
-def member_verdicts(report, origins: Sequence[int]) -> list[str]:
-    """Verdict (``bounded`` | ``unbounded`` | ``not_shown`` | ``unknown``) of each planned member.
+def member_verdicts(report, forest: Forest) -> list[str]:
+    """Verdict (``bounded`` | ``unbounded`` | ``not_shown`` | ``unknown``) of each member of the forest.
 
-    ``report`` is an analysis report (``obda.analysis.AnalysisReport``: ``.members[i].verdict``
-    with ``.index`` the SELECT it analyses; several entries of one SELECT — disjuncts — combine
-    to the worst), a sequence of verdict strings (one per SELECT of the SQL), or None (every
-    member ``unknown``).  ``origins`` maps planned members to the SELECT they came from.
+    ``report``: the :class:`~obda.analysis.AnalysisReport` of the query (a
+    SELECT's verdict is the worst of its disjuncts), a list of verdict strings
+    (one per SELECT of the query), or None (every member ``unknown``).
     """
-
-    def norm(v) -> str:
-        v = getattr(v, "value", v)
-        return str(v).lower() if v is not None else "unknown"
-
-    n = max(origins, default=-1) + 1
+    n = max((m.member.origin for m in forest.members), default=-1) + 1
     if report is None:
-        return ["unknown"] * len(origins)
-    if isinstance(report, (list, tuple)):
-        per_select = [norm(v) for v in report]
+        return ["unknown"] * len(forest.members)
+    if isinstance(report, AnalysisReport):
+        per_select = report.select_verdicts(n)
+    elif isinstance(report, (list, tuple)) and all(isinstance(v, str) for v in report):
+        per_select = [v.lower() for v in report]
     else:
-        per_select = ["bounded"] * n
-        members = list(getattr(report, "members", None) or [])
-        for i, m in enumerate(members):
-            k = getattr(m, "index", i)
-            if isinstance(k, int) and 0 <= k < n:
-                v = norm(getattr(m, "verdict", None))
-                if _SEVERITY.get(v, 1) > _SEVERITY.get(per_select[k], 1):
-                    per_select[k] = v
-        covered = {getattr(m, "index", i) for i, m in enumerate(members)}
-        if not members or not set(range(n)) <= covered:
-            overall = norm(getattr(report, "verdict", None))
-            per_select = [overall] * n
+        raise ExecutionError(f"report must be an AnalysisReport or a list of verdicts, not {type(report).__name__}")
     if len(per_select) < n:
         raise ExecutionError(f"the analysis report has {len(per_select)} member verdict(s) but the SQL has {n} member(s)")
-    return [per_select[o] for o in origins]
+    return [per_select[m.member.origin] for m in forest.members]
 
 
 def analyse(sql, sources: Sources):
     """The bounded-memory report of ``sql`` (``obda.analysis``), or None when the analyser rejects it."""
-    from obda.analysis import analyze
     from obda.errors import ObdaError
 
     try:
@@ -79,7 +64,7 @@ def analyse(sql, sources: Sources):
         return None
 
 
-def _fingerprint(plan: QueryPlan) -> str:
+def _fingerprint(plan: Forest) -> str:
     h = hashlib.sha256()
     h.update(repr(plan.distinct).encode())
     for m in plan.members:
@@ -140,18 +125,17 @@ class ContinuousQuery:
 
             configure_session(spark)
         self._master = master
-        if backend == "spark":
-            from obda.execution.spark_io import const_micros_spark
-
-            const = const_micros_spark(self.spark)
-        else:
-            const = _const_micros_local
-        parsed = parse_query(sql, sources, dialect)
-        self.plan: QueryPlan = plan_query(parsed, const)
         if report is None:  # not given: analyse here (a query the analyser rejects runs only with the opt-in)
             report = analyse(sql, sources)
+        if isinstance(report, AnalysisReport) and report.forest is not None:
+            forest = report.forest  # the analysis's forest: the one plan, run as it is
+        elif isinstance(report, AnalysisReport) and report.forest_error is not None:
+            raise report.forest_error
+        else:  # no report (or verdicts only): the analysis still plans
+            forest = build_forest(sql, sources, dialect)
+        self.plan: Forest = forest
         self.report = report
-        self.verdicts = member_verdicts(report, [m.member.origin for m in self.plan.members])
+        self.verdicts = member_verdicts(report, self.plan)
         risky = [i for i, v in enumerate(self.verdicts) if v != "bounded" and not self.plan.members[i].unsatisfiable]
         if risky and not allow_unbounded:
             detail = ", ".join(f"member {self.plan.members[i].member.origin}: {self.verdicts[i]}" for i in risky)
@@ -233,7 +217,7 @@ class ContinuousQuery:
                 log.warning("static table %s: %d invalid row(s) quarantined", name, len(quarantine))
                 self._static_quarantine.extend(quarantine)
             out.update(counted)
-        return self.plan.views.statics(out)
+        return view_rows.statics(self.plan.views, out)
 
     # -- checkpoint -------------------------------------------------------------------------------
     def _ckpt_file(self) -> Path | None:
@@ -587,12 +571,3 @@ def _merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
                 for k, c in rows.items():
                     dst[k] = dst.get(k, 0) + c
     return b
-
-
-def _const_micros_local(e: exp.Expression) -> int | None:
-    from obda.execution.rows import evaluate
-
-    try:
-        return to_micros(evaluate(exp.cast(e.copy(), "TIMESTAMP"), {}))
-    except Exception:
-        return None

@@ -22,7 +22,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from obda.errors import ExecutionError
-from obda.execution.plan import Pipeline
+from obda.analysis.forest import Pipeline
 from obda.execution.runtime import TableBatch
 from obda.model.sources import ColumnType, Table
 

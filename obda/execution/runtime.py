@@ -23,6 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Callable
 
+from obda.execution import views as view_rows
 from obda.execution.engine import Answer, Counted, QueryEngine
 
 
@@ -114,7 +115,7 @@ class Runtime:
         views=None,
     ):
         self.engine = engine
-        self.views = views  # obda.execution.plan.ViewDedupe: view rows are sets per timestamp
+        self.views = views  # obda.analysis.forest.ViewDedupe: view rows are sets per timestamp
         self.streams = list(streams)
         self.idle_timeout = idle_timeout
         self.clock = clock
@@ -207,7 +208,7 @@ class Runtime:
         for ts in sorted(t for t in self.buffer if t <= w):
             groups = self.buffer.pop(ts)
             if self.views is not None:
-                groups = self.views.project(ts, groups)
+                groups = view_rows.project(self.views, ts, groups)
             answers.extend(self.engine.step(ts, groups))
             self.metrics.closed_timestamps += 1
         self.closed_upto = w

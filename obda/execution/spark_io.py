@@ -25,7 +25,7 @@ from pathlib import Path
 from sqlglot import exp
 
 from obda.errors import ExecutionError
-from obda.execution.plan import Pipeline
+from obda.analysis.forest import Pipeline
 from obda.execution.rows import micros_to_iso
 from obda.execution.runtime import TableBatch
 from obda.model.sources import ColumnType, Table
@@ -573,19 +573,3 @@ def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None) -> li
             reason = f"invalid: missing timestamp {table.timestamp!r}"
         out.append({"stream": table.name, "reason": reason, "row": r["__raw"] or r["__json"], "file": r["__file"]})
     return out
-
-
-def const_micros_spark(spark):
-    """Evaluate a constant timestamp expression in Spark (session time zone) to µs since the epoch."""
-    cache: dict[str, int | None] = {}
-
-    def f(e) -> int | None:
-        sql = e.sql(dialect="spark")
-        if sql not in cache:
-            try:
-                cache[sql] = spark.sql(f"SELECT unix_micros(CAST({sql} AS TIMESTAMP)) AS v").first()["v"]
-            except Exception:  # not a timestamp constant: no cutoff (cutoffs are an optimisation only)
-                cache[sql] = None
-        return cache[sql]
-
-    return f

@@ -14,8 +14,8 @@ import duckdb
 import sqlglot
 
 from obda.execution.engine import QueryEngine
-from obda.execution.plan import parse_query, plan_query
-from obda.execution.query import _const_micros_local
+from obda.analysis.forest import build_forest
+from obda.execution import views as view_rows
 from obda.execution.rows import process_rows, static_rows
 from obda.execution.runtime import Runtime
 from obda.model.sources import ColumnType, Sources
@@ -232,12 +232,12 @@ class Oracle:
 
 def engine_for(sql, src: Sources, static: dict[str, list] | None = None):
     """Plan ``sql`` (SQL text or a Compilation, whose per-atom views the executor runs) and start its engine."""
-    plan = plan_query(parse_query(sql, src), _const_micros_local)
+    plan = build_forest(sql, src, "spark")
     statics: dict[int, dict] = {}
     for p in plan.static_pipelines():
         counted, _ = static_rows(p.table, [p], (static or {}).get(p.table.name, []))
         statics.update(counted)
-    return plan, QueryEngine(plan, plan.views.statics(statics))
+    return plan, QueryEngine(plan, view_rows.statics(plan.views, statics))
 
 
 def drive(sql, src: Sources, batches: list[dict[str, list]], static=None, on_close=None, idle_timeout=None, clock=None):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from obda.execution import engine
 from obda.execution.engine import Rel, _compile, binder, join_aggregate, merge_into
-from obda.execution.plan import CrossPred, OutItem
+from obda.analysis.forest import CrossPred, OutItem
 
 OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 

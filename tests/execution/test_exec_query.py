@@ -75,20 +75,26 @@ def test_unbounded_members_need_the_opt_in(tmp_path):
     assert q.describe()["members"][0]["verdict"] == "unbounded"
 
 
-def test_report_objects_are_read_per_member(tmp_path):
-    class V:  # the shape of obda.analysis reports: .members[i].verdict (an enum or a string)
-        def __init__(self, v):
-            self.verdict = v
+def test_report_verdicts_are_read_per_member_of_the_forest(tmp_path):
+    """The executor runs the report's forest; each member's verdict is its SELECT's in the report (typed)."""
+    import dataclasses
 
-    class Report:
-        members = [V("bounded"), V("bounded")]
+    from obda.analysis import analyze
 
     src, _ = project(tmp_path)
-    q = ContinuousQuery(CASE["union_bag"].sql, src, Report(), base_dir=tmp_path, backend="local")
-    assert q.verdicts == ["bounded", "bounded"]
-    Report.members = [V("bounded"), V("not_shown")]
+    report = analyze(CASE["union_bag"].sql, src)
+    q = ContinuousQuery(CASE["union_bag"].sql, src, report, base_dir=tmp_path, backend="local")
+    assert q.plan is report.forest and q.verdicts == ["bounded", "bounded"]
+    m0, m1 = report.members
+    worse = dataclasses.replace(report, members=(m0, dataclasses.replace(m1, verdict="not_shown")))
     with pytest.raises(ExecutionError, match="member 1: not_shown"):
-        ContinuousQuery(CASE["union_bag"].sql, src, Report(), base_dir=tmp_path, backend="local")
+        ContinuousQuery(CASE["union_bag"].sql, src, worse, base_dir=tmp_path, backend="local")
+
+    class Lookalike:  # not a report: refused, never matched by its attributes
+        members = report.members
+
+    with pytest.raises(ExecutionError, match="AnalysisReport or a list of verdicts"):
+        ContinuousQuery(CASE["union_bag"].sql, src, Lookalike(), base_dir=tmp_path, backend="local")
 
 
 def test_describe_reports_the_synopsis_plan(tmp_path):

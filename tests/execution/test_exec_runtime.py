@@ -4,8 +4,7 @@ import datetime as dt
 from collections import Counter
 
 from execution.exec_harness import BASE, CASE, Oracle, counter_of, drive, random_splits, random_streams, sources
-from obda.execution.plan import parse_query, plan_query
-from obda.execution.query import _const_micros_local
+from obda.analysis.forest import build_forest
 from obda.execution.rows import micros_to_iso, to_micros
 
 
@@ -46,7 +45,7 @@ def test_invalid_rows_are_counted_with_reasons():
     from obda.execution.rows import process_rows
 
     src = sources()
-    plan = plan_query(parse_query(CASE["row5_bag"].sql, src), _const_micros_local)
+    plan = build_forest(CASE["row5_bag"].sql, src, "spark")
     pipes = [p for p in plan.pipelines if p.table.name == "s"]
     raw = [
         {"a": "1", "b": "2", "c": "3", "ts": "2024-01-01 00:00:01"},

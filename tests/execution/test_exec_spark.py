@@ -284,8 +284,7 @@ def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch, ids):
     (the ids Spark gives are not foreseen: the job runs again grouped by path); two files of
     different micro-batches share one (grouped by path from the start).
     """
-    from obda.execution.plan import parse_query, plan_query
-    from obda.execution.query import _const_micros_local
+    from obda.analysis.forest import build_forest
     from obda.execution.spark_io import ReadRequest, collect_batch, collect_batches
 
     case = CASE["row5_bag"]
@@ -303,7 +302,7 @@ def test_one_job_reads_several_micro_batches(spark, tmp_path, monkeypatch, ids):
         [(int(r["a"]), int(r["b"]), int(r["c"]), r["ts"]) for r in recs[len(recs) // 2 :]],
         "a LONG, b LONG, c LONG, ts STRING",
     ).selectExpr("a", "b", "c", "CAST(ts AS TIMESTAMP) AS ts").coalesce(1).write.parquet(str(base / "s" / "p"))
-    plan = plan_query(parse_query(case.sql, src, "spark"), _const_micros_local)
+    plan = build_forest(case.sql, src, "spark")
     pipes = {t.name: tuple(p for p in plan.pipelines if p.table.name == t.name) for t in plan.stream_tables()}
     tables = {t.name: t for t in plan.stream_tables()}
 

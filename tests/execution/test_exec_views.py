@@ -4,7 +4,7 @@ The multiplicity fixture (tests/integration/multiplicity) has streams without
 keys, equal rows within one timestamp and triples produced by several triples
 maps, so its queries read per-atom views (``SELECT DISTINCT`` / ``UNION``
 derived tables).  The executor deduplicates view rows per timestamp in its
-pipelines and runtime (``obda.execution.plan.ViewDedupe``); micro-batches cut
+pipelines and runtime (``obda.analysis.forest.ViewDedupe``, ``obda.execution.views``); micro-batches cut
 the streams at random, so one timestamp's equal rows often arrive in different
 micro-batches.  The expected answers are DuckDB's over the rows up to each
 closed timestamp (the harness's ``Oracle``), for every case of the W3C bag
@@ -102,21 +102,21 @@ def test_spark_pipelines_run_views(world, case, spark):
 
 JOIN_SOURCES = """
 tables:
-  turbine: {kind: static, columns: {id: integer, site_id: integer}}
-  site: {kind: static, columns: {id: integer, region: string}}
-  reading: {kind: stream, timestamp: ts, columns: {turbine_id: integer, value: integer, ts: timestamp}}
+  jturbine: {kind: static, columns: {id: integer, site_id: integer}}
+  jsite: {kind: static, columns: {id: integer, region: string}}
+  jreading: {kind: stream, timestamp: ts, columns: {turbine_id: integer, value: integer, ts: timestamp}}
 """
 JOIN_MAPPING = """
 @prefix rr: <http://www.w3.org/ns/r2rml#> .
 @prefix ex: <http://ex.org/> .
-ex:Site a rr:TriplesMap; rr:logicalTable [ rr:tableName "site" ];
+ex:Site a rr:TriplesMap; rr:logicalTable [ rr:tableName "jsite" ];
   rr:subjectMap [ rr:template "http://ex.org/site/{id}" ];
   rr:predicateObjectMap [ rr:predicate ex:region; rr:objectMap [ rr:column "region" ] ].
-ex:Turbine a rr:TriplesMap; rr:logicalTable [ rr:tableName "turbine" ];
+ex:Turbine a rr:TriplesMap; rr:logicalTable [ rr:tableName "jturbine" ];
   rr:subjectMap [ rr:template "http://ex.org/turbine/{id}" ];
   rr:predicateObjectMap [ rr:predicate ex:locatedAt;
     rr:objectMap [ rr:parentTriplesMap ex:Site; rr:joinCondition [ rr:child "site_id"; rr:parent "id" ] ] ].
-ex:Reading a rr:TriplesMap; rr:logicalTable [ rr:tableName "reading" ];
+ex:Reading a rr:TriplesMap; rr:logicalTable [ rr:tableName "jreading" ];
   rr:subjectMap [ rr:template "http://ex.org/reading/{turbine_id}" ];
   rr:predicateObjectMap [ rr:predicate ex:of; rr:objectMap [ rr:template "http://ex.org/turbine/{turbine_id}" ] ];
   rr:predicateObjectMap [ rr:predicate ex:value; rr:objectMap [ rr:column "value" ] ].
@@ -142,16 +142,17 @@ def _compile(text: str, mapping: str, sources):
     "SELECT ?r ?v WHERE { ?t ex:locatedAt ?s . ?s ex:region \"north\" . GRAPH ?g { ?r ex:of ?t ; ex:value ?v } }",
 ])
 def test_static_view_joining_two_tables_runs(text):
+    # (table names of their own: the harness's DuckDB connection is shared by the module's oracles)
     from obda.model.sources import parse_sources
 
     src = parse_sources(JOIN_SOURCES)
     comp = _compile("PREFIX ex: <http://ex.org/>\n" + text, JOIN_MAPPING, src)
     assert any(not part.single for v in comp.views for part in v.parts)  # the case under test
     base = dt.datetime(2024, 1, 1)
-    statics = {"turbine": [{"id": 1, "site_id": 10}, {"id": 1, "site_id": 10}, {"id": 2, "site_id": 20},
+    statics = {"jturbine": [{"id": 1, "site_id": 10}, {"id": 1, "site_id": 10}, {"id": 2, "site_id": 20},
                            {"id": 3, "site_id": 99}],
-               "site": [{"id": 10, "region": "north"}, {"id": 20, "region": "south"}, {"id": 10, "region": "north"}]}
-    streams = {"reading": [{"turbine_id": t, "value": v, "ts": base + dt.timedelta(seconds=k)}
+               "jsite": [{"id": 10, "region": "north"}, {"id": 20, "region": "south"}, {"id": 10, "region": "north"}]}
+    streams = {"jreading": [{"turbine_id": t, "value": v, "ts": base + dt.timedelta(seconds=k)}
                            for k, (t, v) in enumerate([(1, 5), (1, 5), (2, 6), (1, 7), (3, 8)])]}
     oracle = Oracle(src, streams, statics)
     final = oracle.answers(comp.to_sql("spark"))

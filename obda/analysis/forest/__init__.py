@@ -1,0 +1,104 @@
+"""The synopsis forest of every member: the one plan the executor runs (spec §3–§5).
+
+Built once, by the analysis, for every member (bounded or not), from the
+members the unfolder emitted (:mod:`obda.analysis.forest.members`).  As in
+sqlglot's optimizer, each step is one pure rule in its own module, applied in
+the order of :data:`RULES` to an immutable :class:`~obda.analysis.forest.draft.Draft`:
+
+1. :func:`~obda.analysis.forest.units.merge_synchronous` — units (``τ1 = τ2``);
+2. :func:`~obda.analysis.forest.edges.order_units` — parent/child edges (``τ_child < τ_parent``);
+3. :func:`~obda.analysis.forest.sites.place_statics` — where static relations are joined;
+4. :func:`~obda.analysis.forest.sites.place_conditions` — where comparisons are evaluated;
+5. :func:`~obda.analysis.forest.keys.synopsis_keys` — what each synopsis keeps;
+6. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
+7. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
+8. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
+
+Then per-atom views get their branch pipelines (:mod:`obda.analysis.forest.views`).
+The executor (:mod:`obda.execution`) consumes the :class:`Forest` as is.
+"""
+
+from __future__ import annotations
+
+from obda.analysis.forest.cutoffs import finite_cutoffs
+from obda.analysis.forest.draft import Draft, start
+from obda.analysis.forest.edges import order_units
+from obda.analysis.forest.extremes import compress_extremes
+from obda.analysis.forest.keys import synopsis_keys
+from obda.analysis.forest.members import members_of
+from obda.analysis.forest.model import (
+    FOREST,
+    Attr,
+    CrossPred,
+    Forest,
+    JoinBranch,
+    Member,
+    MemberForest,
+    Node,
+    OutItem,
+    Pipeline,
+    ViewDedupe,
+)
+from obda.analysis.forest.pipelines import row_pipelines
+from obda.analysis.forest.sites import place_conditions, place_statics
+from obda.analysis.forest.units import merge_synchronous
+from obda.analysis.forest.views import view_pipelines
+from obda.model.sources import Sources
+
+RULES = (
+    merge_synchronous,
+    order_units,
+    place_statics,
+    place_conditions,
+    synopsis_keys,
+    compress_extremes,
+    finite_cutoffs,
+    row_pipelines,
+)
+
+
+def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, rules=RULES) -> MemberForest:
+    """The forest of one member: every rule of ``rules`` in order."""
+    d: Draft = start(member, distinct, first_pipeline_id)
+    for rule in rules:
+        d = rule(d)
+    return MemberForest(
+        member=member, distinct=distinct, nodes=d.nodes, roots=d.roots, forest_statics=d.forest_statics,
+        forest_preds=d.forest_preds, out_attrs=d.out_attrs, pipelines=d.pipelines,
+        unsatisfiable=d.unsatisfiable, absorbed=d.absorbed,
+    )
+
+
+def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest:
+    """The forest of a Compilation, a sqlglot tree or SQL text (read by the analyser's front end)."""
+    members, distinct, columns = members_of(source, sources, dialect)
+    forests: list[MemberForest] = []
+    planned = []
+    for m in members:
+        mf = member_forest(m, distinct, first_pipeline_id=len(planned))
+        forests.append(mf)
+        planned.extend(mf.pipelines.values())
+    branch_of: dict[int, int] = {}
+    positions: dict[int, tuple[int, ...]] = {}
+    joins: list[JoinBranch] = []
+    pipelines: list[Pipeline] = []
+    next_id = len(planned)
+    views_of = {m.index: dict(m.views) for m in members}
+    for p in planned:
+        view = views_of[p.member].get(p.alias)
+        if view is None:
+            pipelines.append(p)
+            continue
+        branches, rows_of, pos, js = view_pipelines(p, view, sources, next_id)
+        next_id += len(branches)
+        pipelines.extend(branches)
+        positions[p.id] = pos
+        branch_of.update((i, p.id) for i in rows_of)
+        joins.extend(js)
+    return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)))
+
+
+__all__ = [
+    "RULES", "build_forest", "member_forest", "members_of", "Forest", "MemberForest", "Member", "Node", "Pipeline",
+    "CrossPred", "OutItem", "ViewDedupe", "JoinBranch", "Attr", "FOREST",
+]

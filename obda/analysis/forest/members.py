@@ -1,0 +1,329 @@
+"""Executable members: the unfolder's SELECT trees (and per-atom views) as typed :class:`Member` objects.
+
+The one place where the executable structure of a member is read: FROM
+aliases (source tables or per-atom views), conditions on one alias (run per
+row), comparisons between two aliases (run on synopses; an operand may be an
+expression over one alias, computed per row), output items (attributes,
+constants, CONCAT templates).  A ``≤`` / ``≥`` / ``≠`` between two stream
+timestamps splits the member into disjoint ``<`` / ``=`` members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from sqlglot import exp
+from sqlglot.optimizer.simplify import simplify
+
+from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
+from obda.analysis.normal_form import parse_sql
+from obda.errors import ExecutionError
+from obda.model.compilation import Compilation
+from obda.model.sources import ColumnType, Sources, Table
+
+CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tuple[Member, ...], bool, tuple[str, ...]]:
+    """Executable members of a Compilation (the unfolder's SELECT trees and views), a sqlglot tree or SQL text.
+
+    SQL text is read by the analyser's front end (:func:`obda.analysis.normal_form.parse_sql`).
+    Members are expanded so that no member has a ``≤``/``≥``/``≠`` between two
+    stream timestamps (split into disjoint ``<``/``=`` members, spec §3 step 1).
+    Returns the members, whether the query is DISTINCT, and the output columns.
+    """
+    views: list[dict] = []
+    if isinstance(source, Compilation):
+        selects = [m.select for m in source.members]
+        distinct = bool(source.distinct)
+        columns = tuple(source.columns)
+        views = [{a: source.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
+                 for m in source.members]
+    else:
+        tree = source if isinstance(source, exp.Expression) else parse_sql(source, dialect=dialect)
+        selects, distinct = _flatten_union(tree)
+        columns = tuple(_item_name(e) for e in selects[0].expressions) if selects else ()
+    members: list[Member] = []
+    for origin, sel in enumerate(selects):
+        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {})):
+            members.append(replace(m, index=len(members)))
+    return tuple(members), distinct, columns
+
+
+def _flatten_union(tree: exp.Expression) -> tuple[list[exp.Select], bool]:
+    if isinstance(tree, exp.Subquery):
+        return _flatten_union(tree.this)
+    if isinstance(tree, exp.Union):
+        left, dl = _flatten_union(tree.this)
+        right, dr = _flatten_union(tree.expression)
+        return left + right, bool(tree.args.get("distinct")) or dl or dr
+    if isinstance(tree, exp.Select):
+        return [tree], bool(tree.args.get("distinct"))
+    raise ExecutionError(f"expected a UNION [ALL] of SELECTs, got {type(tree).__name__}: {tree.sql()[:80]}")
+
+
+def _item_name(e: exp.Expression) -> str:
+    if isinstance(e, exp.Alias):
+        return e.alias
+    if isinstance(e, exp.Column):
+        return e.name
+    raise ExecutionError(f"projected item {e.sql()!r} has no name (use AS)")
+
+
+def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+    if e is None:
+        return []
+    if isinstance(e, exp.Paren):
+        return _conjuncts(e.this)
+    if isinstance(e, exp.And):
+        return _conjuncts(e.this) + _conjuncts(e.expression)
+    return [e]
+
+
+def _unparen(e: exp.Expression) -> exp.Expression:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e
+
+
+def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None) -> Member:
+    aliases: dict[str, Table] = {}
+    views = views or {}
+    used_views: dict[str, object] = {}
+    conds: list[exp.Expression] = []
+    froms = []
+    if sel.args.get("from_") is not None:
+        froms.append(sel.args["from_"].this)
+    for j in sel.args.get("joins") or []:
+        froms.append(j.this)
+        conds.extend(_conjuncts(j.args.get("on")))
+    for t in froms:
+        if isinstance(t, exp.Subquery) and t.alias in views:
+            view = views[t.alias]
+            if t.alias in aliases:
+                raise ExecutionError(f"FROM alias {t.alias!r} is used twice in one member")
+            aliases[t.alias] = view.table
+            used_views[t.alias] = view
+            continue
+        if not isinstance(t, exp.Table):
+            raise ExecutionError(
+                f"FROM entry {t.sql()[:80]!r} is not a source table (derived tables are outside the executable class)"
+            )
+        table = sources.table(t.name)
+        if table is None:
+            raise ExecutionError(f"table {t.name!r} is not declared in the sources file")
+        alias = t.alias_or_name
+        if alias in aliases:
+            raise ExecutionError(f"FROM alias {alias!r} is used twice in one member")
+        aliases[alias] = table
+    conds.extend(_conjuncts(sel.args.get("where").this if sel.args.get("where") else None))
+
+    def resolve(col: exp.Column) -> Attr:
+        if col.table:
+            if col.table not in aliases:
+                raise ExecutionError(f"column {col.sql()!r} refers to unknown alias {col.table!r}")
+            alias = col.table
+        else:
+            owners = [a for a, t in aliases.items() if t.column(col.name) is not None]
+            if len(owners) != 1:
+                raise ExecutionError(f"column {col.name!r} is {'ambiguous' if owners else 'unknown'}")
+            alias = owners[0]
+        c = aliases[alias].column(col.name)
+        if c is None:
+            raise ExecutionError(f"table {aliases[alias].name!r} has no column {col.name!r}")
+        return (alias, c.name)
+
+    local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
+    cross: list[CrossPred] = []
+    exprs: list[tuple[Attr, exp.Expression]] = []
+    unsat = False
+
+    def side(e: exp.Expression) -> Attr | None:
+        """A comparison operand as an attribute: a column, or an expression over one alias (computed per row)."""
+        if isinstance(e, exp.Column):
+            return resolve(e)
+        owners = {resolve(col)[0] for col in e.find_all(exp.Column)}
+        if len(owners) != 1:
+            return None
+        attr = (owners.pop(), f"#p{len(exprs)}")
+        exprs.append((attr, _unqualify(e, resolve)))
+        return attr
+
+    for c in conds:
+        cols = list(c.find_all(exp.Column))
+        owners = {resolve(col)[0] for col in cols}
+        if not owners:
+            s = simplify(c.copy())
+            if isinstance(s, exp.Boolean) and not s.this:
+                unsat = True
+            elif not (isinstance(s, exp.Boolean) and s.this):
+                raise ExecutionError(f"cannot decide the constant condition {c.sql()!r}")
+            continue
+        if len(owners) == 1:
+            local[owners.pop()].append(_unqualify(c, resolve))
+            continue
+        u = _unparen(c)
+        op = CMP.get(type(u))
+        lhs, rhs = (side(_unparen(u.this)), side(_unparen(u.expression))) if op else (None, None)
+        if lhs is None or rhs is None:
+            raise ExecutionError(
+                f"condition {c.sql()!r} relates several FROM entries but is not a comparison of expressions over "
+                "one FROM entry each (the executable class allows f(a.c, ...) op g(b.d, ...) only)"
+            )
+        cross.append(CrossPred(lhs, op, rhs))
+
+    items: list[OutItem] = []
+    for e in sel.expressions:
+        name = _item_name(e)
+        body = _unparen(e.this if isinstance(e, exp.Alias) else e)
+        items.append(_out_item(name, body, resolve, exprs))
+    return Member(
+        index=index,
+        aliases=tuple(aliases.items()),
+        local=tuple((a, tuple(cs)) for a, cs in local.items()),
+        cross=tuple(cross),
+        items=tuple(items),
+        exprs=tuple(exprs),
+        unsatisfiable=unsat,
+        sql=sel.sql(dialect="spark"),
+        origin=index,
+        views=tuple(used_views.items()),
+    )
+
+
+def _unqualify(e: exp.Expression, resolve) -> exp.Expression:
+    """Copy of ``e`` with columns renamed to the source column (no alias): ready for one table."""
+
+    def tr(node):
+        if isinstance(node, exp.Column):
+            return exp.column(resolve(node)[1], quoted=True)
+        return node
+
+    return e.copy().transform(tr)
+
+
+def _constant(e: exp.Expression):
+    if isinstance(e, exp.Literal):
+        if e.is_string:
+            return e.this
+        txt = e.this
+        try:
+            return int(txt)
+        except ValueError:
+            return float(txt)
+    if isinstance(e, exp.Boolean):
+        return bool(e.this)
+    if isinstance(e, exp.Null):
+        return None
+    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal):
+        return -_constant(e.this)
+    if isinstance(e, (exp.Cast, exp.TryCast)):
+        v = _constant(_unparen(e.this))
+        to = e.to.this.name if hasattr(e.to.this, "name") else str(e.to.this)
+        if v is None:
+            return None
+        if to in ("TEXT", "VARCHAR", "CHAR", "STRING", "NVARCHAR"):
+            return str(v)
+        if to in ("INT", "BIGINT", "SMALLINT", "TINYINT"):
+            return int(v)
+        if to in ("DOUBLE", "FLOAT"):
+            return float(v)
+    raise ExecutionError(f"unsupported constant expression {e.sql()!r} in the projection")
+
+
+def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
+    cols = list(body.find_all(exp.Column))
+    owners = {resolve(c)[0] for c in cols}
+    if isinstance(body, exp.Column):
+        return OutItem(name, "attr", attr=resolve(body))
+    if not owners:
+        if isinstance(body, exp.Concat):
+            return OutItem(name, "const", value="".join(str(_constant(_unparen(a))) for a in body.expressions))
+        return OutItem(name, "const", value=_constant(body))
+    if len(owners) == 1:
+        alias = owners.pop()
+        attr = (alias, f"#p{len(exprs)}")
+        exprs.append((attr, _unqualify(body, resolve)))
+        return OutItem(name, "attr", attr=attr)
+    if isinstance(body, exp.Concat):
+        parts: list[tuple[str, object]] = []
+        for a in body.expressions:
+            a = _unparen(a)
+            a_owners = {resolve(c)[0] for c in a.find_all(exp.Column)}
+            if not a_owners:
+                parts.append(("const", str(_constant(a))))
+            elif len(a_owners) == 1:
+                attr = (a_owners.pop(), f"#p{len(exprs)}")
+                exprs.append((attr, exp.cast(_unqualify(a, resolve), "STRING")))
+                parts.append(("attr", attr))
+            else:
+                raise ExecutionError(f"projection part {a.sql()!r} mixes several FROM entries")
+        return OutItem(name, "concat", parts=tuple(parts))
+    raise ExecutionError(f"projection {body.sql()!r} mixes several FROM entries and is not a CONCAT")
+
+
+def _is_stream_ts(m: Member, attr: Attr) -> bool:
+    t = m.table(attr[0])
+    return t.is_stream and t.timestamp is not None and t.timestamp.lower() == attr[1].lower()
+
+
+def _expand_members(m: Member) -> list[Member]:
+    """Split ``τi ≤ τj`` into ``<`` / ``=`` and ``τi ≠ τj`` into ``<`` / ``>`` (disjoint members)."""
+    for i, p in enumerate(m.cross):
+        if p.op in ("<=", ">=", "!=") and _is_stream_ts(m, p.left) and _is_stream_ts(m, p.right):
+            alts = {"<=": ("<", "="), ">=": (">", "="), "!=": ("<", ">")}[p.op]
+            out = []
+            for op in alts:
+                cross = m.cross[:i] + (CrossPred(p.left, op, p.right),) + m.cross[i + 1 :]
+                out.extend(_expand_members(replace(m, cross=cross)))
+            return out
+    return [m]
+
+
+# ----------------------------------------------------------------------------------------------
+# Planning
+
+
+
+def infer_local_conditions(m: Member) -> dict[str, tuple[exp.Expression, ...]]:
+    """Constant conditions implied through equality joins (``a.x = b.y ∧ 0 < b.y`` ⊢ ``0 < a.x``).
+
+    Pure constraint propagation (same result), so Spark drops rows that can never join before
+    they are counted.  Only between columns of the same declared type.
+    """
+    local: dict[str, list[exp.Expression]] = {a: list(m.local_of(a)) for a, _ in m.aliases}
+    seen = {a: {c.sql() for c in cs} for a, cs in local.items()}
+    added: dict[str, list[exp.Expression]] = {}
+    for _ in range(len(m.aliases)):
+        changed = False
+        for p in m.cross:
+            if p.op != "=":
+                continue
+            for src, dst in ((p.right, p.left), (p.left, p.right)):
+                if column_type(m.table(src[0]), src[1]) != column_type(m.table(dst[0]), dst[1]):
+                    continue
+                for c in list(local[src[0]]):
+                    cols = list(c.find_all(exp.Column))
+                    if not cols or any(col.name != src[1] for col in cols) or CMP.get(type(_unparen(c))) is None:
+                        continue
+                    new = c.copy().transform(
+                        lambda n: exp.column(dst[1], quoted=True) if isinstance(n, exp.Column) else n
+                    )
+                    if new.sql() not in seen[dst[0]]:
+                        seen[dst[0]].add(new.sql())
+                        local[dst[0]].append(new)
+                        added.setdefault(dst[0], []).append(new)
+                        changed = True
+        if not changed:
+            break
+    return {a: tuple(cs) for a, cs in added.items()}
+
+
+
+def column_type(table: Table, name: str) -> ColumnType | None:
+    c = table.column(name)
+    return c.type if c else None
+
+
+def unparen(e: exp.Expression) -> exp.Expression:
+    return _unparen(e)

@@ -1,0 +1,242 @@
+"""The typed synopsis forest: what the executor runs for every SPJ member (immutable objects).
+
+Built by :mod:`obda.analysis.forest` (one pure rule per module) from the
+members the unfolder emitted; consumed as is by :mod:`obda.execution` (the
+Spark pipelines, the ordering runtime and the synopsis engine), which neither
+parses SQL nor plans.
+
+* :class:`Member` — one executable SPJ member: its FROM aliases (source tables
+  or per-atom views), the conditions on one alias (``local``, run per row) and
+  between two aliases (``cross``, run on synopses), the output items.
+* :class:`Node` — a *unit* of the forest: stream aliases with equal
+  timestamps; ``parent`` is the unit whose tuples are later (``τ_child <
+  τ_parent``); ``key`` the attributes its synopsis keeps; ``compress`` the
+  extreme kept for set semantics (MaxRef/MinRef, Arasu §5.2); ``cutoff`` the
+  last timestamp of a finite stream.
+* :class:`Pipeline` — per-row work on one alias (filter, kept attributes).
+* :class:`MemberForest` — the forest of one member; :class:`Forest` — of the query,
+  with :class:`ViewDedupe` saying how per-atom views are deduplicated per
+  timestamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from obda.model.sources import Table
+
+FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
+
+Attr = tuple[str, str]  # (FROM alias, column name or '#pK' for a computed expression over one alias)
+
+FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass(frozen=True)
+class CrossPred:
+    """``left op right`` between attributes of two different FROM aliases."""
+
+    left: Attr
+    op: str
+    right: Attr
+
+    @property
+    def attrs(self) -> tuple[Attr, Attr]:
+        return (self.left, self.right)
+
+    def oriented(self, attr: Attr) -> str:
+        """The operator seen from ``attr`` put on the left."""
+        return self.op if self.left == attr else FLIP[self.op]
+
+    def __str__(self) -> str:
+        return f"{self.left[0]}.{self.left[1]} {self.op} {self.right[0]}.{self.right[1]}"
+
+
+@dataclass(frozen=True)
+class OutItem:
+    """One projected answer variable: an attribute, a constant, or a CONCAT of both."""
+
+    name: str
+    kind: str  # attr | const | concat
+    attr: Attr | None = None
+    value: object = None
+    parts: tuple[tuple[str, object], ...] = ()  # concat: ('const', str) | ('attr', Attr)
+
+    @property
+    def attrs(self) -> tuple[Attr, ...]:
+        if self.kind == "attr":
+            return (self.attr,)  # type: ignore[return-value]
+        if self.kind == "concat":
+            return tuple(v for k, v in self.parts if k == "attr")  # type: ignore[misc]
+        return ()
+
+
+@dataclass(frozen=True)
+class Member:
+    """One executable SPJ member (one SELECT of the union, or one of its ≤ / ≠ timestamp splits)."""
+
+    index: int
+    aliases: tuple[tuple[str, Table], ...]
+    local: tuple[tuple[str, tuple[exp.Expression, ...]], ...]  # alias -> conditions (unqualified columns)
+    cross: tuple[CrossPred, ...]
+    items: tuple[OutItem, ...]
+    exprs: tuple[tuple[Attr, exp.Expression], ...] = ()  # computed single-alias expressions
+    unsatisfiable: bool = False
+    sql: str = ""
+    origin: int = 0  # index of the SELECT this member came from (before splitting ≤ / ≠ on timestamps)
+    views: tuple[tuple[str, object], ...] = ()  # alias -> per-atom view (obda.mapping AtomView) it reads
+
+    def table(self, alias: str) -> Table:
+        return dict(self.aliases)[alias]
+
+    def local_of(self, alias: str) -> tuple[exp.Expression, ...]:
+        return dict(self.local).get(alias, ())
+
+
+@dataclass(frozen=True)
+class Node:
+    """A unit: stream aliases with equal timestamps; one node of the synopsis forest."""
+
+    id: int
+    aliases: tuple[str, ...]
+    parent: int | None = None
+    children: tuple[int, ...] = ()
+    statics: tuple[str, ...] = ()  # static aliases joined at this node
+    preds: tuple[CrossPred, ...] = ()  # evaluated when a tuple of this unit arrives
+    key: tuple[Attr, ...] = ()  # synopsis key: attributes needed above the subtree
+    compress: tuple[int, str] | None = None  # (position in key, 'min'|'max') for set semantics
+    cutoff: int | None = None  # last possible timestamp (µs) from constant upper bounds; None: infinite
+    depth: int = 0
+
+    def describe(self, forest: "MemberForest") -> dict:
+        return {
+            "unit": list(self.aliases),
+            "tables": [forest.member.table(a).name for a in self.aliases],
+            "kind": "finite" if self.cutoff is not None else "infinite",
+            "parent": None if self.parent is None else list(forest.nodes[self.parent].aliases),
+            "depth": self.depth,
+            "key": [f"{a}.{c}" for a, c in self.key],
+            "statics": list(self.statics),
+            "synopsis": ("existence" if forest.distinct else "count")
+            + (f", {self.compress[1]} of {self.key[self.compress[0]][0]}.{self.key[self.compress[0]][1]}"
+               if self.compress else ""),
+            "conditions": [str(p) for p in self.preds],
+        }
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Per-row work on one FROM alias, run in Spark (or the local backend): filter, project, count."""
+
+    id: int
+    member: int
+    alias: str
+    table: Table
+    filters: tuple[exp.Expression, ...]
+    attrs: tuple[Attr, ...]  # kept attributes, in key order
+    exprs: tuple[tuple[Attr, exp.Expression], ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(a[1] for a in self.attrs)
+
+
+@dataclass(frozen=True)
+class MemberForest:
+    """The synopsis forest of one member: units, edges, keys, cut-offs, evaluation sites, pipelines."""
+
+    member: Member
+    distinct: bool
+    nodes: tuple[Node, ...]
+    roots: tuple[int, ...]
+    forest_statics: tuple[str, ...]
+    forest_preds: tuple[CrossPred, ...]
+    out_attrs: tuple[Attr, ...]
+    pipelines: dict[str, Pipeline]  # alias -> pipeline (streams and statics)
+    unsatisfiable: bool = False
+    absorbed: tuple[CrossPred, ...] = ()
+
+    @property
+    def stream_aliases(self) -> tuple[str, ...]:
+        return tuple(a for a, t in self.member.aliases if t.is_stream)
+
+    @property
+    def static_aliases(self) -> tuple[str, ...]:
+        return tuple(a for a, t in self.member.aliases if not t.is_stream)
+
+    def node_of(self, alias: str) -> Node | None:
+        for n in self.nodes:
+            if alias in n.aliases:
+                return n
+        return None
+
+    def describe(self) -> dict:
+        return {
+            "member": self.member.index,
+            "select": self.member.origin,
+            "sql": self.member.sql,
+            "unsatisfiable": self.unsatisfiable,
+            "units": [n.describe(self) for n in self.nodes],
+            "roots": [list(self.nodes[r].aliases) for r in self.roots],
+            "absorbed_time_predicates": [str(p) for p in self.absorbed],
+            "forest_conditions": [str(p) for p in self.forest_preds],
+        }
+
+
+@dataclass(frozen=True)
+class JoinBranch:
+    """A static view branch that joins several tables: computed once, when the static tables are loaded.
+
+    ``entries``: (FROM alias of the branch, pipeline id reading that table whole,
+    its column names); ``conds`` and ``items`` (the view row) are over
+    ``alias.column``.
+    """
+
+    target: int  # the view alias's pipeline id
+    entries: tuple[tuple[str, int, tuple[str, ...]], ...]
+    conds: tuple[exp.Expression, ...]
+    items: tuple[exp.Expression, ...]
+
+
+@dataclass(frozen=True)
+class ViewDedupe:
+    """How the rows of per-atom views are deduplicated per timestamp (docs/semantics.md).
+
+    A view's alias has one pipeline per view branch (``branch_of``: branch
+    pipeline id → the alias's pipeline id), each keeping the *whole* view row,
+    so that rows are a set per timestamp however many branches, source rows or
+    micro-batches produce them.  At the close of a timestamp each distinct row
+    is projected (``positions``, -1 for the timestamp itself) onto the alias's
+    synopsis attributes and counted once.  ``joins``: static branches over
+    several tables.
+    """
+
+    branch_of: dict[int, int] = field(default_factory=dict)
+    positions: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    joins: tuple[JoinBranch, ...] = ()
+
+
+@dataclass(frozen=True)
+class Forest:
+    """The synopsis forests of every member of a query, and the pipelines that feed them."""
+
+    members: tuple[MemberForest, ...]
+    distinct: bool
+    columns: tuple[str, ...]
+    pipelines: tuple[Pipeline, ...]  # what runs per row: source-table pipelines and per-branch view pipelines
+    views: ViewDedupe = field(default_factory=ViewDedupe)
+
+    def stream_tables(self) -> list[Table]:
+        seen: dict[str, Table] = {}
+        for p in self.pipelines:
+            if p.table.is_stream:
+                seen.setdefault(p.table.name, p.table)
+        return list(seen.values())
+
+    def static_pipelines(self) -> list[Pipeline]:
+        return [p for p in self.pipelines if not p.table.is_stream]
+
+    def describe(self) -> dict:
+        return {"distinct": self.distinct, "columns": list(self.columns), "members": [m.describe() for m in self.members]}
