@@ -49,6 +49,8 @@ class Compilation(BaseModel):
     sql: str
     members: list[Member]
     removed: list[str] = Field(description="why members were dropped (unsatisfiable, duplicate, ...)")
+    views: list[dict[str, Any]] = Field(default=[], description="the per-atom views the members read: kind, "
+                                        "columns, branches, triples maps, pruned branches, SQL")
 
 
 class AnalyzeResponse(BaseModel):

@@ -121,7 +121,12 @@ class AnalysisReport:
         return [v if i in covered else self.verdict for i, v in enumerate(out)]
 
     def to_dict(self) -> dict:
-        return {"verdict": self.verdict, "members": [m.to_dict() for m in self.members], "notes": list(self.notes)}
+        d = {"verdict": self.verdict, "members": [m.to_dict() for m in self.members], "notes": list(self.notes)}
+        if self.forest is not None:  # what the executor runs: per member, its units, keys, cut-offs, pipelines
+            d["forest"] = self.forest.describe()
+        elif self.forest_error is not None:
+            d["not_executable"] = str(self.forest_error)
+        return d
 
     def to_text(self) -> str:
         lines = [f"verdict: {self.verdict.upper()} ({_meaning(self.verdict)})"]

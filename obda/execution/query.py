@@ -9,16 +9,15 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable
 
-from sqlglot import exp
 
 from obda.errors import ExecutionError
 from obda.execution import checkpoint
 from obda.execution.engine import QueryEngine
 from obda.analysis import AnalysisReport, Forest, analyze, build_forest
 from obda.execution import views as view_rows
-from obda.execution.rows import process_rows, read_file_rows, static_rows, to_micros
+from obda.execution.rows import process_rows, read_file_rows, static_rows
 from obda.execution.runtime import Metrics, Runtime, TableBatch
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format

@@ -297,17 +297,22 @@ def contained(small: Branch, big: Branch, small_out: list[str], big_out: list[st
 # ----------------------------------------------------------------------------- view SQL
 
 
-def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Sequence[tuple[str, Expr]],
-               distinct: bool) -> exp.Select:
-    """``SELECT [DISTINCT] items FROM entries WHERE conds`` as a fresh sqlglot tree."""
-    args: dict = {"expressions": [exp.Alias(this=e.to_sqlglot(), alias=identifier(n)) for n, e in items]}
+def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Sequence[tuple[str, exp.Expression]],
+               distinct: bool, ren: dict[str, str] | None = None) -> exp.Select:
+    """``SELECT [DISTINCT] items FROM entries WHERE conds`` as a fresh sqlglot tree (FROM aliases renamed by ``ren``).
+
+    Built node by node: the same tree as ``exp.select(...).from_(...).join(...)
+    .where(...)``, without the builders' parsing and copying.
+    """
+    ren = ren or {}
+    args: dict = {"expressions": [exp.Alias(this=e, alias=identifier(n)) for n, e in items]}
     first, *rest = entries
-    args["from_"] = exp.From(this=first.expression())
+    args["from_"] = exp.From(this=first.expression(ren.get(first.alias)))
     if rest:
-        args["joins"] = [exp.Join(this=e.expression()) for e in rest]
+        args["joins"] = [exp.Join(this=e.expression(ren.get(e.alias))) for e in rest]
     if conds:
-        parts = [c.to_sqlglot() for c in conds]
-        if len(parts) > 1:
+        parts = [c.to_sqlglot(ren) for c in conds]
+        if len(parts) > 1:  # as exp.and_: an AND / OR operand is parenthesised
             parts = [exp.Paren(this=c) if isinstance(c, exp.Connector) else c for c in parts]
         cond = parts[0]
         for c in parts[1:]:
@@ -410,7 +415,7 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
         items = branch_items(b, layout)
         if not cols:
             cols = [Column(n, t) for n, _, t in items]
-        selects.append(select_sql(b.entries, b.conds, [(n, e) for n, e, _ in items], False))
+        selects.append(select_sql(b.entries, b.conds, [(n, e.to_sqlglot()) for n, e, _ in items], False))
         plain = _bare if len(b.entries) == 1 else (lambda e: e)
         parts.append(ViewBranch(tuple("" if e.derived else e.table for e in b.entries), tuple(e.alias for e in b.entries),
                                 tuple(plain(c.to_sqlglot()) for c in b.conds),

@@ -52,7 +52,7 @@ from sqlglot import exp
 
 from obda.errors import BudgetError, MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion, AssertionIndex
-from obda.mapping._unfold_ir import Col, Expr, NotNull, Raw, Seq, identifier
+from obda.mapping._unfold_ir import Col, Expr, NotNull, Raw, Seq
 from obda.mapping._unfold_optimize import (
     canonical_key,
     eliminate_self_joins,
@@ -76,6 +76,7 @@ from obda.mapping._unfold_views import (
     duplicate_free,
     fine_shape,
     may_overlap,
+    select_sql,
     view_terms,
 )
 from obda.mapping._unfold_terms import (
@@ -485,27 +486,8 @@ def _not_null(used: list[Val], conds: list[Expr], exempt: set[str]) -> list[Expr
 
 
 def _select(b: _Built, distinct: bool) -> exp.Select:
-    """The sqlglot SELECT of a member, a fresh tree on every call.
-
-    Built node by node: the same tree as ``exp.select(...).from_(...).join(...)
-    .where(...)``, without the builders' parsing and copying.
-    """
-    args: dict = {"expressions": [exp.Alias(this=e, alias=identifier(n)) for n, e in b.items()]}
-    first, *rest = b.entries
-    args["from_"] = exp.From(this=first.expression(b.ren[first.alias]))
-    if rest:
-        args["joins"] = [exp.Join(this=e.expression(b.ren[e.alias])) for e in rest]
-    if b.conds:
-        conds = [c.to_sqlglot(b.ren) for c in b.conds]
-        if len(conds) > 1:  # as exp.and_: an AND / OR operand is parenthesised
-            conds = [exp.Paren(this=c) if isinstance(c, exp.Connector) else c for c in conds]
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = exp.And(this=cond, expression=c)
-        args["where"] = exp.Where(this=cond)
-    if distinct:
-        args["distinct"] = exp.Distinct()
-    return exp.Select(**args)
+    """The sqlglot SELECT of a member, a fresh tree on every call (FROM aliases renumbered)."""
+    return select_sql(b.entries, b.conds, b.items(), distinct, b.ren)
 
 
 def _option_name(a) -> str:

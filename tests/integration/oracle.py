@@ -118,3 +118,15 @@ def run_oracle(closed, text: str, columns) -> Counter:
 
 def run_sql(con, sql: str) -> Counter:
     return Counter(tuple(norm(v) for v in row) for row in con.execute(sql).fetchall())
+
+
+def demo_database(project):
+    """The demo catalog tests' data: generated rows (seed 11, a small scenario) loaded into a fresh DuckDB."""
+    import duckdb
+
+    from obda.datagen import generate_rows
+
+    data = generate_rows(project.sources, seed=11, sites=2, turbines_per_site=2, sensors_per_turbine=3, timestamps=6)
+    con = duckdb.connect()
+    data.load_into(con, "duckdb")
+    return con

@@ -30,7 +30,6 @@ from pathlib import Path
 import pytest
 
 from obda.catalog import load_catalog
-from obda.datagen import generate_rows
 from obda.errors import MappingError
 from obda.mapping import load_mapping, materialise
 from obda.model.ontology import Exists, SubClassOf
@@ -47,7 +46,7 @@ from integration.bag_oracle import (
     run_morph_kgc,
     sql_bag,
 )
-from integration.oracle import norm
+from integration.oracle import demo_database, norm
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = Path(__file__).resolve().parent / "multiplicity"
@@ -385,12 +384,8 @@ ENTRIES = load_catalog(ROOT / "catalogs" / "demo.yaml")
 
 @pytest.fixture(scope="module")
 def demo_world():
-    import duckdb
-
     project = Project.load(ROOT / "demo")
-    data = generate_rows(project.sources, seed=11, sites=2, turbines_per_site=2, sensors_per_turbine=3, timestamps=6)
-    con = duckdb.connect()
-    data.load_into(con, "duckdb")
+    con = demo_database(project)
     oracle = BagOracle.of_project(project, con)
     no_exists = dataclasses.replace(
         project.ontology,

@@ -14,17 +14,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import duckdb
 import pytest
 from rdflib import Graph
 
 from obda.catalog import load_catalog
-from obda.datagen import generate_rows
 from obda.mapping import materialise
 from obda.model.ontology import Exists, SubClassOf
 from obda.project import Project
 
-from integration.oracle import closed_dataset, run_oracle, run_sql
+from integration.oracle import closed_dataset, demo_database, run_oracle, run_sql
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = load_catalog(ROOT / "catalogs" / "demo.yaml")
@@ -33,9 +31,7 @@ ENTRIES = load_catalog(ROOT / "catalogs" / "demo.yaml")
 @pytest.fixture(scope="module")
 def world():
     project = Project.load(ROOT / "demo")
-    data = generate_rows(project.sources, seed=11, sites=2, turbines_per_site=2, sensors_per_turbine=3, timestamps=6)
-    con = duckdb.connect()
-    data.load_into(con, "duckdb")
+    con = demo_database(project)
     ds = materialise(project.mapping, con, sources=project.sources, dialect="duckdb")
     tbox = Graph()
     for f in project.settings.ontology_files:
