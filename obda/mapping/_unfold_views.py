@@ -253,13 +253,24 @@ def _determined(b: Branch) -> set[str]:
         s = split_cmp(c)
         if s is not None and s[0] == "=":
             eqs.append((s[1], s[2]))
+    keys = {e.alias: [Col(e.alias, k).sql() for k in e.key] for e in b.entries if e.key and not e.derived}
+
+    def row_known(col: Col) -> bool:  # a declared key that is known determines every column of its row
+        key = keys.get(next(iter(col.aliases()), ""))
+        return bool(key) and all(k in known for k in key)
+
     changed = True
     while changed:
         changed = False
         for l, r in eqs:
             for x, y in ((l, r), (r, l)):
-                if isinstance(y, Col) and y.sql() not in known and (not isinstance(x, Col) or x.sql() in known):
+                if not isinstance(y, Col) or y.sql() in known:
+                    continue
+                if not isinstance(x, Col) or x.sql() in known or row_known(y):
                     known.add(y.sql())
+                    changed = True
+                elif row_known(x):
+                    known.add(x.sql())
                     changed = True
     return known
 

@@ -172,17 +172,21 @@ def test_sql_query_inlined_join_merges_from_and_conditions():
       rr:subjectMap [ rr:template "http://ex.org/sensor/{sid}" ];
       rr:predicateObjectMap [ rr:predicate ex:turbineName; rr:objectMap [ rr:column "tname" ] ].
     """
-    # the turbine key is not determined by the atom's terms (only through sensor.turbine_id), so the atom
-    # reads a view even with keys; the rr:sqlQuery is still inlined inside it: its two tables and its
-    # ON/WHERE conjuncts, its output columns replaced by the inner columns
-    for sources in (SOURCES, KEYED):
-        (m,), _, _ = run([P("turbineName", V("x"), V("n"))], ["x", "n"], mapping=mapping, sources=sources)
-        not_null = "" if sources is KEYED else " AND NOT m1.id IS NULL"
-        assert sql(m) == (
-            "SELECT m1.s AS x, m1.o AS n FROM (SELECT DISTINCT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS s, "
-            "m2.name AS o FROM sensor AS m1, turbine AS m2 "
-            f"WHERE m1.turbine_id = m2.id AND m2.name <> 'x'{not_null}) AS m1"
-        )
+    # the rr:sqlQuery is inlined: its two tables and its ON/WHERE conjuncts, its output columns replaced by the
+    # inner columns. Without keys the atom reads it as a view (DISTINCT); with keys it is duplicate-free — the
+    # sensor key is in the subject, it fixes the sensor row, hence m1.turbine_id, hence the turbine key m2.id —
+    # and the join is inlined into the member
+    (m,), _, _ = run([P("turbineName", V("x"), V("n"))], ["x", "n"], mapping=mapping, sources=SOURCES)
+    assert sql(m) == (
+        "SELECT m1.s AS x, m1.o AS n FROM (SELECT DISTINCT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS s, "
+        "m2.name AS o FROM sensor AS m1, turbine AS m2 "
+        "WHERE m1.turbine_id = m2.id AND m2.name <> 'x' AND NOT m1.id IS NULL) AS m1"
+    )
+    (m,), _, _ = run([P("turbineName", V("x"), V("n"))], ["x", "n"], mapping=mapping, sources=KEYED)
+    assert sql(m) == (
+        "SELECT 'http://ex.org/sensor/' || CAST(m1.id AS TEXT) AS x, m2.name AS n FROM sensor AS m1, turbine AS m2 "
+        "WHERE m1.turbine_id = m2.id AND m2.name <> 'x'"
+    )
 
 
 def test_sql_query_with_aggregation_stays_derived_table():
