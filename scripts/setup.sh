@@ -36,3 +36,13 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# morph-kgc, the bag oracle's independent R2RML engine (tests/integration/bag_oracle.py), in a side
+# virtualenv: its pins (duckdb<2, pyoxigraph<0.4, rdflib<7.3) conflict with the project's.
+mk=.venv-morph-kgc
+mk_reqs=$(grep -v -e '^#' -e '^[[:space:]]*$' tests/integration/morph-kgc-requirements.txt)
+if [ ! -x "$mk/bin/python" ] || [ "$(cat "$mk/.installed" 2>/dev/null)" != "$mk_reqs" ]; then
+  "$PY" -m venv --clear "$mk"
+  # shellcheck disable=SC2086
+  "$mk/bin/python" -m pip install -q --disable-pip-version-check $mk_reqs
+  printf '%s\n' "$mk_reqs" > "$mk/.installed"
+fi

@@ -76,5 +76,7 @@ def test_help_examples_name_files_that_exist_and_run(cmd, tmp_path):
             if re.search(r"\.(rq|yaml|ttl)$", a) or a in ("demo",):
                 assert (ROOT / a).exists(), f"{ex}: {a} does not exist"
         if cmd in ("compile", "analyze", "validate", "catalog check"):
+            # files the example writes (--output) go to tmp_path, not into the repository
+            args = [str(tmp_path / a) if prev == "--output" else a for prev, a in zip([None] + args, args)]
             r = subprocess.run([sys.executable, "-m", "obda.cli", *args], capture_output=True, text=True, cwd=ROOT)
             assert r.returncode == 0, f"{ex}\n{r.stderr}"

@@ -16,8 +16,8 @@ duplicates.  This oracle keeps them, as the W3C recommendations define them:
    project's virtualenv (every release pins ``duckdb<2``, ``pyoxigraph<0.4`` and
    2.10.0 also ``rdflib<7.3``, against the project's ``duckdb==2.0.0`` and
    ``rdflib==7.6.0``), so it runs in a side virtualenv of its own
-   (``MORPH_KGC_REQUIREMENTS``, exact pins), created once under
-   ``$OBDA_MORPH_KGC_VENV`` or ``~/.cache/obda-tests/morph-kgc-2.10.0``.
+   (``morph-kgc-requirements.txt``, exact pins), ``.venv-morph-kgc`` made by
+   ``scripts/setup.sh`` (or ``$OBDA_MORPH_KGC_VENV``; made on first use if missing).
 2. **Reasoning.**  Each snapshot (the default graph; each time graph on its own)
    is closed under the ontology with owlrl (``oracle.closed_dataset``).
 3. **Query.**  The closed quads go into a pyoxigraph ``Store`` and the user's
@@ -207,23 +207,8 @@ class BagOracle:
 
 #: morph-kgc and its dependencies, exact versions (installed in a virtualenv of their own, see the module doc)
 MORPH_KGC_REQUIREMENTS = [
-    "morph-kgc[sqlite]==2.10.0",
-    "duckdb==1.5.6",
-    "elementpath==4.8.0",
-    "falcon==4.4.0",
-    "jsonpath-python==1.0.6",
-    "numpy==2.4.6",
-    "pandas==2.3.3",
-    "pyoxigraph==0.3.22",
-    "pyparsing==3.3.3",
-    "python-dateutil==4.0.0",
-    "pytz==2026.6",
-    "rdflib==7.2.1",
-    "ruamel.yaml==0.18.17",
-    "sql-metadata==2.20.0",
-    "SQLAlchemy==2.1.9",
-    "sqlparse==0.5.5",
-    "tzdata==2026.6",
+    line.strip() for line in (Path(__file__).with_name("morph-kgc-requirements.txt")).read_text().splitlines()
+    if line.strip() and not line.startswith("#")
 ]
 
 _DRIVER = r'''
@@ -246,11 +231,11 @@ for job in jobs:
 
 
 def _venv_dir() -> Path:
+    """``$OBDA_MORPH_KGC_VENV``, else the repository's ``.venv-morph-kgc`` (made by ``scripts/setup.sh``)."""
     env = os.environ.get("OBDA_MORPH_KGC_VENV")
     if env:
         return Path(env)
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "obda-tests" / "morph-kgc-2.10.0"
+    return Path(__file__).resolve().parents[2] / ".venv-morph-kgc"
 
 
 def morph_kgc_python() -> Path:
@@ -258,7 +243,7 @@ def morph_kgc_python() -> Path:
     venv = _venv_dir()
     py = venv / "bin" / "python"
     stamp = venv / ".installed"
-    wanted = "\n".join(MORPH_KGC_REQUIREMENTS)
+    wanted = "\n".join(MORPH_KGC_REQUIREMENTS) + "\n"
     if py.exists() and stamp.exists() and stamp.read_text() == wanted:
         return py
     venv.parent.mkdir(parents=True, exist_ok=True)
