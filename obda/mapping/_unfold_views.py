@@ -44,6 +44,7 @@ from obda.mapping._unfold_terms import (
     TermValue,
     Unsat,
     Val,
+    concat_sql,
     equal_terms,
     literal_sql,
     may_contain,
@@ -225,6 +226,7 @@ class Branch:
     """One way to produce an atom, as a single-atom SPJ (aliases ``m1, m2, …``)."""
 
     option: tuple  # (alt atom, steps, assertion, kind) as in unfold
+    sig: dict  # the terms the option binds the atom's variables to, as a member would bind them
     entries: list[FromEntry]
     conds: list[Expr]  # simplified, with IS NOT NULL
     terms: dict[Var, TermValue]  # the atom's variables (not the time variable)
@@ -376,18 +378,12 @@ def branch_items(b: Branch, layout) -> list[tuple[str, Expr, ColumnType]]:
             text_tv = TermValue(TermType.IRI if tv.term_type is not TermType.LITERAL else TermType.LITERAL,
                                 tv.parts, tv.datatype, tv.language)
             items.append((base, projection_sql(text_tv) if tv.term_type is not TermType.LITERAL
-                          else _literal_text(text_tv), ColumnType.STRING))
+                          else concat_sql(text_tv), ColumnType.STRING))
     if b.ts is not None:
         items.append((TS, b.ts.expr, ColumnType.TIMESTAMP))
     if not items:
         items.append(("present", Const(exp.Literal.number(1), ("n", 1)), ColumnType.INTEGER))
     return items
-
-
-def _literal_text(tv: TermValue) -> Expr:
-    from obda.mapping._unfold_terms import concat_sql
-
-    return concat_sql(tv)
 
 
 def view_terms(b: Branch, layout) -> tuple[ViewColumn, ...]:
@@ -462,5 +458,3 @@ def _bare(e: exp.Expression) -> exp.Expression:
 
     return e.transform(tr)
 
-
-XSD_STRING = XSD + "string"

@@ -642,7 +642,7 @@ def _atom_vars(atom: Atom) -> list[Var]:
     return list(dict.fromkeys(t for t in atom.terms if isinstance(t, Var)))
 
 
-def _branch(option, atom: Atom, memo: _Memo) -> Branch:
+def _branch(option, sig: dict, atom: Atom, memo: _Memo) -> Branch:
     """The single-atom SPJ of one option (raises Unsat when it is unsatisfiable on its own)."""
     alt_atom, _steps, a, kind = option
     m = _Member(memo)
@@ -651,7 +651,7 @@ def _branch(option, atom: Atom, memo: _Memo) -> Branch:
     conds = conds + _not_null(m.used, conds, m.exempt)
     terms = {v: m.bound[v] for v in _atom_vars(atom)}
     ts = m.bound[atom.time].parts[0].val if atom.time is not None else None  # type: ignore[union-attr]
-    return Branch(option, list(m.entries), conds, terms, ts)
+    return Branch(option, sig, list(m.entries), conds, terms, ts)
 
 
 def _disjoint(x: Branch, y: Branch) -> bool:
@@ -684,7 +684,7 @@ class _Views:
             n += 1
             name = f"v{n}_{local}"
         self.taken.add(name.lower())
-        view = build_view(name, atom, branches, layout, disjoint, free, pruned)
+        view = replace(probe, name=name, table=replace(probe.table, name=name))  # the name is not in the SQL
         self.by_text[probe.text] = view
         return view
 
@@ -701,9 +701,9 @@ def _short_name(iri: str) -> str:
 def _atom_branches(atom: Atom, options: list, memo: _Memo, removed: list[str], branch: int) -> list[Branch]:
     """The single-atom SPJ of every mapping option of an atom (unsatisfiable ones recorded and dropped)."""
     out: list[Branch] = []
-    for option, _sig in options:
+    for option, sig in options:
         try:
-            out.append(_branch(option, atom, memo))
+            out.append(_branch(option, sig, atom, memo))
         except Unsat as e:
             removed.append(f"{_describe_choice(branch, (option,))}: unsatisfiable: {e}")
     return out
@@ -772,7 +772,7 @@ def _atom_options(atom: Atom, branches: list[Branch], join_vars: frozenset[Var],
                 continue
             final.append((b, o))
         free = all(duplicate_free(b) for b, _ in final) and not must_view
-        inline = [(b.option, _signature(b.option, memo)) for b, _ in final]
+        inline = [(b.option, b.sig) for b, _ in final]
         if len(final) == 1 and free:
             out.append(_Group(inline, None))
             removed.extend(f"branch {branch}: {p}" for p in pruned if f"branch {branch}: {p}" not in removed)
