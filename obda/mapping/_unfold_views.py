@@ -80,6 +80,7 @@ class ViewBranch:
     aliases: tuple[str, ...]
     conds: tuple[exp.Expression, ...]
     items: tuple[tuple[str, exp.Expression], ...]
+    origin: tuple[str, str | None, int | None] = ("", None, None)  # the triples map (id, file, line) behind it
 
     @property
     def single(self) -> bool:
@@ -426,7 +427,7 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
         plain = _bare if len(b.entries) == 1 else (lambda e: e)
         parts.append(ViewBranch(tuple("" if e.derived else e.table for e in b.entries), tuple(e.alias for e in b.entries),
                                 tuple(plain(c.to_sqlglot()) for c in b.conds),
-                                tuple((n, plain(e.to_sqlglot())) for n, e, _ in items)))
+                                tuple((n, plain(e.to_sqlglot())) for n, e, _ in items), _origin(b)))
     need_distinct = not (all_free and (len(branches) == 1 or disjoint))
     if len(selects) == 1:
         body: exp.Expression = selects[0]
@@ -439,13 +440,16 @@ def build_view(name: str, atom: Atom, branches: list[Branch], layout, disjoint: 
     temporal = atom.time is not None
     table = Table(name, TableKind.STREAM if temporal else TableKind.STATIC, tuple(cols),
                   timestamp=TS if temporal else None)
-    tms = tuple({
-        b.assertion.triples_map.id: (b.assertion.triples_map.id,
-                                     b.assertion.location.file or b.assertion.triples_map.location.file,
-                                     b.assertion.location.line or b.assertion.triples_map.location.line)
-        for b in branches}.values())
+    tms = tuple({_origin(b)[0]: _origin(b) for b in branches}.values())
     return AtomView(name, table, body, need_distinct, len(branches), tms, pruned, "(" + body.sql() + ")",
                     tuple(parts))
+
+
+def _origin(b: Branch) -> tuple[str, str | None, int | None]:
+    """The triples map behind a branch: its id, and the file and line of the assertion."""
+    a = b.assertion
+    return (a.triples_map.id, a.location.file or a.triples_map.location.file,
+            a.location.line or a.triples_map.location.line)
 
 
 def _bare(e: exp.Expression) -> exp.Expression:

@@ -177,3 +177,22 @@ def test_view_queries_are_analysed_and_run_when_bounded(world, case, tmp_path):
     ContinuousQuery(comp, project.sources, report, base_dir=FIXTURE, sink=sink, backend="local").run_until_exhausted()
     got = Counter(tuple(line["binding"][c] for c in comp.columns) for line in sink.drain())
     assert got == Counter(oracle.answers(comp.to_sql("spark"))), case.id
+
+
+def test_stream_view_branch_joining_tables_is_refused_with_the_triples_map_located():
+    from obda.analysis import analyze
+    from obda.errors import ExecutionError
+    from obda.model.sources import parse_sources
+
+    src = parse_sources(JOIN_SOURCES)
+    mapping = JOIN_MAPPING + """
+ex:Hot a rr:TriplesMap;
+  rr:logicalTable [ rr:sqlQuery "SELECT r.turbine_id, r.ts FROM jreading r JOIN jturbine t ON r.turbine_id = t.id" ];
+  rr:subjectMap [ rr:template "http://ex.org/reading/{turbine_id}"; rr:class ex:Hot ].
+"""
+    comp = _compile("PREFIX ex: <http://ex.org/>\nSELECT ?r WHERE { GRAPH ?t { ?r a ex:Hot } }", mapping, src)
+    report = analyze(comp, src)  # analysable; not executable: said when it is run
+    assert report.forest is None and report.to_dict()["not_executable"]
+    with pytest.raises(ExecutionError, match="triples map http://ex.org/Hot joins jreading, jturbine over a stream") as e:
+        ContinuousQuery(comp, src, report, backend="local")
+    assert e.value.location.line is not None

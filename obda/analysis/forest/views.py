@@ -14,7 +14,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from obda.analysis.forest.model import JoinBranch, Pipeline
-from obda.errors import ExecutionError
+from obda.errors import ExecutionError, Location
 from obda.model.sources import Sources, Table
 
 
@@ -64,12 +64,14 @@ def view_pipelines(p: Pipeline, view, sources: Sources, first_id: int):
             next_id += 1
             continue
         if view.temporal or not all(br.tables):
+            tm, file, line = br.origin
             raise ExecutionError(
-                f"view {view.name} (the triples maps {', '.join(t[0] for t in view.triples_maps)}) has a branch that "
-                f"joins {', '.join(t or 'a derived table' for t in br.tables)}"
+                f"view {view.name}: its branch from triples map {tm} joins "
+                f"{', '.join(t or 'a derived table' for t in br.tables)}"
                 + (" over a stream" if view.temporal else "")
                 + "; the executor deduplicates such a branch only over static source tables (declare keys so that "
-                "the view is proven duplicate-free and inlined, or map the class or property from one table)"
+                "the view is proven duplicate-free and inlined, or map the class or property from one table)",
+                Location(file, line),
             )
         entries = []
         for alias, name in zip(br.aliases, br.tables):
