@@ -91,8 +91,8 @@ def tokenize(text: str) -> list[Token]:
     return out
 
 
-def too_deep(tokens: Iterable[Token], limit: int) -> Token | None:
-    """The first bracket (``{`` ``(`` ``[``) that opens nesting level ``limit + 1``, or None.
+def _openings(tokens: Iterable[Token]) -> Iterable[tuple[Token, int]]:
+    """Every opening bracket (``{`` ``(`` ``[``) with the nesting level it opens.
 
     Brackets of every kind count together (a ``(`` of a FILTER inside a ``{``
     group is level 2); brackets inside IRIs, strings and comments do not.
@@ -103,27 +103,23 @@ def too_deep(tokens: Iterable[Token], limit: int) -> Token | None:
             continue
         if t.text in _OPEN:
             depth += 1
-            if depth > limit:
-                return t
+            yield t, depth
         elif t.text in _CLOSE and depth > 0:
             depth -= 1
-    return None
+
+
+def too_deep(tokens: Iterable[Token], limit: int) -> Token | None:
+    """The first bracket that opens nesting level ``limit + 1``, or None."""
+    return next((t for t, depth in _openings(tokens) if depth > limit), None)
 
 
 def deepest(tokens: Iterable[Token]) -> tuple[Token | None, int]:
     """The first bracket that opens the deepest nesting level of the text, and that level (None, 0 without
     brackets)."""
-    depth = best = 0
-    found = None
-    for t in tokens:
-        if t.kind != "punct":
-            continue
-        if t.text in _OPEN:
-            depth += 1
-            if depth > best:
-                best, found = depth, t
-        elif t.text in _CLOSE and depth > 0:
-            depth -= 1
+    found, best = None, 0
+    for t, depth in _openings(tokens):
+        if depth > best:
+            found, best = t, depth
     return found, best
 
 

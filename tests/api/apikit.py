@@ -11,7 +11,8 @@ import duckdb
 
 from api import Settings
 from api.feeder import Feeder, prepare_workspace
-from obda.model.sources import ColumnType, Sources
+from duckdb_tables import load_csv_tables
+from obda.model.sources import Sources
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo"
@@ -49,16 +50,6 @@ def settings_for(project: Path, **kw) -> Settings:
     return Settings(**base)
 
 
-_TYPES = {
-    ColumnType.INTEGER: "BIGINT",
-    ColumnType.DECIMAL: "DECIMAL(18, 4)",
-    ColumnType.DOUBLE: "DOUBLE",
-    ColumnType.STRING: "VARCHAR",
-    ColumnType.BOOLEAN: "BOOLEAN",
-    ColumnType.TIMESTAMP: "TIMESTAMP",
-}
-
-
 def norm(v):
     if isinstance(v, Decimal):
         return int(v) if v == v.to_integral_value() else float(v)
@@ -69,13 +60,7 @@ def norm(v):
 
 def load(project: Path, sources: Sources) -> duckdb.DuckDBPyConnection:
     """Every table's CSV files (as the sources file types them) in an in-memory DuckDB."""
-    con = duckdb.connect()
-    for t in sources.tables:
-        folder = project / t.location
-        files = sorted(str(f) for f in folder.glob("*.csv"))
-        cols = ", ".join(f"'{c.name}': '{_TYPES[c.type]}'" for c in t.columns)
-        con.execute(f"CREATE TABLE {t.name} AS SELECT * FROM read_csv({files!r}, header = true, columns = {{{cols}}})")
-    return con
+    return load_csv_tables(project, sources)
 
 
 def answers(project: Path, sources: Sources, sql: str) -> Counter:

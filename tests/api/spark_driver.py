@@ -19,7 +19,8 @@ warnings.simplefilter("ignore")
 
 
 def main(workspace: str, master: str, query_file: str, last_ts: str) -> None:
-    sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
+    here = Path(__file__).resolve()  # tests/api, tests (pytest's pythonpath) and the repository
+    sys.path[:0] = [str(here.parent), str(here.parents[1]), str(here.parents[2])]
     from fastapi.testclient import TestClient
 
     from api import create_app

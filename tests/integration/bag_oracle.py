@@ -44,7 +44,6 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import duckdb
 import pyoxigraph as ox
 from rdflib import BNode, Dataset, Graph, Literal, URIRef
 from rdflib.namespace import XSD
@@ -53,6 +52,7 @@ from obda.mapping import materialise
 from obda.mapping.materialise import time_graph_iri
 from obda.model.sources import ColumnType, Sources
 
+from duckdb_tables import load_csv_tables
 from integration.oracle import closed_dataset, norm, oracle_query_text, run_sql
 
 __all__ = [
@@ -67,34 +67,6 @@ __all__ = [
 ]
 
 # --------------------------------------------------------------------------- data
-
-
-_DUCK_TYPES = {
-    ColumnType.INTEGER: "BIGINT",
-    ColumnType.DECIMAL: "DECIMAL(18, 4)",
-    ColumnType.DOUBLE: "DOUBLE",
-    ColumnType.STRING: "VARCHAR",
-    ColumnType.BOOLEAN: "BOOLEAN",
-    ColumnType.TIMESTAMP: "TIMESTAMP",
-}
-
-
-def load_csv_tables(project_dir: Path, sources: Sources, con=None):
-    """Every table's CSV data (a file or a folder of ``*.csv``), typed as the sources file says, in DuckDB.
-
-    Empty fields are NULL.  Returns the (new, in-memory unless given) connection.
-    """
-    con = con if con is not None else duckdb.connect()
-    for t in sources.tables:
-        if t.location is None:
-            raise ValueError(f"table {t.name!r} has no location")
-        loc = Path(project_dir) / t.location
-        files = sorted(str(f) for f in loc.glob("*.csv")) if loc.is_dir() else [str(loc)]
-        cols = ", ".join(f"'{c.name}': '{_DUCK_TYPES[c.type]}'" for c in t.columns)
-        con.execute(
-            f'CREATE TABLE "{t.name}" AS SELECT * FROM read_csv({files!r}, header = true, columns = {{{cols}}})'
-        )
-    return con
 
 
 def sql_bag(con, sql: str) -> Counter:

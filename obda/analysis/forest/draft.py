@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from obda.analysis.forest.members import is_stream_ts
 from obda.analysis.forest.model import Attr, CrossPred, Member, Node, Pipeline
 
 
@@ -42,8 +43,7 @@ class Draft:
         return out
 
     def is_stream_ts(self, attr: Attr) -> bool:
-        t = self.member.table(attr[0])
-        return t.is_stream and t.timestamp is not None and t.timestamp.lower() == attr[1].lower()
+        return is_stream_ts(self.member, attr)
 
 
 def start(member: Member, distinct: bool, first_pipeline_id: int = 0) -> Draft:

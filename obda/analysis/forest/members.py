@@ -80,7 +80,7 @@ def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
     return [e]
 
 
-def _unparen(e: exp.Expression) -> exp.Expression:
+def unparen(e: exp.Expression) -> exp.Expression:
     while isinstance(e, exp.Paren):
         e = e.this
     return e
@@ -162,9 +162,9 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         if len(owners) == 1:
             local[owners.pop()].append(_unqualify(c, resolve))
             continue
-        u = _unparen(c)
+        u = unparen(c)
         op = CMP.get(type(u))
-        lhs, rhs = (side(_unparen(u.this)), side(_unparen(u.expression))) if op else (None, None)
+        lhs, rhs = (side(unparen(u.this)), side(unparen(u.expression))) if op else (None, None)
         if lhs is None or rhs is None:
             raise ExecutionError(
                 f"condition {c.sql()!r} relates several FROM entries but is not a comparison of expressions over "
@@ -175,7 +175,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
     items: list[OutItem] = []
     for e in sel.expressions:
         name = _item_name(e)
-        body = _unparen(e.this if isinstance(e, exp.Alias) else e)
+        body = unparen(e.this if isinstance(e, exp.Alias) else e)
         items.append(_out_item(name, body, resolve, exprs))
     return Member(
         index=index,
@@ -218,7 +218,7 @@ def _constant(e: exp.Expression):
     if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal):
         return -_constant(e.this)
     if isinstance(e, (exp.Cast, exp.TryCast)):
-        v = _constant(_unparen(e.this))
+        v = _constant(unparen(e.this))
         to = e.to.this.name if hasattr(e.to.this, "name") else str(e.to.this)
         if v is None:
             return None
@@ -238,7 +238,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
         return OutItem(name, "attr", attr=resolve(body))
     if not owners:
         if isinstance(body, exp.Concat):
-            return OutItem(name, "const", value="".join(str(_constant(_unparen(a))) for a in body.expressions))
+            return OutItem(name, "const", value="".join(str(_constant(unparen(a))) for a in body.expressions))
         return OutItem(name, "const", value=_constant(body))
     if len(owners) == 1:
         alias = owners.pop()
@@ -248,7 +248,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
     if isinstance(body, exp.Concat):
         parts: list[tuple[str, object]] = []
         for a in body.expressions:
-            a = _unparen(a)
+            a = unparen(a)
             a_owners = {resolve(c)[0] for c in a.find_all(exp.Column)}
             if not a_owners:
                 parts.append(("const", str(_constant(a))))
@@ -262,7 +262,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
     raise ExecutionError(f"projection {body.sql()!r} mixes several FROM entries and is not a CONCAT")
 
 
-def _is_stream_ts(m: Member, attr: Attr) -> bool:
+def is_stream_ts(m: Member, attr: Attr) -> bool:
     t = m.table(attr[0])
     return t.is_stream and t.timestamp is not None and t.timestamp.lower() == attr[1].lower()
 
@@ -270,7 +270,7 @@ def _is_stream_ts(m: Member, attr: Attr) -> bool:
 def _expand_members(m: Member) -> list[Member]:
     """Split ``τi ≤ τj`` into ``<`` / ``=`` and ``τi ≠ τj`` into ``<`` / ``>`` (disjoint members)."""
     for i, p in enumerate(m.cross):
-        if p.op in ("<=", ">=", "!=") and _is_stream_ts(m, p.left) and _is_stream_ts(m, p.right):
+        if p.op in ("<=", ">=", "!=") and is_stream_ts(m, p.left) and is_stream_ts(m, p.right):
             alts = {"<=": ("<", "="), ">=": (">", "="), "!=": ("<", ">")}[p.op]
             out = []
             for op in alts:
@@ -304,7 +304,7 @@ def infer_local_conditions(m: Member) -> dict[str, tuple[exp.Expression, ...]]:
                     continue
                 for c in list(local[src[0]]):
                     cols = list(c.find_all(exp.Column))
-                    if not cols or any(col.name != src[1] for col in cols) or CMP.get(type(_unparen(c))) is None:
+                    if not cols or any(col.name != src[1] for col in cols) or CMP.get(type(unparen(c))) is None:
                         continue
                     new = c.copy().transform(
                         lambda n: exp.column(dst[1], quoted=True) if isinstance(n, exp.Column) else n
@@ -324,6 +324,3 @@ def column_type(table: Table, name: str) -> ColumnType | None:
     c = table.column(name)
     return c.type if c else None
 
-
-def unparen(e: exp.Expression) -> exp.Expression:
-    return _unparen(e)
