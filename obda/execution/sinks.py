@@ -74,10 +74,30 @@ def answer_lines(answers: Iterable[Answer], columns: tuple[str, ...]) -> list[st
 
 
 class Sink:
-    """Base class: receives JSON lines; ``flush`` returns a recoverable offset (or None)."""
+    """Base class: receives answers; ``flush`` returns a recoverable offset (or None).
+
+    Protocol, per micro-batch: ``write_lines`` (answers computed on the driver: the local
+    backend, static-only queries) and/or ``write_frame`` (answers computed by Spark), then
+    ``flush`` → offset, stored in the checkpoint; ``commit(offset)`` once that checkpoint is
+    on disk (a sink that publishes only committed output does it here); on restart
+    ``recover(offset)`` with the checkpointed offset.
+    """
 
     def write_lines(self, lines: list[str]) -> None:
         raise NotImplementedError
+
+    def write_frame(self, frame) -> None:
+        """Answers computed by Spark (:class:`~obda.execution.answers.AnswerFrame`).
+
+        Default: stream them through the driver, one partition at a time, as lines; a sink
+        made for large outputs (:class:`DirectorySink`) writes them with Spark instead.
+        """
+        for chunk in frame.answers():
+            self.write_lines(answer_lines(chunk, frame.columns))
+
+    def commit(self, offset) -> None:
+        """The checkpoint recording ``offset`` is on disk."""
+        return None
 
     def flush(self):
         return None

@@ -1,0 +1,78 @@
+"""Answers computed by Spark: a typed handle on the DataFrame the executors produce.
+
+The distributed path (:mod:`obda.execution.distributed`) never brings answers
+to the driver: a micro-batch's answers are a Spark DataFrame, one row per
+answer **occurrence** (bags stay bags), with
+
+* ``__at``: the closed timestamp that produced the answer (µs since the epoch, long);
+* ``__b0`` … ``__b{n-1}``: the binding's values, in the order of ``columns``.
+
+A sink made for it (:class:`~obda.execution.sinks.DirectorySink`) writes it
+with Spark's own writers, on the executors.  The other sinks (a single file,
+the console, memory) get its rows through :meth:`AnswerFrame.answers`, which
+streams them partition by partition (``toLocalIterator``): the driver holds one
+partition at a time, never the whole output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from obda.execution.engine import Answer
+
+AT = "__at"
+
+
+def value_column(i: int) -> str:
+    """Name of the column holding the ``i``-th variable's value."""
+    return f"__b{i}"
+
+
+@dataclass(frozen=True)
+class AnswerFrame:
+    """One micro-batch's answers as a Spark DataFrame (see the module docstring)."""
+
+    df: object  # pyspark.sql.DataFrame
+    columns: tuple[str, ...]
+
+    def emitted_at(self):
+        """``emitted_at`` as ISO-8601 UTC text, exactly as the JSON-lines sinks print it."""
+        from pyspark.sql import functions as F
+
+        at = F.col(AT)
+        base = F.date_format(F.timestamp_micros(at), "yyyy-MM-dd'T'HH:mm:ss")
+        frac = F.lpad(F.pmod(at, F.lit(1_000_000)).cast("string"), 6, "0")
+        return F.when(at.isNull(), F.lit(None)).otherwise(
+            F.concat(base, F.when(F.pmod(at, F.lit(1_000_000)) == 0, F.lit("")).otherwise(F.concat(F.lit("."), frac)), F.lit("Z"))
+        )
+
+    def binding(self):
+        """The binding as one struct column named after the query's variables."""
+        from pyspark.sql import functions as F
+
+        return F.struct(*[F.col(value_column(i)).alias(c) for i, c in enumerate(self.columns)])
+
+    def records(self):
+        """A DataFrame ``(emitted_at string, binding struct)``: what Parquet part files hold."""
+        return self.df.select(self.emitted_at().alias("emitted_at"), self.binding().alias("binding"))
+
+    def json_lines(self):
+        """A DataFrame with one string column ``value``: the JSON line of each occurrence (NULLs kept)."""
+        from pyspark.sql import functions as F
+
+        rec = F.struct(self.emitted_at().alias("emitted_at"), self.binding().alias("binding"))
+        return self.df.select(F.to_json(rec, {"ignoreNullFields": "false"}).alias("value"))
+
+    def answers(self, chunk: int = 10_000) -> Iterator[list[Answer]]:
+        """The occurrences in chunks of at most ``chunk``, streamed one partition at a time."""
+        n = len(self.columns)
+        names = [AT] + [value_column(i) for i in range(n)]
+        out: list[Answer] = []
+        for row in self.df.select(*names).toLocalIterator():
+            out.append(Answer(row[0], tuple(row[1:]), 1))
+            if len(out) >= chunk:
+                yield out
+                out = []
+        if out:
+            yield out
