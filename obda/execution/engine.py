@@ -417,6 +417,27 @@ class MemberEngine:
             return {k: 1 for k in answers}
         return dict(answers)
 
+    def keeps_after(self, node_id: int, closed_upto: int) -> bool:
+        """Whether the node's past is still kept once every timestamp up to ``closed_upto`` closed."""
+        return node_id not in self.dropped and self._keeps_past(node_id, closed_upto)
+
+    def absorb(self, closed_upto: int, deltas: dict[int, Counted]) -> None:
+        """Merge what a micro-batch's closed range ``(…, closed_upto]`` added to each node (computed by Spark).
+
+        Equal to :meth:`step` at every timestamp of the range, as far as the synopses go:
+        merging is a union (counts add, existence, the extreme kept) and a node's past is
+        kept or dropped by the same monotone rule, evaluated at the range's end.
+        """
+        for n in self.plan.nodes:
+            if n.id in self.dropped:
+                continue
+            if self._keeps_past(n.id, closed_upto):
+                merge_into(self.past[n.id], deltas.get(n.id, {}), self.setsem, n.compress if self.setsem else None)
+            else:
+                self.past[n.id] = Rel(n.key)
+                if self._no_longer_needed(n.id, closed_upto):
+                    self.dropped.add(n.id)
+
     def _no_longer_needed(self, node_id: int, closed_upto: int) -> bool:
         # once the reader(s) of a past synopsis are complete, it never needs to be kept again
         return not self._keeps_past(node_id, closed_upto)

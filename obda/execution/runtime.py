@@ -66,6 +66,7 @@ class Metrics:
     total_batch_seconds: float = 0.0
     state_history: list[tuple[int, int]] = field(default_factory=list)  # (batch, state entries), last 1000
     unbounded_members: list[int] = field(default_factory=list)
+    driver_peak_rss_bytes: int = 0  # the driver process's peak resident memory so far
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -92,6 +93,7 @@ class Metrics:
             "last_batch_seconds": round(self.last_batch_seconds, 6),
             "avg_batch_seconds": round(self.avg_batch_seconds, 6),
             "unbounded_members": list(self.unbounded_members),
+            "driver_peak_rss_bytes": self.driver_peak_rss_bytes,
             "state_growth": self.state_growth(),
         }
 
@@ -101,6 +103,15 @@ class Metrics:
             return None
         (b0, e0), (b1, e1) = self.state_history[0], self.state_history[-1]
         return {"first_batch": b0, "first_entries": e0, "last_batch": b1, "last_entries": e1}
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this (the driver's) process, in bytes (Linux: ``ru_maxrss`` is in KiB)."""
+    import resource
+    import sys
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 class Runtime:

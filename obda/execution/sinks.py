@@ -86,14 +86,18 @@ class Sink:
     def write_lines(self, lines: list[str]) -> None:
         raise NotImplementedError
 
-    def write_frame(self, frame) -> None:
-        """Answers computed by Spark (:class:`~obda.execution.answers.AnswerFrame`).
+    def write_frame(self, frame) -> int | None:
+        """Answers computed by Spark (:class:`~obda.execution.answers.AnswerFrame`); returns how many
+        occurrences were written, when the sink counted them (None: the executor counts).
 
         Default: stream them through the driver, one partition at a time, as lines; a sink
         made for large outputs (:class:`DirectorySink`) writes them with Spark instead.
         """
+        n = 0
         for chunk in frame.answers():
             self.write_lines(answer_lines(chunk, frame.columns))
+            n += len(chunk)
+        return n
 
     def commit(self, offset) -> None:
         """The checkpoint recording ``offset`` is on disk."""

@@ -573,3 +573,70 @@ def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None) -> li
             reason = f"invalid: missing timestamp {table.timestamp!r}"
         out.append({"stream": table.name, "reason": reason, "row": r["__raw"] or r["__json"], "file": r["__file"]})
     return out
+
+
+def project_batch(spark, requests: list[ReadRequest], new: list[bool], cache: dict | None = None):
+    """The projected rows of a micro-batch as **one** DataFrame (not collected): what the executors keep.
+
+    Columns: ``__g`` (request index), ``__n`` (the request's files are new: counted in the
+    metrics; re-read files only contribute their open rows), ``__v`` (valid), ``__ts`` (µs),
+    ``__file`` (the file as Spark reports it), ``__f{pid}`` per pipeline (valid and its local
+    conditions hold) and ``__p{pid}_{j}`` per pipeline and kept attribute (the same name in
+    every request of the pipeline's table, so that requests unite by name).
+    """
+    from pyspark.sql import functions as F
+
+    union = None
+    for i, r in enumerate(requests):
+        if not (r.paths or r.fmt == "jdbc"):
+            continue
+        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file="path")
+        key = ("project", r.table.name, r.fmt, i)
+        parsed = cache.get(key) if cache is not None else None
+        if parsed is None:
+            items, kept = _projection(r.table, frame, r.pipelines, i)
+            by_ident = {ident: name for name, ident in kept}
+            cols = [F.expr(x) for x in items]
+            renames = [F.col(f"__f{p.id}") for p in r.pipelines]
+            for p in r.pipelines:
+                exprs = dict(p.exprs)
+                for j, a in enumerate(p.attrs):
+                    name = by_ident[(p.id, a[1]) if a in exprs else (None, a[1])]
+                    renames.append(F.col(name).alias(f"__p{p.id}_{j}"))
+            parsed = (cols, renames)
+            if cache is not None:
+                cache[key] = parsed
+        cols, renames = parsed
+        df = frame.df.select(*cols, "__file").select(
+            "__g", F.lit(bool(new[i])).alias("__n"), "__v", "__ts", "__file", *renames
+        )
+        union = df if union is None else union.unionByName(df, allowMissingColumns=True)
+    return union
+
+
+def batch_stats(projected, lo: int | None) -> list[tuple]:
+    """Per (request, file) of the projected batch: rows, valid, late, invalid, and the timestamps the marker needs.
+
+    One small aggregation (one group per file): ``(g, new, file, rows, valid, late,
+    invalid, max_ts, min_open_ts)`` — ``max_ts`` over valid rows after ``lo`` (what the
+    marker and the re-read decision need), ``min_open_ts`` the earliest such timestamp of
+    a row some pipeline keeps.  Late: valid with a timestamp at or before ``lo``.
+    """
+    from pyspark.sql import functions as F
+
+    v, ts = F.col("__v"), F.col("__ts")
+    late = v & ts.isNotNull() & (ts <= F.lit(lo)) if lo is not None else F.lit(False)
+    after = v & ts.isNotNull() & (ts > F.lit(lo)) if lo is not None else v & ts.isNotNull()
+    flags = [c for c in projected.columns if re.fullmatch(r"__f\d+", c)]
+    kept = F.lit(False)
+    for c in flags:
+        kept = kept | F.coalesce(F.col(c), F.lit(False))
+    agg = projected.groupBy("__g", "__n", "__file").agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.when(v & ~late, 1).otherwise(0)).alias("valid"),
+        F.sum(F.when(late, 1).otherwise(0)).alias("late"),
+        F.sum(F.when(v, 0).otherwise(1)).alias("invalid"),
+        F.max(F.when(after, ts)).alias("max_ts"),
+        F.min(F.when(after & kept, ts)).alias("min_ts"),
+    )
+    return collect_rows(agg)

@@ -1,0 +1,412 @@
+"""Answers computed where the data is: a micro-batch's answers and synopsis updates as Spark DataFrames.
+
+The synopsis forest (:mod:`obda.analysis.forest`) says, per member, which units
+(nodes) there are, which children a unit reads (``τ_child < τ_parent``), which
+static tables it joins and on which keys its synopsis is kept.  The local
+backend (:mod:`obda.execution.engine`) evaluates that forest one closed
+timestamp at a time on the driver.  Here the same forest is evaluated for
+**every timestamp of a micro-batch at once**, as one Spark plan over
+
+* the batch's rows of the closed range ``(lo, hi]`` (each alias: its pipeline's
+  flag and kept attributes, from the cached projection of the files read);
+* the **past** synopses (the driver's state, bounded by construction) shipped
+  as small broadcast DataFrames, with no timestamp (older than every row of
+  the range);
+* the static tables (one cached copy per query).
+
+For a unit ``n``: ``cur(n)`` joins its aliases' rows on equal timestamps, each
+child's ``past ∪ cur(child)`` restricted to timestamps *strictly before* the
+row's, and its statics, under the unit's conditions.  The answers join, for
+each root ``r_i`` whose row is the latest of the combination (emitted at its
+timestamp ``T``), the other roots' ``past ∪ cur``: strictly before ``T`` for the
+roots listed before ``r_i`` and at or before ``T`` for the ones after it, so a
+combination is counted once, at the closing of its latest timestamp — exactly
+what the per-timestamp engine computes (tests/execution/test_exec_distributed.py
+checks both against DuckDB).  Bags stay bags: counts of past and static
+entries multiply, stream rows count one each.
+
+What comes back to the driver per micro-batch is only what updates the
+synopses: ``cur(n)`` aggregated on the unit's key, for the units whose past is
+still needed (bounded by the key domains), and, for DISTINCT queries, the new
+distinct answers (the emitted set is part of a DISTINCT query's state).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Iterable
+
+from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, ViewDedupe
+from obda.execution.answers import AT, AnswerFrame, value_column
+from obda.execution.engine import Counted, MemberEngine, QueryEngine
+
+TS = "__ts"
+
+
+def flag_column(pid: int) -> str:
+    """Column of the projected batch: the row passes pipeline ``pid``'s local conditions (and is valid)."""
+    return f"__f{pid}"
+
+
+def key_column(pid: int, j: int) -> str:
+    """Column of the projected batch: pipeline ``pid``'s ``j``-th kept attribute."""
+    return f"__p{pid}_{j}"
+
+
+class _Names:
+    """Column names of a member's attributes inside its Spark plan (unique, SQL-safe)."""
+
+    def __init__(self):
+        self._names: dict[Attr, str] = {}
+
+    def __call__(self, a: Attr) -> str:
+        n = self._names.get(a)
+        if n is None:
+            n = self._names[a] = f"x{len(self._names)}_" + re.sub(r"\W", "_", f"{a[0]}_{a[1]}")[:40]
+        return n
+
+
+def _spark_type(values: Iterable):
+    """The Spark type of a column of Python values (as the executor's projections type them)."""
+    from pyspark.sql import types as T
+
+    for v in values:
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            return T.BooleanType()
+        if isinstance(v, int):
+            return T.LongType()
+        if isinstance(v, float):
+            return T.DoubleType()
+        if isinstance(v, Decimal):
+            return T.DecimalType(38, 10)
+        return T.StringType()
+    return T.StringType()
+
+
+def _frame(spark, names: list[str], data: Counted, count: str | None, types: dict | None = None):
+    """A small DataFrame of counted tuples (driver state or static rows): one column per name, plus ``count``."""
+    from pyspark.sql import types as T
+
+    rows = list(data.items())
+    fields = []
+    for i, n in enumerate(names):
+        t = (types or {}).get(n) or _spark_type(k[i] for k, _ in rows)
+        fields.append(T.StructField(n, t, True))
+    if count is not None:
+        fields.append(T.StructField(count, T.LongType(), False))
+        tuples = [tuple(k) + (c,) for k, c in rows]
+    else:
+        tuples = [tuple(k) for k, _ in rows]
+    return spark.createDataFrame(tuples, T.StructType(fields))
+
+
+def _pred(p: CrossPred, nm: _Names):
+    from pyspark.sql import functions as F
+
+    left, right = F.col(nm(p.left)), F.col(nm(p.right))
+    return {
+        "=": left == right,
+        "!=": left != right,
+        "<": left < right,
+        "<=": left <= right,
+        ">": left > right,
+        ">=": left >= right,
+    }[p.op]
+
+
+@dataclass
+class _Rel:
+    """A relation of the member's plan: DataFrame, its attributes, its timestamp column, its count column."""
+
+    df: object
+    attrs: frozenset
+    ts: str | None = None
+    count: str | None = None
+
+
+class _Joiner:
+    """Joins relations one by one, applying each condition as soon as its attributes are present."""
+
+    def __init__(self, first: _Rel, preds: Iterable[CrossPred], nm: _Names):
+        self.df = first.df
+        self.attrs = set(first.attrs)
+        self.counts = [first.count] if first.count else []
+        self.pending = list(preds)
+        self.nm = nm
+
+    def join(self, rel: _Rel, extra=None, broadcast: bool = False) -> None:
+        from pyspark.sql import functions as F
+
+        self.attrs |= rel.attrs
+        ready = [p for p in self.pending if set(p.attrs) <= self.attrs]
+        self.pending = [p for p in self.pending if p not in ready]
+        cond = None
+        for c in [_pred(p, self.nm) for p in ready] + ([extra] if extra is not None else []):
+            cond = c if cond is None else cond & c
+        other = F.broadcast(rel.df) if broadcast else rel.df
+        self.df = self.df.join(other, on=cond, how="inner") if cond is not None else self.df.crossJoin(other)
+        if rel.count:
+            self.counts.append(rel.count)
+
+    def count_expr(self):
+        from pyspark.sql import functions as F
+
+        if not self.counts:
+            return None
+        e = F.col(self.counts[0])
+        for c in self.counts[1:]:
+            e = e * F.col(c)
+        return e
+
+    def done(self):
+        from pyspark.sql import functions as F
+
+        for p in self.pending:  # conditions among the first relation's own attributes
+            self.df = self.df.where(_pred(p, self.nm))
+        self.pending = []
+        return self.df
+
+
+class SparkForest:
+    """The Spark side of one query: builds, per micro-batch, its answers and synopsis updates.
+
+    ``statics``: pipeline id → counted rows of each static alias (as the driver loaded them);
+    they become one cached DataFrame each, built on first use.
+    """
+
+    def __init__(self, spark, forest: Forest, engine: QueryEngine):
+        self.spark = spark
+        self.forest = forest
+        self.engine = engine
+        self._names = [_Names() for _ in forest.members]
+        self._statics: dict[tuple[int, str], _Rel] = {}
+
+    # -- inputs -------------------------------------------------------------------------------
+    def _range(self, lo: int | None, hi: int | None):
+        from pyspark.sql import functions as F
+
+        ts = F.col(TS)
+        cond = ts.isNotNull()
+        if lo is not None:
+            cond = cond & (ts > F.lit(lo))
+        if hi is not None:
+            cond = cond & (ts <= F.lit(hi))
+        return cond
+
+    def _alias_rows(self, batch, mi: int, alias: str, rng, tcol: str) -> _Rel:
+        """The rows of a stream alias in the range: its timestamp as ``tcol``, its attributes."""
+        from pyspark.sql import functions as F
+
+        mf = self.forest.members[mi]
+        nm = self._names[mi]
+        p = mf.pipelines[alias]
+        views: ViewDedupe = self.forest.views
+        positions = views.positions.get(p.id)
+        if positions is None:
+            df = batch.where(F.col(flag_column(p.id)) & rng).select(
+                F.col(TS).alias(tcol), *[F.col(key_column(p.id, j)).alias(nm(a)) for j, a in enumerate(p.attrs)]
+            )
+            return _Rel(df, frozenset(p.attrs), tcol)
+        # a per-atom view: the distinct rows of every branch per timestamp, projected onto the alias
+        branches = sorted(b for b, t in views.branch_of.items() if t == p.id)
+        width = len(next(q for q in self.forest.pipelines if q.id == branches[0]).attrs)
+        union = None
+        for b in branches:
+            part = batch.where(F.col(flag_column(b)) & rng).select(
+                F.col(TS).alias(tcol), *[F.col(key_column(b, j)).alias(f"__r{j}") for j in range(width)]
+            )
+            union = part if union is None else union.unionByName(part)
+        union = union.distinct()
+        df = union.select(
+            F.col(tcol), *[(F.col(tcol) if i < 0 else F.col(f"__r{i}")).alias(nm(a)) for i, a in zip(positions, p.attrs)]
+        )
+        return _Rel(df, frozenset(p.attrs), tcol)
+
+    def _static(self, mi: int, alias: str) -> _Rel:
+        key = (mi, alias)
+        rel = self._statics.get(key)
+        if rel is None:
+            mf = self.forest.members[mi]
+            nm = self._names[mi]
+            p = mf.pipelines[alias]
+            data = self.engine.members[mi].statics[alias].data
+            count = f"__cs{len(self._statics)}"
+            df = _frame(self.spark, [nm(a) for a in p.attrs], data, count).cache()
+            rel = self._statics[key] = _Rel(df, frozenset(p.attrs), None, count)
+        return rel
+
+    def _past(self, mi: int, node_id: int, tcol: str, count: str) -> _Rel | None:
+        """The node's past synopsis (driver state) as a DataFrame with a NULL timestamp, or None when empty."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        me = self.engine.members[mi]
+        node = me.plan.nodes[node_id]
+        data = me.past[node_id].data
+        if not data:
+            return None
+        nm = self._names[mi]
+        df = _frame(self.spark, [nm(a) for a in node.key], data, count)
+        df = df.select(F.lit(None).cast(T.LongType()).alias(tcol), *[nm(a) for a in node.key], count)
+        return _Rel(df, frozenset(node.key), tcol, count)
+
+    # -- one member ---------------------------------------------------------------------------
+    def _cur(self, batch, mi: int, node_id: int, rng, memo: dict) -> _Rel:
+        """``cur(n)`` over the range: (timestamp, key attributes, count?) — not aggregated."""
+        if node_id in memo:
+            return memo[node_id]
+        from pyspark.sql import functions as F
+
+        mf = self.forest.members[mi]
+        nm = self._names[mi]
+        n = mf.nodes[node_id]
+        tcol = f"__t{node_id}"
+        first = self._alias_rows(batch, mi, n.aliases[0], rng, tcol)
+        j = _Joiner(first, n.preds, nm)
+        for k, a in enumerate(n.aliases[1:]):
+            other = self._alias_rows(batch, mi, a, rng, f"{tcol}_{k}")
+            j.join(other, F.col(f"{tcol}_{k}") == F.col(tcol))
+        for c in n.children:
+            rel = self._all(batch, mi, c, rng, memo, f"__a{node_id}_{c}")
+            if rel is None:
+                memo[node_id] = None
+                return None
+            j.join(rel, F.col(rel.ts).isNull() | (F.col(rel.ts) < F.col(tcol)))
+        for s in n.statics:
+            j.join(self._static(mi, s), broadcast=True)
+        df = j.done()
+        count = j.count_expr()
+        cname = f"__c{node_id}"
+        cols = [F.col(tcol)] + [F.col(nm(a)) for a in n.key] + ([count.alias(cname)] if count is not None else [])
+        rel = _Rel(df.select(*cols), frozenset(n.key), tcol, cname if count is not None else None)
+        memo[node_id] = rel
+        return rel
+
+    def _all(self, batch, mi: int, node_id: int, rng, memo: dict, prefix: str) -> _Rel | None:
+        """``past ∪ cur`` of a node, its timestamp and count columns renamed with ``prefix``."""
+        from pyspark.sql import functions as F
+
+        nm = self._names[mi]
+        node = self.forest.members[mi].nodes[node_id]
+        tcol, count = f"{prefix}_t", f"{prefix}_c"
+        cur = self._cur(batch, mi, node_id, rng, memo)
+        parts = []
+        if cur is not None:
+            parts.append(
+                cur.df.select(
+                    F.col(cur.ts).alias(tcol), *[nm(a) for a in node.key],
+                    (F.col(cur.count) if cur.count else F.lit(1).cast("long")).alias(count),
+                )
+            )
+        past = self._past(mi, node_id, tcol, count)
+        if past is not None:
+            parts.append(past.df)
+        if not parts:
+            return None
+        df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+        return _Rel(df, frozenset(node.key), tcol, count)
+
+    def _answers(self, batch, mi: int, rng, memo: dict):
+        """The member's answers in the range: ``__at``, the bound values, one row per occurrence."""
+        from pyspark.sql import functions as F
+
+        mf = self.forest.members[mi]
+        nm = self._names[mi]
+        out = None
+        for i, r in enumerate(mf.roots):
+            cur = self._cur(batch, mi, r, rng, memo)
+            if cur is None:
+                continue
+            j = _Joiner(cur, mf.forest_preds, nm)
+            missing = False
+            for k, q in enumerate(mf.roots):
+                if k == i:
+                    continue
+                rel = self._all(batch, mi, q, rng, memo, f"__r{mi}_{i}_{k}")
+                if rel is None:
+                    missing = True
+                    break
+                before = F.col(rel.ts) < F.col(cur.ts) if k < i else F.col(rel.ts) <= F.col(cur.ts)
+                j.join(rel, F.col(rel.ts).isNull() | before)
+            if missing:
+                continue
+            for s in mf.forest_statics:
+                j.join(self._static(mi, s), broadcast=True)
+            df = j.done()
+            count = j.count_expr()
+            cols = [F.col(cur.ts).alias(AT)] + [
+                self._bind(it, nm).alias(value_column(k)) for k, it in enumerate(mf.member.items)
+            ]
+            if count is not None and not self.forest.distinct:
+                df = df.select(*cols, count.alias("__n")).where(F.col("__n") > 0)
+                df = df.select(AT, *[value_column(k) for k in range(len(cols) - 1)],
+                               F.explode(F.array_repeat(F.lit(0), F.col("__n").cast("int"))).alias("__rep")).drop("__rep")
+            else:
+                df = df.select(*cols)
+            out = df if out is None else out.unionByName(df)
+        return out
+
+    @staticmethod
+    def _bind(item, nm: _Names):
+        from pyspark.sql import functions as F
+
+        if item.kind == "attr":
+            return F.col(nm(item.attr))
+        if item.kind == "const":
+            return F.lit(item.value)
+        parts = [F.lit(v) if k == "const" else F.col(nm(v)).cast("string") for k, v in item.parts]
+        return F.concat(*parts)
+
+    # -- the micro-batch ------------------------------------------------------------------------
+    def evaluate(self, batch, lo: int | None, hi: int | None) -> tuple[object | None, dict[int, dict[int, object]]]:
+        """The answers of the closed range ``(lo, hi]`` and, per member and node, the synopsis update frames.
+
+        ``batch``: the projected rows of the micro-batch (cached).  Returns the answers
+        DataFrame (None when no member can answer) and ``{member: {node: DataFrame of the
+        node's key (+ count)}}`` for the nodes whose past the engine keeps after ``hi``.
+        """
+        rng = self._range(lo, hi)
+        answers = None
+        updates: dict[int, dict[int, object]] = {}
+        for mi, mf in enumerate(self.forest.members):
+            if mf.unsatisfiable or not mf.nodes:
+                continue
+            memo: dict = {}
+            df = self._answers(batch, mi, rng, memo)
+            if df is not None:
+                answers = df if answers is None else answers.unionByName(df)
+            me: MemberEngine = self.engine.members[mi]
+            for n in mf.nodes:
+                if hi is None or not me.keeps_after(n.id, hi):
+                    continue
+                cur = self._cur(batch, mi, n.id, rng, memo)
+                if cur is not None:
+                    updates.setdefault(mi, {})[n.id] = self._update(mi, n.id, cur)
+        return answers, updates
+
+    def _update(self, mi: int, node_id: int, cur: _Rel):
+        """``cur(n)`` aggregated on the node's key: counts summed (bags), distinct (sets), the extreme kept."""
+        from pyspark.sql import functions as F
+
+        mf = self.forest.members[mi]
+        nm = self._names[mi]
+        n = mf.nodes[node_id]
+        keys = [nm(a) for a in n.key]
+        if not mf.distinct:
+            c = F.col(cur.count) if cur.count else F.lit(1)
+            return cur.df.groupBy(*keys).agg(F.sum(c).cast("long").alias("__n")) if keys else cur.df.agg(
+                F.sum(c).cast("long").alias("__n"))
+        if n.compress is not None:
+            pos, mode = n.compress
+            rest = [k for i, k in enumerate(keys) if i != pos]
+            agg = (F.min if mode == "min" else F.max)(F.col(keys[pos])).alias(keys[pos])
+            df = cur.df.groupBy(*rest).agg(agg) if rest else cur.df.agg(agg)
+            return df.select(*keys)
+        return cur.df.select(*keys).distinct()
+
+    def answer_frame(self, answers) -> AnswerFrame:
+        return AnswerFrame(answers, self.forest.columns)
