@@ -398,13 +398,14 @@ class SparkForest:
         keys = [nm(a) for a in n.key]
         if not mf.distinct:
             c = F.col(cur.count) if cur.count else F.lit(1)
-            return cur.df.groupBy(*keys).agg(F.sum(c).cast("long").alias("__n")) if keys else cur.df.agg(
-                F.sum(c).cast("long").alias("__n"))
+            total = F.sum(c).cast("long").alias("__n")
+            df = cur.df.groupBy(*keys).agg(total) if keys else cur.df.agg(total)
+            return df.where(F.col("__n").isNotNull())  # an empty input aggregated without keys: one NULL row
         if n.compress is not None:
             pos, mode = n.compress
             rest = [k for i, k in enumerate(keys) if i != pos]
             agg = (F.min if mode == "min" else F.max)(F.col(keys[pos])).alias(keys[pos])
-            df = cur.df.groupBy(*rest).agg(agg) if rest else cur.df.agg(agg)
+            df = cur.df.groupBy(*rest).agg(agg) if rest else cur.df.agg(agg).where(F.col(keys[pos]).isNotNull())
             return df.select(*keys)
         return cur.df.select(*keys).distinct()
 

@@ -399,7 +399,10 @@ class ContinuousQuery:
         batches: dict[str, TableBatch] = {s: TableBatch(s, files=tuple(new.get(s, ()))) for s in new}
         projected = project_batch(self.spark, requests, fresh, self._parsed) if requests else None
         if projected is not None:
-            projected = projected.persist()
+            # few, large partitions: a micro-batch's cost is mostly per task and per job, not per row
+            parts = max(1, min(self.spark.sparkContext.defaultParallelism,
+                               _file_bytes(new) // (32 << 20) + 1))
+            projected = projected.coalesce(parts).persist()
         try:
             file_max: dict[str, dict[str, int]] = {}
             first_ts = None
@@ -516,8 +519,9 @@ class ContinuousQuery:
 
         from obda.execution.answers import AT, AnswerFrame
 
-        if type(self.sink).write_frame is Sink.write_frame:  # through the driver, in timestamp order
-            return self.sink.write_frame(AnswerFrame(answers.orderBy(AT), self.plan.columns))
+        if type(self.sink).write_frame is Sink.write_frame:
+            # through the driver (a sink for small outputs), in timestamp order: one sorted partition, one job
+            return self.sink.write_frame(AnswerFrame(answers.coalesce(1).sortWithinPartitions(AT), self.plan.columns))
         obs = Observation("obda_answers")  # a sink writing with Spark: the write job counts them
         written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns))
         if isinstance(written, int):
