@@ -6,9 +6,10 @@ executor (``obda.execution.ContinuousQuery``) is created on the first start
 and kept: a stop pauses it after the current micro-batch, a later start
 resumes with its state, and the answers keep their sequence numbers.
 
-Durability (:mod:`api.store`): registrations, the status the user asked for,
-the answers with their numbers and each query's checkpoint folder live in a
-SQLite database in the state directory.  A restarted service reattaches every
+Durability (:mod:`api.store`): registrations, the status the user asked for
+and each query's checkpoint folder live in a SQLite database in the state
+directory; a query's answers are the committed part files of a directory sink
+in its checkpoint folder (:mod:`api.results`).  A restarted service reattaches every
 query under its id (compiled again from its text) and resumes the ones that
 were running from their checkpoints: same ids, same sequence numbers, no
 answer lost or repeated, whether it was stopped by SIGTERM or killed.
@@ -42,6 +43,8 @@ log = logging.getLogger("obda.api")
 
 #: the executor's checkpoint file inside a query's checkpoint folder (obda.execution.query)
 CHECKPOINT_FILE = "state.pkl"
+#: the query's committed answers inside its checkpoint folder (api.results, obda.execution.DirectorySink)
+RESULTS_DIR = "results"
 
 
 def now_iso() -> str:
@@ -129,12 +132,10 @@ class QueryRegistry:
         return self.settings.state_dir / query_id if self.settings.state_dir is not None else None
 
     def _results(self, query_id: str) -> ResultLog:
+        """The query's answers: a directory sink in its checkpoint folder (a temporary one without a state dir)."""
         ckpt = self._checkpoint_dir(query_id)
-        log_ = ResultLog(self.settings.max_results, self.store, query_id,
-                         ckpt / CHECKPOINT_FILE if ckpt is not None else None)
-        if ckpt is not None:
-            checkpoint_files.on_dump(ckpt / CHECKPOINT_FILE, log_.publish)
-        return log_
+        return ResultLog(self.settings.max_results, self.store, query_id,
+                         ckpt / RESULTS_DIR if ckpt is not None else None)
 
     def reattach(self, compile_: Callable[[str], tuple]) -> list[str]:
         """Load every stored query (compiled again with ``compile_``); returns the ids to resume."""

@@ -1,32 +1,47 @@
-"""The result log of one continuous query: an executor sink that numbers answers and keeps them in the store.
+"""The result log of one continuous query: an executor sink that numbers answers and keeps them on disk.
 
 The executor writes answer lines (``{"emitted_at", "binding"}``, one per
-answer occurrence); the log gives each a sequence number ``seq`` (1, 2, ...)
-so that clients can page (``after=seq``) and resume a live stream
-(``Last-Event-ID``) without losing or repeating answers.  Answers live in the
-service's SQLite store (:mod:`api.store`), so they and their numbers survive
-a restart.  Only the last ``capacity`` answers are kept (retention): older
-ones are dropped by policy, and a reader that asks for them learns the gap
-(``Page.gap``: pages and SSE show it).
+answer occurrence) — or, on Spark, answer frames its executors write — into a
+:class:`~obda.execution.DirectorySink` in the query's results folder
+(``<state dir>/<query id>/results``, next to its checkpoint; a temporary folder
+when the service keeps no state).  The log reads what that sink *committed*:
+an answer's sequence number ``seq`` (1, 2, ...) is its position in the
+committed output (batch order, then part order, then line order), and each
+commit file records its batch's first position, so a page is found by a
+binary search over the batches and read from one or two part files, never by
+rescanning the output.  Clients page (``after=seq``) and resume a live stream
+(``Last-Event-ID``) without losing or repeating answers.
 
-Exactly once across crashes: :meth:`flush` commits the answers of a
-micro-batch as *staged* (``seq > last_seq``, invisible); they are *published*
-when the executor's checkpoint that records this offset is on disk
-(:func:`obda.execution.checkpoint.on_dump` calls :meth:`publish`), or at the
-latest when the next micro-batch flushes.  On restart the executor calls
-:meth:`recover` with its checkpointed offset: staged answers after it are
-deleted and computed again, under the same numbers, from the same state.
+Exactly once across crashes comes from the sink's protocol: a micro-batch's
+answers are staged, and committed (visible here) only once the executor's
+checkpoint that records the batch is on disk; on restart the executor's
+``recover(offset)`` commits what the checkpoint covers and deletes the rest,
+which is computed again.  So a committed answer never changes its number.
+
+Retention: only the last ``capacity`` answers are served; a committed batch
+entirely older than that window is deleted from disk (the newest batch is
+always kept).  A reader that asks for dropped answers learns the gap
+(``Page.gap``: pages and SSE show it).  ``last_seq`` and ``first_seq`` are also
+recorded in the service's store (:mod:`api.store`), for operators.
 """
 
 from __future__ import annotations
 
-import json
+import bisect
+import shutil
+import tempfile
 import threading
+import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 from api.store import Store
-from obda.execution import Sink
+from obda.execution import DirectorySink, Sink
+from obda.execution.directory_sink import DATA, CommittedBatch, committed_batches, read_part
+
+#: part files whose answers a log keeps parsed (pages and SSE replays read them in order)
+CACHED_FILES = 8
 
 
 @dataclass(frozen=True)
@@ -52,13 +67,13 @@ class Page:
 class ResultLog(Sink):
     """A thread-safe, bounded, numbered, durable log of answers (an ``obda.execution`` sink).
 
-    ``store`` and ``query_id``: where the answers live (a row of ``queries`` must exist); without a store
-    the log has a private in-memory one.  ``checkpoint``: the executor's checkpoint file; without one,
-    answers are published at every flush.
+    ``directory``: the results folder (a :class:`~obda.execution.DirectorySink`); without one, a
+    temporary folder removed with the log.  ``store`` and ``query_id``: where ``last_seq`` /
+    ``first_seq`` are recorded (a row of ``queries``); without a store, a private in-memory one.
     """
 
     def __init__(self, capacity: int = 10_000, store: Store | None = None, query_id: str = "q",
-                 checkpoint: Path | None = None):
+                 directory: str | Path | None = None):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
@@ -68,83 +83,104 @@ class ResultLog(Sink):
                                     created_at=""))
         self.store = store
         self.id = query_id
-        self.checkpoint = Path(checkpoint) if checkpoint is not None else None
-        self._pending: list[str] = []
-        self._lock = threading.Lock()
-        last, first = store.read("SELECT last_seq, first_seq FROM queries WHERE id = ?", (query_id,))[0]
-        self._published, self._first = last, first
-        staged = store.read("SELECT max(seq) FROM answers WHERE query_id = ?", (query_id,))[0][0]
-        self._staged = max(last, staged or 0)
-        if self._staged > last and (self.checkpoint is None or not self.checkpoint.exists()):
-            # staged by a run whose checkpoint never got written: nobody saw them, they are computed again
-            self._truncate(last)
+        if directory is None:
+            directory = tempfile.mkdtemp(prefix="obda-results-")
+            weakref.finalize(self, shutil.rmtree, directory, True)
+        self.directory = Path(directory)
+        self.sink = DirectorySink(self.directory, "json")
+        self._lock = threading.RLock()
+        self._batches: list[CommittedBatch] = []  # committed and kept, in order
+        self._firsts: list[int] = []  # their first seqs (for bisect)
+        self._last = 0
+        self._first = 1
+        self._stored = (None, None)
+        self._rows: OrderedDict[str, list[dict]] = OrderedDict()
+        with self._lock:
+            self._refresh()
 
     # -- sink protocol (called by the executor thread) ------------------------------------------
     def write_lines(self, lines: list[str]) -> None:
-        with self._lock:
-            self._pending.extend(lines)
+        self.sink.write_lines(lines)
+
+    def write_frame(self, frame):
+        return self.sink.write_frame(frame)
 
     def flush(self) -> int:
-        """Commit the pending answers (staged) and return the newest seq: the offset the checkpoint records."""
-        with self._lock:
-            if not self._pending:
-                return self._staged
-            lines, self._pending = self._pending, []
-            # the previous micro-batch's checkpoint was written before this one started: publish it
-            publish = self._staged
-            start = self._staged + 1
-            newest = self._staged + len(lines)
-            first = max(self._first, newest - self.capacity + 1)
-            if self.checkpoint is None:
-                publish = newest
-            with self.store.transaction() as c:
-                if first > self._first:
-                    c.execute("DELETE FROM answers WHERE query_id = ? AND seq < ?", (self.id, first))
-                skip = max(0, first - start)  # more new answers than the log keeps: the oldest never go in
-                c.executemany("INSERT INTO answers (query_id, seq, line) VALUES (?, ?, ?)",
-                              [(self.id, start + i, line) for i, line in enumerate(lines) if i >= skip])
-                c.execute("UPDATE queries SET last_seq = ?, first_seq = ? WHERE id = ?", (publish, first, self.id))
-            self._staged, self._first, self._published = newest, first, publish
-            return newest
+        """Close the micro-batch's staged answers; returns the sink's batch number (the checkpoint's offset)."""
+        return self.sink.flush()
 
-    def publish(self) -> None:
-        """The executor's checkpoint covering the staged answers is on disk: make them visible."""
+    def commit(self, offset) -> None:
+        """The checkpoint recording ``offset`` is on disk: the staged answers up to it are published."""
+        self.sink.commit(offset)
         with self._lock:
-            if self._published == self._staged:
-                return
-            with self.store.transaction() as c:
-                c.execute("UPDATE queries SET last_seq = ? WHERE id = ?", (self._staged, self.id))
-            self._published = self._staged
+            self._refresh()
 
     def recover(self, offset) -> None:
-        """Forget answers written after ``offset`` (a batch that did not commit before a restart)."""
+        """On restart: commit the staged batches the checkpoint covers, delete the newer ones."""
+        self.sink.recover(offset)
         with self._lock:
-            self._pending = []
-            self._truncate(offset or 0)
+            self._refresh()
 
-    def _truncate(self, offset: int) -> None:
-        offset = min(offset, self._staged)
-        first = min(self._first, offset + 1)
-        with self.store.transaction() as c:
-            c.execute("DELETE FROM answers WHERE query_id = ? AND seq > ?", (self.id, offset))
-            c.execute("UPDATE queries SET last_seq = ?, first_seq = ? WHERE id = ?", (offset, first, self.id))
-        self._staged = self._published = offset
-        self._first = first
+    def close(self) -> None:
+        self.sink.close()
+
+    # -- the index of committed batches -----------------------------------------------------------
+    def _refresh(self) -> None:
+        """Index the batches committed since the last look, then apply the retention limit."""
+        after = self._batches[-1].batch if self._batches else None
+        for c in committed_batches(self.directory, after):
+            self._batches.append(c)
+            self._firsts.append(c.first)
+        if self._batches:
+            self._last = max(self._last, self._batches[-1].last)
+        first = max(1, self._last - self.capacity + 1)
+        old = [c for c in self._batches[:-1] if c.last < first]  # entirely outside the window
+        if old:
+            self.sink.drop_committed(old[-1].batch)
+            del self._batches[: len(old)]
+            del self._firsts[: len(old)]
+            for c in old:
+                for name, _ in c.files:
+                    self._rows.pop(name, None)
+        # after a restart with a larger capacity, what retention deleted before stays dropped
+        kept_from = self._batches[0].first if self._batches else self._last + 1
+        self._first = max(first, kept_from)
+        if self._stored != (self._last, self._first):
+            self.store.update_query(self.id, last_seq=self._last, first_seq=self._first)
+            self._stored = (self._last, self._first)
+
+    def _file_rows(self, name: str) -> list[dict]:
+        rows = self._rows.get(name)
+        if rows is None:
+            rows = self._rows[name] = read_part(self.directory / DATA / name)
+            while len(self._rows) > CACHED_FILES:
+                self._rows.popitem(last=False)
+        else:
+            self._rows.move_to_end(name)
+        return rows
 
     # -- readers (the HTTP handlers) --------------------------------------------------------------
     @property
     def last_seq(self) -> int:
-        return self._published
+        return self._last
 
     def page(self, after: int = 0, limit: int = 100) -> Page:
         with self._lock:
-            last, first = self._published, min(self._first, self._published + 1)
-        rows = self.store.read(
-            "SELECT seq, line FROM answers WHERE query_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?",
-            (self.id, max(after, first - 1), last, limit),
-        )
-        items = []
-        for seq, line in rows:
-            d = json.loads(line)
-            items.append({"seq": seq, "emitted_at": d.get("emitted_at"), "binding": d.get("binding", {})})
+            last, first = self._last, min(self._first, self._last + 1)
+            seq = max(after, first - 1) + 1  # the next seq to return
+            items: list[dict] = []
+            i = max(0, bisect.bisect_right(self._firsts, seq) - 1)
+            while i < len(self._batches) and len(items) < limit and seq <= last:
+                c = self._batches[i]
+                pos = c.first
+                for name, n in c.files:
+                    if len(items) >= limit:
+                        break
+                    if seq <= pos + n - 1:
+                        k = seq - pos
+                        for d in self._file_rows(name)[k : k + limit - len(items)]:
+                            items.append({"seq": seq, "emitted_at": d.get("emitted_at"), "binding": d.get("binding", {})})
+                            seq += 1
+                    pos += n
+                i += 1
         return Page(tuple(items), first, last, after)

@@ -48,6 +48,11 @@ class Format(str, Enum):
     json = "json"
 
 
+class OutputFormat(str, Enum):
+    json = "json"
+    parquet = "parquet"
+
+
 class CatalogFormat(str, Enum):
     table = "table"
     json = "json"
@@ -214,6 +219,14 @@ def run(
     project: Path = typer.Option(..., "--project", "-p", help="project folder"),
     until_exhausted: bool = typer.Option(False, "--until-exhausted", help="process the current files to the end, close the last timestamp, exit"),
     output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSON-lines file for the answers (default: console)"),
+    output_dir: Optional[Path] = typer.Option(
+        None, "--output-dir", file_okay=False,
+        help="folder for the answers instead: part files published by an atomic commit log "
+             "(data/, _commits/; exactly once with --checkpoint)"),
+    output_format: Optional[OutputFormat] = typer.Option(
+        None, "--format", "-f", help="part files of --output-dir: json (JSON lines, default) or parquet"),
+    max_files_per_batch: Optional[int] = typer.Option(
+        None, "--max-files-per-batch", min=1, help="at most this many new files per stream in one micro-batch"),
     master: Optional[str] = typer.Option(None, "--master", envvar="OBDA_SPARK_MASTER", help="Spark master URL (default local[*])"),
     allow_unbounded: bool = typer.Option(False, "--allow-unbounded", help="also run members not shown bounded (state grows; reported)"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="checkpoint folder: a restarted run continues exactly once"),
@@ -227,19 +240,34 @@ def run(
     invalid rows go to <checkpoint>/quarantine.jsonl with a reason. A query
     that is not shown bounded needs --allow-unbounded.
 
-    Example: obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl
+    With --output-dir DIR the answers go to part files: DIR/data/batch-<n>-part-<i>.json (or
+    .parquet), published per micro-batch by DIR/_commits/<n>.json once the checkpoint covers
+    them; read only the files a commit file lists.
+
+    Examples:
+      obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl
+      obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --format parquet --checkpoint ckpt
     """
     from obda.analysis import analyze as run_analysis
-    from obda.execution import ConsoleSink, ContinuousQuery, JsonLinesSink
+    from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
 
+    if output is not None and output_dir is not None:
+        raise typer.BadParameter("give either --output FILE or --output-dir DIR, not both", param_hint="--output-dir")
+    if output_format is not None and output_dir is None:
+        raise typer.BadParameter("--format chooses the part files of --output-dir; give --output-dir DIR too",
+                                 param_hint="--format")
     try:
         proj = _load_project(project)
         comp = proj.compile_file(query)
         report = run_analysis(comp, proj.sources)
-        sink = JsonLinesSink(output) if output else ConsoleSink()
+        if output_dir is not None:
+            sink = DirectorySink(output_dir, (output_format or OutputFormat.json).value)
+        else:
+            sink = JsonLinesSink(output) if output else ConsoleSink()
         cq = ContinuousQuery(
             comp, proj.sources, report, base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
+            max_files_per_batch=max_files_per_batch,
         )
         from obda.model.sources import missing_locations_error, missing_stream_locations
 

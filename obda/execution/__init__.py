@@ -101,11 +101,13 @@ from obda.execution.query import ContinuousQuery, member_verdicts
 from obda.execution.runtime import Metrics, Runtime, TableBatch
 from obda.execution.sinks import ConsoleSink, JsonLinesSink, MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import get_spark
+from obda.execution.directory_sink import DirectorySink  # after sinks: it imports them
 
 __all__ = [
     "Answer",
     "ConsoleSink",
     "ContinuousQuery",
+    "DirectorySink",
     "JsonLinesSink",
     "MemorySink",
     "Metrics",

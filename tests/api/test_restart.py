@@ -14,6 +14,7 @@ import time
 import pytest
 
 from apikit import BOUNDED, answers, api_answers, make_workspace
+from obda.execution.directory_sink import read_committed
 from obda.project import Project
 from serverkit import EventSource, Server
 
@@ -72,8 +73,12 @@ def run_with_interruptions(tmp_path, seed: int, kinds: list[str], blocks: int) -
         # the durable registry: SQLite in WAL mode in the state directory
         db = sqlite3.connect(state / "registry.sqlite3")
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert db.execute("SELECT count(*) FROM answers WHERE query_id = ?", (qid,)).fetchone()[0] == n
+        assert db.execute("SELECT last_seq FROM queries WHERE id = ?", (qid,)).fetchone()[0] == n
         db.close()
+        # the answers: the committed part files of the query's results folder, each once, nothing staged
+        committed = read_committed(state / qid / "results")
+        assert [{"seq": i, **a} for i, a in enumerate(committed, 1)] == pages
+        assert not any((state / qid / "results" / "_staging").iterdir())
         return {"answers": n, "reconnects": es.connections - 1}
     finally:
         if es is not None:

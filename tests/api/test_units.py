@@ -22,8 +22,8 @@ from obda.project import Project
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("write"), st.integers(0, 7)),
-        st.tuples(st.just("recover"), st.integers(0, 40)),
+        st.tuples(st.just("step"), st.integers(0, 7)),  # a micro-batch: write, flush, checkpoint, commit
+        st.tuples(st.just("crash"), st.tuples(st.integers(0, 7), st.booleans())),  # killed after the flush
         st.tuples(st.just("page"), st.tuples(st.integers(0, 45), st.integers(1, 10))),
     ),
     max_size=40,
@@ -32,32 +32,43 @@ ops = st.lists(
 
 @given(capacity=st.integers(1, 12), script=ops)
 @settings(max_examples=150, deadline=None)
-def test_result_log_pages_like_a_bounded_list(capacity, script):
-    log, model = ResultLog(capacity), []  # model: every answer written and not rolled back
-    evicted = 0  # answers up to this seq were dropped for capacity: gone for good, even after a rollback
+def test_result_log_pages_like_a_bounded_list(tmp_path_factory, capacity, script):
+    """Against a list model: committed answers only, numbered by position, the last ``capacity`` kept, and a
+    restart after a crash between the flush and the commit (checkpoint written or not) repeats nothing."""
+    from obda.execution.directory_sink import committed_batches
+
+    folder = tmp_path_factory.mktemp("results")
+    log = ResultLog(capacity, directory=folder)
+    model: list[dict] = []  # every committed answer
+    offset = 0  # what the executor's checkpoint records
     for op, arg in script:
-        if op == "write":
-            lines = [json.dumps({"emitted_at": "t", "binding": {"k": len(model) + i}}) for i in range(arg)]
-            log.write_lines(lines)
-            model += [{"seq": len(model) + i + 1, "emitted_at": "t", "binding": {"k": len(model) + i}} for i in range(arg)]
-            kept_now = [a for a in model if a["seq"] > evicted]
-            if len(kept_now) > capacity:
-                evicted = kept_now[-capacity - 1]["seq"]
-            assert log.flush() == len(model)
-        elif op == "recover":
-            if arg <= len(model):
-                log.recover(arg)
-                del model[arg:]
-                evicted = min(evicted, arg)  # later answers reuse the rolled-back numbers
-        else:
+        if op == "page":
             after, limit = arg
             page = log.page(after, limit)
-            kept = [a for a in model if a["seq"] > evicted]
-            want = [a for a in kept if a["seq"] > after][:limit]
+            first = max(1, len(model) - capacity + 1)
+            want = [a for a in model if a["seq"] >= first and a["seq"] > after][:limit]
             assert list(page.items) == want
-            assert page.last_seq == len(model)
+            assert page.last_seq == log.last_seq == len(model)
             assert page.next_after == (want[-1]["seq"] if want else None)
-            assert page.first_seq == (kept[0]["seq"] if kept else len(model) + 1)
+            assert page.first_seq == first
+            continue
+        n, checkpointed = (arg, True) if op == "step" else arg
+        lines = [json.dumps({"emitted_at": "t", "binding": {"k": len(model) + i}}) for i in range(n)]
+        log.write_lines(lines)
+        flushed = log.flush()
+        assert log.last_seq == len(model)  # staged answers are not visible
+        if checkpointed:
+            offset = flushed
+            model += [{"seq": len(model) + i + 1, "emitted_at": "t", "binding": {"k": len(model) + i}}
+                      for i in range(n)]
+        if op == "step":
+            log.commit(offset)
+        else:  # a new process: the log over the same folder, the executor recovers from its checkpoint
+            log = ResultLog(capacity, log.store, log.id, folder)
+            log.recover(offset)
+        assert log.last_seq == len(model)
+        kept = committed_batches(folder)
+        assert all(c.last >= len(model) - capacity + 1 for c in kept[:-1])  # older batches left the disk
 
 
 def test_result_log_rejects_zero_capacity():

@@ -1,0 +1,509 @@
+"""A directory of part files with an atomic commit log: exactly-once output across restarts.
+
+Layout of ``DirectorySink(path, format)``::
+
+    <path>/_staging/<batch>/w-<k>/...      written, not committed: readers never look here
+    <path>/data/batch-<batch>-part-<i>.json  committed part files (.parquet with format="parquet")
+    <path>/_commits/<batch>.json           one per committed batch: its data files and line counts
+
+Batch numbers (``<batch>`` is zero-padded to 8 digits) are the sink's own counter: a
+micro-batch that wrote something (``write_lines`` with at least one line, or ``write_frame``)
+gets the next number when it is flushed; :meth:`DirectorySink.flush` returns that number,
+the *offset* the executor keeps in its checkpoint.  A flush without output opens no batch
+and returns the last number again (0 before the first batch).
+
+A commit file is the commit point.  It is written atomically (temporary file, fsync,
+rename, fsync of the folder) after the batch's part files were moved into ``data/`` (names
+fixed beforehand by a manifest in the staging folder, so a commit interrupted half-way is
+finished by the next call).  It holds::
+
+    {"batch": 12, "format": "json", "first": 101, "lines": 40,
+     "files": [{"name": "batch-00000012-part-00000.json", "lines": 40}]}
+
+``first`` is the position (1-based) of the batch's first line in the committed output:
+batch order, then part order, then line order.  Readers list ``_commits/``, never
+``data/``: a part file that is there without a commit file is not output yet.
+
+Exactly once, with the executor's protocol (per micro-batch ``write_*``, ``flush`` →
+offset, checkpoint written, ``commit(offset)``; on restart ``recover(checkpointed offset)``):
+
+* crash before the checkpoint: the staged batch is newer than the checkpointed offset,
+  ``recover`` deletes it and the executor computes it again;
+* crash after the checkpoint, before or during the commit: the staged batch is not newer than
+  the offset, ``recover`` commits it (the checkpoint says it is done);
+* a committed batch newer than the checkpointed offset cannot happen (commit follows the
+  checkpoint); if it is there, the folder does not belong to that checkpoint (or was
+  altered): ``recover`` refuses with an :class:`~obda.errors.ExecutionError`; so it does when
+  the checkpointed batch is neither committed nor staged (the folder was deleted or replaced).
+* ``recover(None)`` (no checkpoint yet) deletes every staged batch; numbering continues after
+  the last commit.  Without any ``recover`` call (the executor runs without a checkpoint
+  folder), the first ``write_*``/``flush`` does the same, so a leftover of a crashed
+  run is never committed under a new number.
+
+Answers computed by Spark (:class:`~obda.execution.answers.AnswerFrame`) are written by
+Spark's writers, on the executors, into the staging folder (the folder must be one the
+executors and the driver share on a cluster); the driver only renames files and counts
+their lines at commit (a byte count of the part files, or the Parquet footers' row
+counts: no answer is parsed or held).  Answers computed on the driver are written as one
+part file per ``write_lines`` call (Parquet through pyarrow, with the schema Spark's
+records have: ``emitted_at`` string, ``binding`` struct).
+
+Other processes read the committed output with :func:`iter_committed` /
+:func:`read_committed`; :meth:`DirectorySink.drop_committed` (retention) deletes old
+batches, commit file first.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+from typing import Iterator
+
+from obda.errors import ExecutionError
+from obda.execution.sinks import Sink
+
+FORMATS = ("json", "parquet")
+_EXT = {"json": "json", "parquet": "parquet"}
+STAGING, DATA, COMMITS = "_staging", "data", "_commits"
+MANIFEST = "_manifest.json"
+
+
+def _batch_name(batch: int) -> str:
+    return f"{batch:08d}"
+
+
+def _number(name: str) -> int | None:
+    """The batch number of a staging folder or commit file name (None: not one)."""
+    stem = name[:-5] if name.endswith(".json") else name
+    return int(stem) if stem.isdigit() else None
+
+
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a folder (best effort: some file systems refuse a folder's fsync)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: temporary file (a name readers skip), fsync, rename, fsync of the folder."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_path(path.parent)
+
+
+def _is_part(name: str) -> bool:
+    """A data file of a writer (Spark also writes ``_SUCCESS``, ``_temporary/``, ``.part-….crc``)."""
+    return not (name.startswith("_") or name.startswith(".") or name.endswith(".crc"))
+
+
+def _count_lines(path: Path) -> int:
+    """Lines of a JSON-lines part (newlines counted in 1 MiB chunks; a last line without one counts)."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(path).num_rows
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                break
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+def _plain(v):
+    """A Parquet value as the JSON-lines output spells it."""
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, Decimal):
+        return int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, _dt.datetime):
+        return v.isoformat()
+    if isinstance(v, (_dt.date, _dt.time)):
+        return v.isoformat()
+    return v
+
+
+def read_part(path: str | os.PathLike) -> list[dict]:
+    """The answers of one part file: ``{"emitted_at": …, "binding": {…}}`` dicts, in file order."""
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return [_plain(r) for r in pq.read_table(path).to_pylist()]
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@dataclass(frozen=True)
+class CommittedBatch:
+    """One committed batch, as its commit file describes it."""
+
+    root: Path  # the sink's folder
+    batch: int
+    first: int  # position of its first line in the committed output (1-based)
+    lines: int
+    files: tuple[tuple[str, int], ...]  # (data file name, lines), in part order
+    format: str = "json"
+
+    @property
+    def last(self) -> int:
+        """Position of its last line (``first - 1`` when it is empty)."""
+        return self.first + self.lines - 1
+
+    def paths(self) -> list[Path]:
+        return [self.root / DATA / name for name, _ in self.files]
+
+    def rows(self) -> list[dict]:
+        """Its answers (raises FileNotFoundError when retention deleted it meanwhile)."""
+        out: list[dict] = []
+        for p in self.paths():
+            out.extend(read_part(p))
+        return out
+
+    @classmethod
+    def from_record(cls, root: Path, rec: dict) -> "CommittedBatch":
+        return cls(Path(root), int(rec["batch"]), int(rec["first"]), int(rec["lines"]),
+                   tuple((f["name"], int(f["lines"])) for f in rec["files"]), rec.get("format", "json"))
+
+
+def _commit_numbers(root: Path) -> list[int]:
+    try:
+        names = os.listdir(root / COMMITS)
+    except FileNotFoundError:
+        return []
+    return sorted(n for n in (_number(x) for x in names if x.endswith(".json") and not x.startswith(".")) if n is not None)
+
+
+def _load_commit(root: Path, batch: int) -> CommittedBatch | None:
+    try:
+        rec = json.loads((root / COMMITS / f"{_batch_name(batch)}.json").read_bytes())
+    except FileNotFoundError:  # deleted by retention meanwhile
+        return None
+    return CommittedBatch.from_record(root, rec)
+
+
+def committed_batches(path: str | os.PathLike, after_batch: int | None = None) -> list[CommittedBatch]:
+    """The committed batches of the sink folder ``path`` with a number above ``after_batch``, in order."""
+    root = Path(path)
+    out = []
+    for b in _commit_numbers(root):
+        if after_batch is not None and b <= after_batch:
+            continue
+        c = _load_commit(root, b)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+def iter_committed(path: str | os.PathLike, after_batch: int | None = None) -> Iterator[CommittedBatch]:
+    """The committed batches after ``after_batch``, one at a time, for readers in any process.
+
+    Each has ``batch``, ``first``/``lines`` (positions in the committed output) and
+    ``rows()``; a consumer that remembers the last batch it processed resumes with
+    ``after_batch=`` that number and sees every committed answer exactly once.  Staged
+    (uncommitted) output is never listed.
+    """
+    root = Path(path)
+    for b in _commit_numbers(root):
+        if after_batch is not None and b <= after_batch:
+            continue
+        c = _load_commit(root, b)
+        if c is not None:
+            yield c
+
+
+def read_committed(path: str | os.PathLike, after_batch: int | None = None) -> list[dict]:
+    """Every committed answer after ``after_batch``, in batch order, then part order, then line order."""
+    out: list[dict] = []
+    for c in iter_committed(path, after_batch):
+        try:
+            out.extend(c.rows())
+        except FileNotFoundError:  # retention deleted it while we read
+            continue
+    return out
+
+
+class DirectorySink(Sink):
+    """Part files in a folder, published by an atomic commit log (see the module docstring).
+
+    ``format``: ``json`` (JSON-lines part files) or ``parquet``.
+    """
+
+    def __init__(self, path: str | os.PathLike, format: str = "json"):
+        if format not in FORMATS:
+            raise ExecutionError(f"unknown output format {format!r} (json or parquet)")
+        self.path = Path(path)
+        self.format = format
+        self.ext = _EXT[format]
+        self._lock = threading.RLock()
+        for sub in (STAGING, DATA, COMMITS):
+            (self.path / sub).mkdir(parents=True, exist_ok=True)
+        committed = _commit_numbers(self.path)
+        self._last_committed = committed[-1] if committed else 0
+        last = _load_commit(self.path, self._last_committed) if committed else None
+        self._total = last.last if last is not None else 0  # lines committed so far
+        # the counter never reuses a number a staged folder has, until recover() says what it is
+        self._counter = max([self._last_committed, *self._staged_numbers()])
+        self._writes = 0  # writes in the open batch (number counter + 1)
+        self._recovered = False
+
+    # -- folders --------------------------------------------------------------------------------
+    def _staged_numbers(self) -> list[int]:
+        try:
+            names = os.listdir(self.path / STAGING)
+        except FileNotFoundError:
+            return []
+        return sorted(n for n in map(_number, names) if n is not None)
+
+    def _staging(self, batch: int) -> Path:
+        return self.path / STAGING / _batch_name(batch)
+
+    @property
+    def last_committed(self) -> int:
+        """Number of the newest committed batch (0: none)."""
+        return self._last_committed
+
+    @property
+    def committed_lines(self) -> int:
+        """Position of the last committed line: answers committed since the folder was created."""
+        return self._total
+
+    def _ensure_recovered(self) -> None:
+        """The executor runs without a checkpoint (no ``recover``): nothing staged may be committed later."""
+        if not self._recovered:
+            self.recover(None)
+
+    def _next_write_dir(self) -> Path:
+        self._ensure_recovered()
+        batch = self._counter + 1
+        folder = self._staging(batch)
+        if self._writes == 0 and folder.exists():  # not ours (defensive): never mixed into this batch
+            shutil.rmtree(folder)
+        sub = folder / f"w-{self._writes:05d}"
+        self._writes += 1
+        return sub
+
+    # -- the sink protocol ----------------------------------------------------------------------
+    def write_lines(self, lines: list[str]) -> None:
+        """Answers computed on the driver: one part file in the open batch's staging folder."""
+        if not lines:
+            return
+        with self._lock:
+            sub = self._next_write_dir()
+            sub.mkdir(parents=True, exist_ok=True)
+            target = sub / f"part-00000.{self.ext}"
+            if self.format == "json":
+                with open(target, "w", encoding="utf-8") as f:
+                    f.write("\n".join(lines))
+                    f.write("\n")
+            else:
+                _write_parquet_lines(target, lines)
+
+    def write_frame(self, frame) -> None:
+        """Answers computed by Spark: written by Spark's writers (on the executors) into a staging sub-folder."""
+        with self._lock:
+            sub = self._next_write_dir()
+            try:
+                if self.format == "json":
+                    frame.json_lines().write.mode("overwrite").text(str(sub.resolve()))
+                else:
+                    frame.records().write.mode("overwrite").parquet(str(sub.resolve()))
+            except BaseException:
+                shutil.rmtree(sub, ignore_errors=True)  # a failed job's leftovers never join the batch
+                raise
+
+    def flush(self) -> int:
+        """Close the open batch (fsync its files) and return its number; without output, the last number."""
+        with self._lock:
+            self._ensure_recovered()
+            if self._writes:
+                folder = self._staging(self._counter + 1)
+                for root, dirs, files in os.walk(folder):
+                    for name in files:
+                        _fsync_path(Path(root) / name)
+                    _fsync_path(Path(root))
+                _fsync_path(folder.parent)
+                self._counter += 1
+                self._writes = 0
+            return self._counter
+
+    def commit(self, offset) -> None:
+        """Publish every flushed batch up to ``offset``: idempotent, and finishes a commit a crash interrupted."""
+        if offset is None:
+            return
+        offset = int(offset)
+        with self._lock:
+            if offset > self._counter:
+                raise ExecutionError(
+                    f"{self.path}: commit of batch {offset}, but the newest batch flushed is {self._counter}")
+            for b in self._staged_numbers():
+                if b > offset:
+                    break
+                if b <= self._last_committed:  # committed; a crash left its staging folder
+                    shutil.rmtree(self._staging(b), ignore_errors=True)
+                else:
+                    self._commit_one(b)
+
+    def _commit_one(self, batch: int) -> None:
+        folder = self._staging(batch)
+        manifest = folder / MANIFEST
+        if manifest.exists():  # a commit a crash interrupted: the same names again
+            entries = json.loads(manifest.read_bytes())
+        else:
+            entries = []
+            parts = sorted(
+                p.relative_to(folder).as_posix()
+                for w in sorted(folder.iterdir()) if w.is_dir() and _is_part(w.name)
+                for p in w.iterdir() if p.is_file() and _is_part(p.name)
+            )
+            for rel in parts:
+                n = _count_lines(folder / rel)
+                if n == 0:  # Spark writes empty parts for empty partitions
+                    continue
+                ext = "parquet" if rel.endswith(".parquet") else "json"
+                entries.append({"src": rel, "name": f"batch-{batch:08d}-part-{len(entries):05d}.{ext}", "lines": n})
+            _write_atomic(manifest, json.dumps(entries).encode())
+        data = self.path / DATA
+        for e in entries:
+            src, dst = folder / e["src"], data / e["name"]
+            if src.exists():
+                os.replace(src, dst)
+            elif not dst.exists():
+                raise ExecutionError(f"{self.path}: part {e['src']} of staged batch {batch} is missing "
+                                     "from the staging folder and from data/; the output folder was altered")
+        _fsync_path(data)
+        lines = sum(e["lines"] for e in entries)
+        record = {"batch": batch, "format": self.format, "first": self._total + 1, "lines": lines,
+                  "files": [{"name": e["name"], "lines": e["lines"]} for e in entries]}
+        _write_atomic(self.path / COMMITS / f"{_batch_name(batch)}.json", json.dumps(record).encode())
+        shutil.rmtree(folder, ignore_errors=True)
+        self._last_committed = batch
+        self._total += lines
+
+    def recover(self, offset) -> None:
+        """On restart, with the checkpointed offset: commit staged batches ≤ offset, delete newer ones.
+
+        ``None`` (no checkpoint yet): delete every staged batch; numbering continues after the last commit.
+        """
+        with self._lock:
+            self._writes = 0
+            if offset is None:
+                shutil.rmtree(self.path / STAGING, ignore_errors=True)
+                (self.path / STAGING).mkdir(parents=True, exist_ok=True)
+                self._counter = self._last_committed
+                self._recovered = True
+                return
+            offset = int(offset)
+            if self._last_committed > offset:
+                raise ExecutionError(
+                    f"{self.path}: batch {self._last_committed} is committed but the checkpoint records batch "
+                    f"{offset} as the last one written; the output folder does not belong to this checkpoint "
+                    "(or was altered). Use a fresh output folder with a fresh checkpoint.")
+            staged = self._staged_numbers()
+            if offset > self._last_committed and offset not in staged:
+                raise ExecutionError(
+                    f"{self.path}: the checkpoint records batch {offset} as written, but the folder has neither "
+                    f"its commit file nor its staged parts (newest committed batch: {self._last_committed}); "
+                    "the output folder was deleted or replaced, or the checkpoint belongs to another output. "
+                    "Use a fresh output folder with a fresh checkpoint.")
+            self._counter = max(offset, self._last_committed)
+            for b in staged:
+                if b > offset:
+                    shutil.rmtree(self._staging(b), ignore_errors=True)  # computed again
+            self._recovered = True
+            self.commit(offset)
+
+    def close(self) -> None:
+        return None
+
+    # -- readers ------------------------------------------------------------------------------------
+    def committed(self, after_batch: int | None = None) -> list[CommittedBatch]:
+        """The committed batches (after ``after_batch``), in order."""
+        return committed_batches(self.path, after_batch)
+
+    def committed_files(self) -> list[Path]:
+        """The committed data files, in batch order, then part order."""
+        return [p for c in self.committed() for p in c.paths()]
+
+    def read(self) -> list[dict]:
+        """Every committed answer, in batch order, then part order, then line order."""
+        return read_committed(self.path)
+
+    # -- retention ----------------------------------------------------------------------------------
+    def drop_committed(self, through_batch: int) -> int:
+        """Delete the committed batches up to ``through_batch`` (commit file first, then the data files).
+
+        The newest committed batch is always kept (its commit file carries the numbering on).
+        Returns the number of batches deleted.
+        """
+        with self._lock:
+            n = 0
+            for b in _commit_numbers(self.path):
+                if b > through_batch or b >= self._last_committed:
+                    break
+                c = _load_commit(self.path, b)
+                try:
+                    os.remove(self.path / COMMITS / f"{_batch_name(b)}.json")
+                except FileNotFoundError:
+                    pass
+                if c is not None:
+                    for p in c.paths():
+                        try:
+                            os.remove(p)
+                        except FileNotFoundError:
+                            pass
+                n += 1
+            if n:
+                _fsync_path(self.path / COMMITS)
+            return n
+
+
+def _write_parquet_lines(target: Path, lines: list[str]) -> None:
+    """JSON answer lines as a Parquet file: ``emitted_at`` string, ``binding`` struct (as Spark's records)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    recs = [json.loads(line) for line in lines]
+    names: list[str] = []
+    for r in recs:  # variables in the order of the lines (every line has them all)
+        for k in r.get("binding", {}):
+            if k not in names:
+                names.append(k)
+    fields = []
+    for k in names:
+        values = [r.get("binding", {}).get(k) for r in recs]
+        try:
+            arr = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: kept as their JSON text
+            arr = pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v)) for v in values],
+                           pa.string())
+        if pa.types.is_null(arr.type):
+            arr = arr.cast(pa.string())
+        fields.append((k, arr))
+    emitted = pa.array([r.get("emitted_at") for r in recs], pa.string())
+    if fields:
+        binding = pa.StructArray.from_arrays([a for _, a in fields], names=[k for k, _ in fields])
+    else:
+        binding = pa.array([{} for _ in recs], pa.struct([]))
+    pq.write_table(pa.table({"emitted_at": emitted, "binding": binding}), target)
