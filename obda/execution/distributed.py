@@ -411,3 +411,46 @@ class SparkForest:
 
     def answer_frame(self, answers) -> AnswerFrame:
         return AnswerFrame(answers, self.forest.columns)
+
+
+def _decoder(dtype):
+    """The Python value of a column of ``dtype`` from its Spark string cast (NULL stays None)."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return lambda s: None if s is None else int(s)
+    if isinstance(dtype, (T.DoubleType, T.FloatType)):
+        return lambda s: None if s is None else float(s)
+    if isinstance(dtype, T.DecimalType):
+        return lambda s: None if s is None else Decimal(s)
+    if isinstance(dtype, T.BooleanType):
+        return lambda s: None if s is None else s == "true"
+    return lambda s: s
+
+
+def collect_tagged(parts: list, chunk: int = 10_000):
+    """Collect several small DataFrames of different schemas in **one** Spark job.
+
+    ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
+    as ``(tag, __at, array of the values as strings)`` in one sorted partition (by tag, then
+    ``__at``) and read back through ``toLocalIterator``; each value is decoded with its
+    column's type.  Yields ``(tag, at, values)`` in that order.  Why one job: a micro-batch's
+    cost on a small cluster is mostly per job (planning, scheduling), not per row.
+    """
+    from pyspark.sql import functions as F
+
+    frames, decoders = [], []
+    for tag, df in enumerate(parts):
+        cols = [c for c in df.columns if c != AT]
+        decoders.append(tuple(_decoder(df.schema[c].dataType) for c in cols))
+        at = F.col(AT) if AT in df.columns else F.lit(None).cast("long")
+        values = F.array(*[F.col(c).cast("string") for c in cols]) if cols else F.array().cast("array<string>")
+        frames.append(df.select(F.lit(tag).alias("__k"), at.alias(AT), values.alias("__v")))
+    if not frames:
+        return
+    union = frames[0]
+    for f in frames[1:]:
+        union = union.unionByName(f)
+    for k, at, vals in union.coalesce(1).sortWithinPartitions("__k", AT).toLocalIterator():
+        dec = decoders[k]
+        yield k, at, tuple(d(v) for d, v in zip(dec, vals))

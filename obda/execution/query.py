@@ -457,60 +457,83 @@ class ContinuousQuery:
 
     def _close_range(self, projected, lo: int | None, hi: int, first_ts: int | None) -> None:
         """Close ``(lo, hi]``: the range's answers to the sink, the synopsis updates merged on the driver."""
+        from pyspark.sql import functions as F
+
         from obda.execution.answers import AT, value_column
-        from obda.execution.distributed import SparkForest
+        from obda.execution.distributed import SparkForest, collect_tagged
         from obda.execution.engine import Answer
-        from obda.execution.spark_io import collect_rows
 
         rt, engine = self.runtime, self.engine
         if projected is not None and first_ts is not None and first_ts <= hi:
             if self._distributed is None:
                 self._distributed = SparkForest(self.spark, self.plan, engine)
             answers, updates = self._distributed.evaluate(projected, lo, hi)
+            n = len(self.plan.columns)
+            values = [value_column(i) for i in range(n)]
+            parts, slots = [], []
             for mi, per_node in updates.items():
-                me = engine.members[mi]
-                deltas = {}
                 for nid, df in per_node.items():
-                    rows = collect_rows(df)
-                    if me.setsem:
-                        deltas[nid] = dict.fromkeys(rows, 1)
+                    parts.append(df)
+                    slots.append((mi, nid))
+            # answers that go through the driver travel in the same job as the synopsis updates
+            through_driver = answers is not None and (
+                self.plan.distinct or type(self.sink).write_frame is Sink.write_frame
+            )
+            if through_driver:
+                if self.plan.distinct:  # each distinct answer at its first timestamp
+                    answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
+                parts.append(answers.select(AT, *values))
+            deltas: dict[int, dict[int, dict]] = {}
+            pending: list[Answer] = []
+            emitted = 0
+            for tag, at, vals in collect_tagged(parts):
+                if tag < len(slots):
+                    mi, nid = slots[tag]
+                    d = deltas.setdefault(mi, {}).setdefault(nid, {})
+                    if engine.members[mi].setsem:
+                        d[vals] = 1
                     else:
-                        deltas[nid] = {r[:-1]: r[-1] for r in rows}
-                me.absorb(hi, deltas)
-            for mi, me in enumerate(engine.members):
-                if mi not in updates:
-                    me.absorb(hi, {})
-            static: list[Answer] = []
-            if not engine.static_done:
-                engine.static_done = True
-                for me in engine.members:
-                    engine._collect(me.plan, me.static_answers(), first_ts, static)
-            if static:
-                self.sink.write_lines(answer_lines(static, self.plan.columns))
-                rt.metrics.rows_out += sum(a.count for a in static)
-            if answers is not None:
-                n = len(self.plan.columns)
+                        d[vals[:-1]] = d.get(vals[:-1], 0) + vals[-1]
+                    continue
                 if self.plan.distinct:
-                    from pyspark.sql import functions as F
-
-                    values = [value_column(i) for i in range(n)]
-                    fresh: list[Answer] = []
-                    rows = collect_rows(answers.groupBy(*values).agg(F.min(AT).alias(AT)).select(AT, *values))
-                    for row in sorted(rows, key=lambda r: (r[0], repr(r[1:]))):
-                        b = tuple(row[1:])
-                        if b not in engine.emitted:
-                            engine.emitted.add(b)
-                            fresh.append(Answer(row[0], b, 1))
-                    self.sink.write_lines(answer_lines(fresh, self.plan.columns))
-                    rt.metrics.rows_out += len(fresh)
-                else:
-                    rt.metrics.rows_out += self._write_frame(answers)
+                    if vals in engine.emitted:
+                        continue
+                    engine.emitted.add(vals)
+                pending.append(Answer(at, vals, 1))
+                if len(pending) >= 10_000:
+                    self._emit_static_first(engine, first_ts)
+                    self.sink.write_lines(answer_lines(pending, self.plan.columns))
+                    emitted += len(pending)
+                    pending = []
+            for mi, me in enumerate(engine.members):
+                me.absorb(hi, deltas.get(mi, {}))
+            self._emit_static_first(engine, first_ts)
+            if pending:
+                self.sink.write_lines(answer_lines(pending, self.plan.columns))
+                emitted += len(pending)
+            if answers is not None and not through_driver:
+                emitted += self._write_frame(answers)
+            rt.metrics.rows_out += emitted
         else:
             for me in engine.members:
                 me.absorb(hi, {})
         rt.closed_upto = hi
         rt.metrics.closed_upto = hi
         rt.metrics.closed_timestamps += 1
+
+    def _emit_static_first(self, engine, first_ts: int) -> None:
+        """Answers of members over static tables only: once, at the first closed timestamp with rows."""
+        if engine.static_done:
+            return
+        from obda.execution.engine import Answer
+
+        engine.static_done = True
+        static: list[Answer] = []
+        for me in engine.members:
+            engine._collect(me.plan, me.static_answers(), first_ts, static)
+        if static:
+            self.sink.write_lines(answer_lines(static, self.plan.columns))
+            self.runtime.metrics.rows_out += sum(a.count for a in static)
 
     def _write_frame(self, answers) -> int:
         """Hand the range's answers (a DataFrame) to the sink; returns how many occurrences it wrote."""
@@ -519,9 +542,6 @@ class ContinuousQuery:
 
         from obda.execution.answers import AT, AnswerFrame
 
-        if type(self.sink).write_frame is Sink.write_frame:
-            # through the driver (a sink for small outputs), in timestamp order: one sorted partition, one job
-            return self.sink.write_frame(AnswerFrame(answers.coalesce(1).sortWithinPartitions(AT), self.plan.columns))
         obs = Observation("obda_answers")  # a sink writing with Spark: the write job counts them
         written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns))
         if isinstance(written, int):
