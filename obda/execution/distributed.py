@@ -41,18 +41,9 @@ from typing import Iterable
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, ViewDedupe
 from obda.execution.answers import AT, AnswerFrame, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
+from obda.execution.scan import flag_column, key_column
 
 TS = "__ts"
-
-
-def flag_column(pid: int) -> str:
-    """Column of the projected batch: the row passes pipeline ``pid``'s local conditions (and is valid)."""
-    return f"__f{pid}"
-
-
-def key_column(pid: int, j: int) -> str:
-    """Column of the projected batch: pipeline ``pid``'s ``j``-th kept attribute."""
-    return f"__p{pid}_{j}"
 
 
 class _Names:
@@ -174,12 +165,13 @@ class _Joiner:
 class SparkForest:
     """The Spark side of one query: builds, per micro-batch, its answers and synopsis updates.
 
-    ``statics``: pipeline id → counted rows of each static alias (as the driver loaded them);
-    they become one cached DataFrame each, built on first use.
+    The static tables' rows (as the driver loaded them, ``engine``'s statics) become one
+    cached DataFrame per static alias, built on first use.
     """
 
-    def __init__(self, spark, forest: Forest, engine: QueryEngine):
+    def __init__(self, spark, forest: Forest, engine: QueryEngine, ns: str = ""):
         self.spark = spark
+        self.ns = ns  # the query's namespace in the columns of a shared scan (obda.execution.scan)
         self.forest = forest
         self.engine = engine
         self._names = [_Names() for _ in forest.members]
@@ -207,8 +199,8 @@ class SparkForest:
         views: ViewDedupe = self.forest.views
         positions = views.positions.get(p.id)
         if positions is None:
-            df = batch.where(F.col(flag_column(p.id)) & rng).select(
-                F.col(TS).alias(tcol), *[F.col(key_column(p.id, j)).alias(nm(a)) for j, a in enumerate(p.attrs)]
+            df = batch.where(F.col(flag_column(p.id, self.ns)) & rng).select(
+                F.col(TS).alias(tcol), *[F.col(key_column(p.id, j, self.ns)).alias(nm(a)) for j, a in enumerate(p.attrs)]
             )
             return _Rel(df, frozenset(p.attrs), tcol)
         # a per-atom view: the distinct rows of every branch per timestamp, projected onto the alias
@@ -216,8 +208,8 @@ class SparkForest:
         width = len(next(q for q in self.forest.pipelines if q.id == branches[0]).attrs)
         union = None
         for b in branches:
-            part = batch.where(F.col(flag_column(b)) & rng).select(
-                F.col(TS).alias(tcol), *[F.col(key_column(b, j)).alias(f"__r{j}") for j in range(width)]
+            part = batch.where(F.col(flag_column(b, self.ns)) & rng).select(
+                F.col(TS).alias(tcol), *[F.col(key_column(b, j, self.ns)).alias(f"__r{j}") for j in range(width)]
             )
             union = part if union is None else union.unionByName(part)
         union = union.distinct()

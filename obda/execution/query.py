@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 import logging
 import os
 import threading
@@ -18,6 +19,7 @@ from obda.analysis import AnalysisReport, Forest, analyze, build_forest
 from obda.execution import views as view_rows
 from obda.execution.rows import process_rows, read_file_rows, static_rows
 from obda.execution.runtime import Metrics, Runtime, TableBatch, peak_rss_bytes
+from obda.execution.scan import Scan
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
 from obda.model.sources import Sources
@@ -331,25 +333,29 @@ class ContinuousQuery:
                 new, quarantine = self._step_spark(exhausted)
             else:
                 new, quarantine = self._step_local(exhausted)
-            if quarantine:
-                self.quarantine.write(quarantine)
-            for name, files in new.items():
-                self.processed[name].update(files)
-            self.batch_id += 1
-            m = self.runtime.metrics
-            m.batches += 1
-            sink_offset = self.sink.flush()
-            q_offset = self.quarantine.flush()
-            self.runtime.update_state_metrics()
-            m.driver_peak_rss_bytes = peak_rss_bytes()
-            nbytes = self._checkpoint(sink_offset, q_offset)
-            self.sink.commit(sink_offset)
-            m.state_bytes = nbytes
-            m.last_batch_seconds = time.perf_counter() - t0
-            m.total_batch_seconds += m.last_batch_seconds
-            if m.unbounded_members and m.batches % 10 == 0:
-                log.info("unbounded query state: %s", m.state_growth())
-            return sum(len(f) for f in new.values())
+            return self._commit_batch(new, quarantine, t0)
+
+    def _commit_batch(self, new: dict[str, list[str]], quarantine: list[dict], t0: float) -> int:
+        """End a micro-batch: quarantine, consumed files, sink flush, checkpoint, sink commit, metrics."""
+        if quarantine:
+            self.quarantine.write(quarantine)
+        for name, files in new.items():
+            self.processed[name].update(files)
+        self.batch_id += 1
+        m = self.runtime.metrics
+        m.batches += 1
+        sink_offset = self.sink.flush()
+        q_offset = self.quarantine.flush()
+        self.runtime.update_state_metrics()
+        m.driver_peak_rss_bytes = peak_rss_bytes()
+        nbytes = self._checkpoint(sink_offset, q_offset)
+        self.sink.commit(sink_offset)
+        m.state_bytes = nbytes
+        m.last_batch_seconds = time.perf_counter() - t0
+        m.total_batch_seconds += m.last_batch_seconds
+        if m.unbounded_members and m.batches % 10 == 0:
+            log.info("unbounded query state: %s", m.state_growth())
+        return sum(len(f) for f in new.values())
 
     def _static_only(self) -> None:
         if not self.streams and not self.engine.static_done:
@@ -369,160 +375,132 @@ class ContinuousQuery:
         self._static_only()
         return new, [r for b in batches for r in b.quarantine]
 
+    # -- the Spark backend, in phases (a query alone, or one reader of a shared scan) -------------
     def _step_spark(self, exhausted: bool):
         """The Spark backend: answers computed and written on the executors (:mod:`obda.execution.distributed`).
 
         1. Read the new files and the files still holding open rows into one projected
-           DataFrame, cached on the executors for the micro-batch (at most
-           ``max_bytes_per_batch`` of new files).
+           DataFrame (:mod:`obda.execution.scan`), cached on the executors for the
+           micro-batch (at most ``max_bytes_per_batch`` of new files).
         2. One small job: per file its counts and timestamps (the marker's input).
         3. The driver moves the marker: ``(lo, hi]`` closes.
-        4. The range's answers are written by the sink (on the executors); what updates
-           the synopses (aggregated per key) is collected and merged on the driver.
+        4. One job collects what updates the synopses (aggregated per key) and the answers
+           that go through the driver; a sink that writes with Spark writes the rest.
         Files with rows after ``hi`` are read again by the next micro-batch, for those rows
-        only: open timestamps are not held anywhere but in their files (docs/cluster.md).
+        only: open timestamps are held nowhere but in their files (docs/cluster.md).
         """
-        from obda.execution.spark_io import _owner, _quarantine_rows, _read, batch_stats, project_batch
+        from obda.execution.distributed import collect_tagged
 
-        pending = self._pending()
+        new, carried, final = self._next_files(exhausted)
+        reads = self._reads(new, carried, (self.ns,))
+        with Scan(self.spark, reads, {self.ns: self._pipelines_by_table()}, self._parsed, _file_bytes(new)) as scan:
+            stats = scan.stats({self.ns: self._reader()})
+            batch = self._apply_stats(reads, stats, new, final)
+            closing = self._closing(scan.projected, batch)
+            for tag, at, vals in collect_tagged(closing.parts):
+                closing.consume(tag, at, vals)
+            closing.finish()
+        return new, batch.quarantine
+
+    @property
+    def ns(self) -> str:
+        """The query's namespace in the columns of a scan (empty when it reads alone)."""
+        return getattr(self, "_ns", "")
+
+    def _reader(self) -> tuple[int | None, tuple[int, ...]]:
+        return self.runtime.closed_upto, tuple(p.id for p in self.plan.pipelines if p.table.is_stream)
+
+    def _pipelines_by_table(self) -> dict[str, tuple]:
+        return {name: tuple(self._pipelines_of(name)) for name in self.streams}
+
+    def _next_files(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
+        """This micro-batch's new files, the files read again for their open rows, and whether the input ends."""
+        pending = self._pending() if pending is None else pending
         new = self._cut(pending)
-        last = all(len(new.get(s, ())) == len(pending[s]) for s in self.streams)  # nothing waits after this batch
-        final = exhausted and last
+        last = all(len(new.get(s, ())) == len(pending.get(s, ())) for s in self.streams)
         carried = {s: sorted(fs) for s, fs in self.open_files.items() if fs}
-        lo = self.runtime.closed_upto
-        requests = self._requests(new)
-        fresh = [True] * len(requests)
-        reread = self._requests(carried)
-        requests += reread
-        fresh += [False] * len(reread)
-        quarantine: list[dict] = []
-        batches: dict[str, TableBatch] = {s: TableBatch(s, files=tuple(new.get(s, ()))) for s in new}
-        projected = project_batch(self.spark, requests, fresh, self._parsed) if requests else None
-        if projected is not None:
-            # few, large partitions: a micro-batch's cost is mostly per task and per job, not per row
-            parts = max(1, min(self.spark.sparkContext.defaultParallelism,
-                               _file_bytes(new) // (32 << 20) + 1))
-            projected = projected.coalesce(parts).persist()
-        try:
-            file_max: dict[str, dict[str, int]] = {}
-            first_ts = None
-            if projected is not None:
-                owner: dict[str, str] = {}  # a listed file under the names Spark may report it by
-                for r in requests:
-                    for p in r.paths:
-                        owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
-                for g, is_new, reported, rows, valid, late, invalid, max_ts, min_ts in batch_stats(projected, lo):
-                    req = requests[g]
-                    name = req.table.name
-                    path = _owner(reported, owner) if reported else None
-                    if min_ts is not None:
-                        first_ts = min_ts if first_ts is None else min(first_ts, min_ts)
-                    if not is_new:
-                        continue
-                    b = batches[name]
-                    b.rows += rows
-                    b.valid += valid
-                    b.late += late
-                    b.invalid += invalid
-                    if max_ts is not None:
-                        b.max_ts = max_ts if b.max_ts is None else max(b.max_ts, max_ts)
-                        if path is not None:
-                            file_max.setdefault(name, {})[path] = max_ts
-                bad = {name for name, b in batches.items() if b.late or b.invalid}
-                for i, r in enumerate(requests):
-                    if fresh[i] and r.table.name in bad:
-                        quarantine.extend(_quarantine_rows(_read(self.spark, r.table, list(r.paths), r.fmt), r.table, lo))
-            self.runtime.ingest(list(batches.values()))
-            hi = self.runtime.watermark(exhausted=final)
-            if hi is not None and (lo is None or hi > lo):
-                self._close_range(projected, lo, hi, first_ts)
-            if final:
-                self.finished = True
-            self._static_only()
-            closed = self.runtime.closed_upto
-            still_open: dict[str, dict[str, int]] = {s: {} for s in self.streams}
-            for s, fs in self.open_files.items():
-                for f, m in fs.items():
-                    if closed is None or m > closed:
-                        still_open[s][f] = m
-            for s, fs in file_max.items():
-                for f, m in fs.items():
-                    if closed is None or m > closed:
-                        still_open[s][f] = m
-            self.open_files = still_open
-        finally:
-            if projected is not None:
-                projected.unpersist()
-        return new, quarantine
+        return new, carried, exhausted and last
 
-    def _close_range(self, projected, lo: int | None, hi: int, first_ts: int | None) -> None:
-        """Close ``(lo, hi]``: the range's answers to the sink, the synopsis updates merged on the driver."""
+    def _reads(self, new: dict[str, list[str]], carried: dict[str, list[str]], readers: tuple[str, ...]):
+        """The scan reads of ``new`` files (read by ``readers``) and of this query's ``carried`` ones."""
+        from obda.execution.scan import ScanRead
+
+        reads = [ScanRead(r.table, r.fmt, r.paths, readers, True) for r in self._requests(new)]
+        reads += [ScanRead(r.table, r.fmt, r.paths, (self.ns,), False) for r in self._requests(carried)]
+        return reads
+
+    def _apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "_Batch":
+        """Counts, late/invalid rows, the marker: ``(lo, hi]`` and the files still holding open rows."""
+        from obda.execution.spark_io import _owner, _quarantine_rows, _read
+
+        lo = self.runtime.closed_upto
+        batch = _Batch(lo=lo, final=final)
+        tables = {s: TableBatch(s, files=tuple(new.get(s, ()))) for s in new}
+        owner: dict[str, str] = {}  # a listed file under the names Spark may report it by
+        for r in reads:
+            for p in r.paths:
+                owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
+        for g, reported, rows, invalid, per in stats:
+            read = reads[g]
+            if self.ns not in read.readers:
+                continue
+            valid, late, max_ts, min_ts = per[self.ns]
+            if min_ts is not None:
+                batch.first_ts = min_ts if batch.first_ts is None else min(batch.first_ts, min_ts)
+            if not read.fresh:
+                continue
+            b = tables[read.table.name]
+            b.rows += rows
+            b.valid += valid
+            b.late += late
+            b.invalid += invalid
+            if max_ts is not None:
+                b.max_ts = max_ts if b.max_ts is None else max(b.max_ts, max_ts)
+                if reported:
+                    batch.file_max.setdefault(read.table.name, {})[_owner(reported, owner)] = max_ts
+        bad = {name for name, b in tables.items() if b.late or b.invalid}
+        for r in reads:
+            if r.fresh and r.table.name in bad:
+                batch.quarantine.extend(_quarantine_rows(_read(self.spark, r.table, list(r.paths), r.fmt), r.table, lo))
+        self.runtime.ingest(list(tables.values()))
+        batch.hi = self.runtime.watermark(exhausted=final)
+        return batch
+
+    def _closing(self, projected, batch: "_Batch") -> "_Closing":
+        """The work of closing ``(lo, hi]``: the frames to collect in the micro-batch's one job, and what
+        to do with what comes back (``consume``), then ``finish`` (synopses, answers, the marker)."""
         from pyspark.sql import functions as F
 
         from obda.execution.answers import AT, value_column
-        from obda.execution.distributed import SparkForest, collect_tagged
-        from obda.execution.engine import Answer
+        from obda.execution.distributed import SparkForest
 
-        rt, engine = self.runtime, self.engine
-        if projected is not None and first_ts is not None and first_ts <= hi:
-            if self._distributed is None:
-                self._distributed = SparkForest(self.spark, self.plan, engine)
-            answers, updates = self._distributed.evaluate(projected, lo, hi)
-            n = len(self.plan.columns)
-            values = [value_column(i) for i in range(n)]
-            parts, slots = [], []
-            for mi, per_node in updates.items():
-                for nid, df in per_node.items():
-                    parts.append(df)
-                    slots.append((mi, nid))
-            # answers that go through the driver travel in the same job as the synopsis updates
-            through_driver = answers is not None and (
-                self.plan.distinct or type(self.sink).write_frame is Sink.write_frame
-            )
-            if through_driver:
-                if self.plan.distinct:  # each distinct answer at its first timestamp
-                    answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
-                parts.append(answers.select(AT, *values))
-            deltas: dict[int, dict[int, dict]] = {}
-            pending: list[Answer] = []
-            emitted = 0
-            for tag, at, vals in collect_tagged(parts):
-                if tag < len(slots):
-                    mi, nid = slots[tag]
-                    d = deltas.setdefault(mi, {}).setdefault(nid, {})
-                    if engine.members[mi].setsem:
-                        d[vals] = 1
-                    else:
-                        d[vals[:-1]] = d.get(vals[:-1], 0) + vals[-1]
-                    continue
-                if self.plan.distinct:
-                    if vals in engine.emitted:
-                        continue
-                    engine.emitted.add(vals)
-                pending.append(Answer(at, vals, 1))
-                if len(pending) >= 10_000:
-                    self._emit_static_first(engine, first_ts)
-                    self.sink.write_lines(answer_lines(pending, self.plan.columns))
-                    emitted += len(pending)
-                    pending = []
-            for mi, me in enumerate(engine.members):
-                me.absorb(hi, deltas.get(mi, {}))
-            self._emit_static_first(engine, first_ts)
-            if pending:
-                self.sink.write_lines(answer_lines(pending, self.plan.columns))
-                emitted += len(pending)
-            if answers is not None and not through_driver:
-                emitted += self._write_frame(answers)
-            rt.metrics.rows_out += emitted
-        else:
-            for me in engine.members:
-                me.absorb(hi, {})
-        rt.closed_upto = hi
-        rt.metrics.closed_upto = hi
-        rt.metrics.closed_timestamps += 1
+        closing = _Closing(self, batch)
+        lo, hi = batch.lo, batch.hi
+        if hi is None or (lo is not None and hi <= lo):
+            return closing
+        closing.closes = True
+        if projected is None or batch.first_ts is None or batch.first_ts > hi:
+            return closing
+        if self._distributed is None:
+            self._distributed = SparkForest(self.spark, self.plan, self.engine, self.ns)
+        answers, updates = self._distributed.evaluate(projected, lo, hi)
+        values = [value_column(i) for i in range(len(self.plan.columns))]
+        for mi, per_node in updates.items():
+            for nid, df in per_node.items():
+                closing.parts.append(df)
+                closing.slots.append((mi, nid))
+        # answers that go through the driver travel in the same job as the synopsis updates
+        if answers is not None and (self.plan.distinct or type(self.sink).write_frame is Sink.write_frame):
+            if self.plan.distinct:  # each distinct answer at its first timestamp
+                answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
+            closing.parts.append(answers.select(AT, *values))
+        elif answers is not None:
+            closing.frame = answers
+        return closing
 
-    def _emit_static_first(self, engine, first_ts: int) -> None:
+    def _emit_static_first(self, first_ts: int | None) -> None:
         """Answers of members over static tables only: once, at the first closed timestamp with rows."""
+        engine = self.engine
         if engine.static_done:
             return
         from obda.execution.engine import Answer
@@ -536,13 +514,13 @@ class ContinuousQuery:
             self.runtime.metrics.rows_out += sum(a.count for a in static)
 
     def _write_frame(self, answers) -> int:
-        """Hand the range's answers (a DataFrame) to the sink; returns how many occurrences it wrote."""
+        """Hand the range's answers (a DataFrame) to a sink that writes with Spark; returns how many it wrote."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        from obda.execution.answers import AT, AnswerFrame
+        from obda.execution.answers import AnswerFrame
 
-        obs = Observation("obda_answers")  # a sink writing with Spark: the write job counts them
+        obs = Observation("obda_answers")  # the write job counts them
         written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns))
         if isinstance(written, int):
             return written
@@ -639,3 +617,85 @@ def _merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
                 for k, c in rows.items():
                     dst[k] = dst.get(k, 0) + c
     return b
+
+
+@dataclass
+class _Batch:
+    """What a micro-batch's stats decided for one query: the range ``(lo, hi]`` and its bookkeeping."""
+
+    lo: int | None
+    final: bool
+    hi: int | None = None
+    first_ts: int | None = None  # earliest timestamp after lo that some pipeline keeps
+    file_max: dict[str, dict[str, int]] = field(default_factory=dict)  # stream -> file -> largest timestamp
+    quarantine: list[dict] = field(default_factory=list)
+
+
+class _Closing:
+    """Closing one query's range: the parts of the collect job, their consumer, the end of the batch."""
+
+    def __init__(self, query: "ContinuousQuery", batch: _Batch):
+        self.query, self.batch = query, batch
+        self.parts: list = []  # DataFrames to collect: synopsis updates, then (maybe) answers
+        self.slots: list[tuple[int, int]] = []  # (member, node) of each update part
+        self.frame = None  # answers written by the sink with Spark
+        self.closes = False
+        self.deltas: dict[int, dict[int, dict]] = {}
+        self.pending: list = []
+        self.emitted = 0
+
+    def consume(self, tag: int, at, vals: tuple) -> None:
+        """One collected row of part ``tag``: an update of a node's synopsis, or an answer."""
+        q = self.query
+        if tag < len(self.slots):
+            mi, nid = self.slots[tag]
+            d = self.deltas.setdefault(mi, {}).setdefault(nid, {})
+            if q.engine.members[mi].setsem:
+                d[vals] = 1
+            else:
+                d[vals[:-1]] = d.get(vals[:-1], 0) + vals[-1]
+            return
+        from obda.execution.engine import Answer
+
+        if q.plan.distinct:
+            if vals in q.engine.emitted:
+                return
+            q.engine.emitted.add(vals)
+        self.pending.append(Answer(at, vals, 1))
+        if len(self.pending) >= 10_000:
+            self._flush_answers()
+
+    def _flush_answers(self) -> None:
+        q = self.query
+        q._emit_static_first(self.batch.first_ts)
+        if self.pending:
+            q.sink.write_lines(answer_lines(self.pending, q.plan.columns))
+            self.emitted += len(self.pending)
+            self.pending = []
+
+    def finish(self) -> None:
+        """Merge the updates, write the answers, move the marker, keep the files with open rows."""
+        q, b = self.query, self.batch
+        rt = q.runtime
+        if self.closes:
+            for mi, me in enumerate(q.engine.members):
+                me.absorb(b.hi, self.deltas.get(mi, {}))
+            if b.first_ts is not None and b.first_ts <= b.hi:
+                self._flush_answers()
+            if self.frame is not None:
+                self.emitted += q._write_frame(self.frame)
+            rt.metrics.rows_out += self.emitted
+            rt.closed_upto = b.hi
+            rt.metrics.closed_upto = b.hi
+            rt.metrics.closed_timestamps += 1
+        if b.final:
+            q.finished = True
+        q._static_only()
+        closed = rt.closed_upto
+        still_open: dict[str, dict[str, int]] = {s: {} for s in q.streams}
+        for source in (q.open_files, b.file_max):
+            for s, fs in source.items():
+                for f, m in fs.items():
+                    if closed is None or m > closed:
+                        still_open[s][f] = m
+        q.open_files = still_open

@@ -165,21 +165,17 @@ def _literal(path: str) -> str:
 _GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
 
 
-def _file_column(with_file: str):
-    """Each row's file: ``"id"`` its 64-bit hash (a long groups much faster than the path
-    string: about 0.1 s of an 80-file job), ``"path"`` the path as Spark reports it."""
+def _file_column():
+    """Each row's file, as Spark reports it (``file:/dir/x.csv``; mapped back by :func:`_owner`)."""
     from pyspark.sql import functions as F
 
-    if with_file == "id":
-        return F.xxhash64(F.input_file_name()).alias("__file")
     return F.col("_metadata.file_path").alias("__file")
 
 
-def _read(spark, table: Table, paths: list[str], fmt: str, with_file: str | None = None) -> _Frame:
+def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = False) -> _Frame:
     """The files as a DataFrame with an explicit schema, and how to tell malformed rows.
 
-    ``with_file`` (``"id"`` or ``"path"``): the DataFrame also has each row's file as ``__file``
-    (:func:`_file_column`).
+    ``with_file``: the DataFrame also has each row's file as ``__file`` (:func:`_file_column`).
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -195,7 +191,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: str | None
             r = r.option(k, v)
         df = r.load([_literal(p) for p in paths])
         if with_file:
-            df = df.select("*", _file_column(with_file))
+            df = df.select("*", _file_column())
         # The reader only parses (and so only validates) the columns a query needs; this never-true
         # term makes every declared column needed, so a bad value in any column marks the row.
         nulls = ", ".join(f"{_quoted(c.name)} IS NULL" for c in table.columns)
@@ -214,7 +210,7 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: str | None
             bad = bad | (F.col(_quoted(src)).isNotNull() & casted.isNull())
             cols.append(casted.alias(c.name))
         rawjson = F.to_json(F.struct(*[F.col(_quoted(n)) for n in raw.columns]))
-        extra = [_file_column(with_file)] if with_file else []
+        extra = [_file_column()] if with_file else []
         return _Frame(
             raw.select(*cols, bad.alias("__bad"), F.when(bad, rawjson).alias("__raw"), *extra), "__bad", "__raw"
         )
@@ -292,7 +288,6 @@ class CollectedBatch:
     requests: list[ReadRequest]
     rows: list[tuple] = field(default_factory=list)  # (tag, valid, ts, flags..., keys..., [file], count)
     layouts: dict[int, _Layout] = field(default_factory=dict)
-    file_pos: int | None = None  # position of the row's file (jobs over several micro-batches only)
 
 
 def collect_rows(df) -> list[tuple]:
@@ -317,7 +312,7 @@ def collect_rows(df) -> list[tuple]:
 
 
 def collect_batch(
-    spark, requests: list[ReadRequest], cache: dict | None = None, *, with_file: str | None = None
+    spark, requests: list[ReadRequest], cache: dict | None = None
 ) -> CollectedBatch:
     """Run the **one** Spark job of a micro-batch over every request.
 
@@ -328,8 +323,7 @@ def collect_batch(
 
     ``cache``: a dict kept by the caller across micro-batches of one query, holding the parsed
     projection columns per (table, format, tag) — parsing them is a good part of planning a
-    small micro-batch.  ``with_file`` (``"id"`` or ``"path"``): also group by each row's file
-    (:func:`_file_column`), so that the groups can be split by micro-batch (:func:`collect_batches`).
+    small micro-batch.
     """
     out = CollectedBatch(list(requests))
     live = [i for i, r in enumerate(requests) if r.paths or r.fmt == "jdbc"]
@@ -339,7 +333,7 @@ def collect_batch(
     union = None
     for i in live:
         r = requests[i]
-        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file)
+        frame = _read(spark, r.table, list(r.paths), r.fmt)
         key = (r.table.name, r.fmt, i)
         parsed = cache.get(key) if cache is not None else None
         if parsed is None:
@@ -350,7 +344,7 @@ def collect_batch(
             if cache is not None:
                 cache[key] = parsed
         columns, cols_of[i] = parsed
-        df = frame.df.select(*columns, *(["__file"] if with_file else []))
+        df = frame.df.select(*columns)
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     names = list(union.columns)
     pos = {n: k for k, n in enumerate(names)}
@@ -362,63 +356,8 @@ def collect_batch(
             exprs = dict(p.exprs)
             lay.keys[p.id] = tuple(by_ident[(p.id, a[1]) if a in exprs else (None, a[1])] for a in p.attrs)
         out.layouts[i] = lay
-    out.file_pos = pos.get("__file") if with_file else None
     out.rows = collect_rows(union.groupBy(*names).count())
     return out
-
-
-def collect_batches(spark, batches: list[list[ReadRequest]], cache: dict | None = None) -> list[CollectedBatch]:
-    """Run **one** Spark job for the requests of several micro-batches; one result per micro-batch.
-
-    Used for read-ahead when files are waiting: reading micro-batches k, k+1, ... in one job
-    instead of one job each saves the per-job cost (DataFrame analysis, planning, scheduling
-    of two stages), which is most of a small micro-batch's cost on a small cluster.  The
-    requests are merged per table and format (one read with all their files), every row is
-    also grouped by its file (a 64-bit id of the name Spark reports, :func:`_file_ids`; by the
-    name itself when an id is unforeseen or shared), and the groups are split back by the
-    micro-batch that lists the file.  Each result holds the merged requests restricted to its
-    micro-batch's files and the job's layouts, so :func:`decode_batch` gives for it what the
-    micro-batch's own job would give (tested in tests/execution/test_exec_spark.py).
-    """
-    if len(batches) <= 1 or any(r.fmt not in FILE_FORMATS for rs in batches for r in rs):
-        return [collect_batch(spark, rs, cache) for rs in batches]
-    merged: dict[tuple[str, str], ReadRequest] = {}
-    batch_of_path: dict[str, int] = {}  # as listed
-    for b, rs in enumerate(batches):
-        for r in rs:
-            key = (r.table.name, r.fmt)
-            m = merged.get(key)
-            merged[key] = ReadRequest(r.table, r.pipelines, (m.paths if m else ()) + tuple(r.paths), r.fmt)
-            batch_of_path.update(dict.fromkeys(r.paths, b))
-    requests = list(merged.values())
-    ids = _file_ids(batch_of_path)
-    job = collect_batch(spark, requests, cache, with_file="id") if ids is not None else None
-    if job is not None and any(row[job.file_pos] not in ids for row in job.rows):
-        job = None  # Spark reported a file under a name not foreseen: group by the path itself
-    owner: dict[str, int] = {}  # by path, as Spark may report it (when grouped by path)
-    if job is None:
-        ids = {}
-        job = collect_batch(spark, requests, cache, with_file="path")
-        owner = {os.path.abspath(p): b for p, b in batch_of_path.items()}
-        owner.update({os.path.realpath(p): b for p, b in batch_of_path.items()})
-    out = []
-    for b in range(len(batches)):
-        mine = [
-            ReadRequest(r.table, r.pipelines, tuple(p for p in r.paths if batch_of_path[p] == b), r.fmt)
-            for r in requests
-        ]
-        out.append(CollectedBatch(mine, layouts=job.layouts, file_pos=job.file_pos))
-    fpos = job.file_pos
-    for row in job.rows:
-        f = row[fpos]
-        b = ids.get(f)
-        if b is None:
-            b = ids[f] = _owner(f, owner)
-        out[b].rows.append(row)
-    return out
-
-
-FILE_FORMATS = ("csv", "json", "parquet")
 
 
 def _owner(reported: str, owner: dict[str, int]) -> int:
@@ -431,54 +370,6 @@ def _owner(reported: str, owner: dict[str, int]) -> int:
         if candidate in owner:
             return owner[candidate]
     raise ExecutionError(f"Spark read a file that no micro-batch of the job lists: {reported}")
-
-
-def _file_ids(batch_of_path: dict[str, int]) -> dict[int, int] | None:
-    """Per file id (:func:`_file_column`) of every name Spark may report for a listed file, its micro-batch.
-
-    Spark reports a local file as a URI (``file:///dir/dä%20ta.csv``: the path quoted as
-    ``java.net.URI`` quotes one, ASCII outside the URI's path characters percent-encoded,
-    other characters kept); both ``file:`` forms of the absolute and the real path are
-    foreseen.  None when two files of different micro-batches share an id (the job then groups
-    by path); an id Spark gives that none of these has also makes the job group by path.
-    """
-    ids: dict[int, int] = {}
-    for p, b in batch_of_path.items():
-        for q in {os.path.abspath(p), os.path.realpath(p)}:
-            try:
-                quoted = _uri_path(q).encode("utf-8")
-            except UnicodeEncodeError:  # an undecodable file name: found by path
-                continue
-            for key in (xxhash64(b"file://" + quoted), xxhash64(b"file:" + quoted)):
-                if ids.setdefault(key, b) != b:
-                    return None
-    return ids
-
-
-_URI_PATH_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.!~*'(),;:$&+=/@")
-
-
-def _uri_path(path: str) -> str:
-    """``path`` quoted as ``java.net.URI`` quotes the path of a URI built from components."""
-    import unicodedata
-
-    out = []
-    for ch in path:
-        if ch in _URI_PATH_CHARS or (
-            ord(ch) > 0x9F and unicodedata.category(ch) not in ("Zs", "Zl", "Zp", "Cs")
-        ):
-            out.append(ch)
-        else:
-            out.extend(f"%{b:02X}" for b in ch.encode("utf-8"))
-    return "".join(out)
-
-
-def xxhash64(data: bytes) -> int:
-    """Spark's ``xxhash64`` of a string with these UTF-8 bytes: XXH64 with seed 42, as a signed long."""
-    import xxhash
-
-    h = xxhash.xxh64_intdigest(data, seed=42)
-    return h - (1 << 64) if h >= 1 << 63 else h
 
 
 def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> list[TableBatch]:
@@ -574,69 +465,3 @@ def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None) -> li
         out.append({"stream": table.name, "reason": reason, "row": r["__raw"] or r["__json"], "file": r["__file"]})
     return out
 
-
-def project_batch(spark, requests: list[ReadRequest], new: list[bool], cache: dict | None = None):
-    """The projected rows of a micro-batch as **one** DataFrame (not collected): what the executors keep.
-
-    Columns: ``__g`` (request index), ``__n`` (the request's files are new: counted in the
-    metrics; re-read files only contribute their open rows), ``__v`` (valid), ``__ts`` (µs),
-    ``__file`` (the file as Spark reports it), ``__f{pid}`` per pipeline (valid and its local
-    conditions hold) and ``__p{pid}_{j}`` per pipeline and kept attribute (the same name in
-    every request of the pipeline's table, so that requests unite by name).
-    """
-    from pyspark.sql import functions as F
-
-    union = None
-    for i, r in enumerate(requests):
-        if not (r.paths or r.fmt == "jdbc"):
-            continue
-        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file="path")
-        key = ("project", r.table.name, r.fmt, i)
-        parsed = cache.get(key) if cache is not None else None
-        if parsed is None:
-            items, kept = _projection(r.table, frame, r.pipelines, i)
-            by_ident = {ident: name for name, ident in kept}
-            cols = [F.expr(x) for x in items]
-            renames = [F.col(f"__f{p.id}") for p in r.pipelines]
-            for p in r.pipelines:
-                exprs = dict(p.exprs)
-                for j, a in enumerate(p.attrs):
-                    name = by_ident[(p.id, a[1]) if a in exprs else (None, a[1])]
-                    renames.append(F.col(name).alias(f"__p{p.id}_{j}"))
-            parsed = (cols, renames)
-            if cache is not None:
-                cache[key] = parsed
-        cols, renames = parsed
-        df = frame.df.select(*cols, "__file").select(
-            "__g", F.lit(bool(new[i])).alias("__n"), "__v", "__ts", "__file", *renames
-        )
-        union = df if union is None else union.unionByName(df, allowMissingColumns=True)
-    return union
-
-
-def batch_stats(projected, lo: int | None) -> list[tuple]:
-    """Per (request, file) of the projected batch: rows, valid, late, invalid, and the timestamps the marker needs.
-
-    One small aggregation (one group per file): ``(g, new, file, rows, valid, late,
-    invalid, max_ts, min_open_ts)`` — ``max_ts`` over valid rows after ``lo`` (what the
-    marker and the re-read decision need), ``min_open_ts`` the earliest such timestamp of
-    a row some pipeline keeps.  Late: valid with a timestamp at or before ``lo``.
-    """
-    from pyspark.sql import functions as F
-
-    v, ts = F.col("__v"), F.col("__ts")
-    late = v & ts.isNotNull() & (ts <= F.lit(lo)) if lo is not None else F.lit(False)
-    after = v & ts.isNotNull() & (ts > F.lit(lo)) if lo is not None else v & ts.isNotNull()
-    flags = [c for c in projected.columns if re.fullmatch(r"__f\d+", c)]
-    kept = F.lit(False)
-    for c in flags:
-        kept = kept | F.coalesce(F.col(c), F.lit(False))
-    agg = projected.groupBy("__g", "__n", "__file").agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.sum(F.when(v & ~late, 1).otherwise(0)).alias("valid"),
-        F.sum(F.when(late, 1).otherwise(0)).alias("late"),
-        F.sum(F.when(v, 0).otherwise(1)).alias("invalid"),
-        F.max(F.when(after, ts)).alias("max_ts"),
-        F.min(F.when(after & kept, ts)).alias("min_ts"),
-    )
-    return collect_rows(agg)

@@ -1,0 +1,167 @@
+"""One read of a micro-batch's files for one or several queries: the projected, cached DataFrame.
+
+A micro-batch's files are read **once** (one DataFrame per table and format, united by
+name), whatever number of queries read them: each query (a *reader*, named by a
+namespace) adds one flag column per pipeline and one column per kept attribute.  A
+small aggregation per file gives every reader its counts and the timestamps its marker
+needs (:func:`scan_stats`).  The executor (:class:`~obda.execution.query.ContinuousQuery`)
+uses it for one query; the service's shared loop (:class:`~obda.execution.shared.SharedScan`)
+for all the queries running over the same streams.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from obda.analysis.forest import Pipeline
+from obda.execution.spark_io import _projection, _read, collect_rows
+from obda.model.sources import Table
+
+
+def flag_column(pid: int, ns: str = "") -> str:
+    """Column of the projected batch: the row is valid and passes pipeline ``pid``'s local conditions."""
+    return f"__f{ns}{pid}"
+
+
+def key_column(pid: int, j: int, ns: str = "") -> str:
+    """Column of the projected batch: pipeline ``pid``'s ``j``-th kept attribute."""
+    return f"__p{ns}{pid}_{j}"
+
+
+@dataclass(frozen=True)
+class ScanRead:
+    """Files of one table and format read in a micro-batch, and which readers use their rows.
+
+    ``fresh``: first read (counted in the readers' metrics); otherwise a re-read of files
+    that still hold rows of open timestamps, used by ``readers`` for those rows only.
+    """
+
+    table: Table
+    fmt: str
+    paths: tuple[str, ...]
+    readers: tuple[str, ...]
+    fresh: bool
+
+
+def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, tuple[Pipeline, ...]]],
+                  cache: dict | None = None):
+    """The projected rows of every read as **one** DataFrame (not collected), or None when nothing is read.
+
+    ``pipelines``: reader namespace → table name → that reader's pipelines over the table.
+    Columns: ``__g`` (read index), ``__n`` (fresh), ``__v`` (valid), ``__ts`` (µs), ``__file``
+    (as Spark reports it), and per reader ``flag_column`` / ``key_column`` of its pipelines
+    (NULL in the rows of reads the reader does not use).
+    """
+    from pyspark.sql import functions as F
+
+    union = None
+    for i, r in enumerate(reads):
+        if not r.paths:
+            continue
+        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=True)
+        key = (i, r.table.name, r.fmt, r.readers)
+        cols = cache.get(key) if cache is not None else None
+        if cols is None:
+            cols = None
+            for ns in r.readers:
+                pipes = pipelines[ns].get(r.table.name, ())
+                items, kept = _projection(r.table, frame, pipes, i)
+                named = dict(_split_alias(x) for x in items)
+                if cols is None:
+                    cols = [named["__g"].alias("__g"), F.lit(r.fresh).alias("__n"), named["__v"].alias("__v"),
+                            named["__ts"].alias("__ts")]
+                by_ident = {ident: name for name, ident in kept}
+                for p in pipes:
+                    cols.append(named[f"__f{p.id}"].alias(flag_column(p.id, ns)))
+                    exprs = dict(p.exprs)
+                    for j, a in enumerate(p.attrs):
+                        name = by_ident[(p.id, a[1]) if a in exprs else (None, a[1])]
+                        cols.append(named[name].alias(key_column(p.id, j, ns)))
+            if cache is not None:
+                cache[key] = cols
+        df = frame.df.select(*cols, "__file")
+        union = df if union is None else union.unionByName(df, allowMissingColumns=True)
+    return union
+
+
+def _split_alias(item: str):
+    """``"<sql> AS name"`` → ``(name, Column of <sql>)``."""
+    from pyspark.sql import functions as F
+
+    sql, name = item.rsplit(" AS ", 1)
+    return name, F.expr(sql)
+
+
+def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]) -> list[tuple]:
+    """Per (read, file): counts and timestamps for every reader, in **one** small aggregation.
+
+    ``readers``: namespace → (its last closed timestamp ``lo``, its pipeline ids).  Rows:
+    ``(g, file, rows, invalid, {ns: (valid, late, max_ts, min_ts)})`` — late: valid with a
+    timestamp at or before the reader's ``lo``; ``max_ts`` over the valid rows after ``lo``
+    (the marker, and whether the file must be read again); ``min_ts`` the earliest of those
+    the reader's pipelines keep (the first timestamp the range closes with rows).
+    """
+    from pyspark.sql import functions as F
+
+    v, ts = F.col("__v"), F.col("__ts")
+    aggs = [F.count(F.lit(1)).alias("rows"), F.sum(F.when(v, 0).otherwise(1)).alias("invalid")]
+    names = list(readers)
+    columns = set(projected.columns)
+    for k, ns in enumerate(names):
+        lo, pids = readers[ns]
+        late = v & ts.isNotNull() & (ts <= F.lit(lo)) if lo is not None else F.lit(False)
+        after = v & ts.isNotNull() & (ts > F.lit(lo)) if lo is not None else v & ts.isNotNull()
+        kept = F.lit(False)
+        for pid in pids:
+            if flag_column(pid, ns) in columns:
+                kept = kept | F.coalesce(F.col(flag_column(pid, ns)), F.lit(False))
+        aggs += [
+            F.sum(F.when(v & ~late, 1).otherwise(0)).alias(f"v{k}"),
+            F.sum(F.when(late, 1).otherwise(0)).alias(f"l{k}"),
+            F.max(F.when(after, ts)).alias(f"x{k}"),
+            F.min(F.when(after & kept, ts)).alias(f"m{k}"),
+        ]
+    out = []
+    for row in collect_rows(projected.groupBy("__g", "__file").agg(*aggs)):
+        g, file, rows, invalid = row[:4]
+        per = {ns: tuple(row[4 + 4 * k: 8 + 4 * k]) for k, ns in enumerate(names)}
+        out.append((g, file, rows, invalid, per))
+    return out
+
+
+def namespace(index: int) -> str:
+    """A reader's namespace in column names (``""`` for a query read alone)."""
+    return f"q{index}_"
+
+
+
+
+class Scan:
+    """A micro-batch's projected rows, cached on the executors while the batch is processed.
+
+    ``with Scan(spark, reads, pipelines, cache, new_bytes) as scan:`` — ``scan.projected``
+    (None when nothing is read) and ``scan.stats(readers)`` (:func:`scan_stats`, one job,
+    which also fills the cache).  Few partitions: a micro-batch's cost on a small cluster is
+    mostly per task and per job, so the rows are coalesced to about one partition per 32 MB
+    of new files (at most the default parallelism).
+    """
+
+    def __init__(self, spark, reads: list[ScanRead], pipelines, cache: dict | None, new_bytes: int):
+        self.spark, self.reads, self.pipelines, self.cache, self.new_bytes = spark, reads, pipelines, cache, new_bytes
+        self.projected = None
+
+    def __enter__(self) -> "Scan":
+        df = project_reads(self.spark, self.reads, self.pipelines, self.cache) if self.reads else None
+        if df is not None:
+            parts = max(1, min(self.spark.sparkContext.defaultParallelism, self.new_bytes // (32 << 20) + 1))
+            df = df.coalesce(parts).persist()
+        self.projected = df
+        return self
+
+    def stats(self, readers: dict[str, tuple[int | None, tuple[int, ...]]]) -> list[tuple]:
+        return scan_stats(self.projected, readers) if self.projected is not None else []
+
+    def __exit__(self, *exc) -> None:
+        if self.projected is not None:
+            self.projected.unpersist()
+            self.projected = None
