@@ -268,28 +268,9 @@ class ContinuousQuery:
             for name in self.streams
         }
 
-    def _cut(self, pending: dict[str, list[str]], budget: int | None = None) -> dict[str, list[str]]:
-        """The next micro-batch of ``pending``: per stream at most ``max_files_per_batch`` files, and
-        together at most ``budget`` bytes (default ``max_bytes_per_batch``) — but at least one file of
-        every stream that has one, so that every batch makes progress and the marker can move."""
-        k = self.max_files_per_batch
-        budget = self.max_bytes_per_batch if budget is None else budget
-        out: dict[str, list[str]] = {}
-        queues = {name: list(fs[:k] if k is not None else fs) for name, fs in pending.items() if fs}
-        for name, fs in queues.items():  # one file each first
-            out[name] = [fs.pop(0)]
-            budget -= _file_bytes({name: out[name]})
-        while budget > 0 and any(queues.values()):  # then in timestamp-friendly rounds, one file per stream
-            for name, fs in queues.items():
-                if not fs or budget <= 0:
-                    continue
-                size = _file_bytes({name: fs[:1]})
-                if size > budget:
-                    fs.clear()
-                    continue
-                out[name].append(fs.pop(0))
-                budget -= size
-        return out
+    def _cut(self, pending: dict[str, list[str]]) -> dict[str, list[str]]:
+        """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits)."""
+        return cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
 
     def _new_files(self) -> dict[str, list[str]]:
         """Per stream table its unprocessed files (name order, within the micro-batch's limits)."""
@@ -321,18 +302,19 @@ class ContinuousQuery:
             out.append(_merge_batches(name, parts))
         return out
 
-    def step(self, exhausted: bool = False) -> int:
+    def step(self, exhausted: bool = False, pending: dict[str, list[str]] | None = None) -> int:
         """Run one micro-batch: read new files, close timestamps, emit, checkpoint.
 
         With ``exhausted=True``, the timestamps still open when no file is left after this
-        micro-batch close too (end of input).  Returns the number of new files read.
+        micro-batch close too (end of input).  ``pending``: the files to take the micro-batch
+        from (default: every unprocessed file listed now).  Returns the number of new files read.
         """
         with self._lock:
             t0 = time.perf_counter()
             if self.backend == "spark":
-                new, quarantine = self._step_spark(exhausted)
+                new, quarantine = self._step_spark(exhausted, pending)
             else:
-                new, quarantine = self._step_local(exhausted)
+                new, quarantine = self._step_local(exhausted, pending)
             return self._commit_batch(new, quarantine, t0)
 
     def _commit_batch(self, new: dict[str, list[str]], quarantine: list[dict], t0: float) -> int:
@@ -363,9 +345,9 @@ class ContinuousQuery:
             self.runtime.metrics.rows_out += sum(a.count for a in answers)
             self.sink.write_lines(answer_lines(answers, self.plan.columns))
 
-    def _step_local(self, exhausted: bool):
+    def _step_local(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
         """The local backend: rows grouped in Python, the engine steps one closed timestamp at a time."""
-        new = self._new_files()
+        new = self._cut(self._pending() if pending is None else pending)
         batches = self._read_local(new, self.runtime.closed_upto)
         self.runtime.ingest(batches)
         answers = self.runtime.close(exhausted=exhausted and not new)
@@ -376,7 +358,7 @@ class ContinuousQuery:
         return new, [r for b in batches for r in b.quarantine]
 
     # -- the Spark backend, in phases (a query alone, or one reader of a shared scan) -------------
-    def _step_spark(self, exhausted: bool):
+    def _step_spark(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
         """The Spark backend: answers computed and written on the executors (:mod:`obda.execution.distributed`).
 
         1. Read the new files and the files still holding open rows into one projected
@@ -391,7 +373,7 @@ class ContinuousQuery:
         """
         from obda.execution.distributed import collect_tagged
 
-        new, carried, final = self._next_files(exhausted)
+        new, carried, final = self._next_files(exhausted, pending)
         reads = self._reads(new, carried, (self.ns,))
         with Scan(self.spark, reads, {self.ns: self._pipelines_by_table()}, self._parsed, _file_bytes(new)) as scan:
             stats = scan.stats({self.ns: self._reader()})
@@ -583,6 +565,30 @@ class ContinuousQuery:
         for m, v in zip(d["members"], self.verdicts):
             m["verdict"] = v
         return d
+
+
+def cut_files(pending: dict[str, list[str]], max_files: int | None, max_bytes: int) -> dict[str, list[str]]:
+    """The next micro-batch of ``pending`` (per stream, name order): per stream at most ``max_files``
+    files and together at most ``max_bytes`` bytes — but at least one file of every stream that has
+    one, so that every micro-batch makes progress and the marker can move.  Files are taken in
+    rounds, one per stream, so that the streams advance together."""
+    budget = max_bytes
+    out: dict[str, list[str]] = {}
+    queues = {name: list(fs[:max_files] if max_files is not None else fs) for name, fs in pending.items() if fs}
+    for name, fs in queues.items():
+        out[name] = [fs.pop(0)]
+        budget -= _file_bytes({name: out[name]})
+    while budget > 0 and any(queues.values()):
+        for name, fs in queues.items():
+            if not fs or budget <= 0:
+                continue
+            size = _file_bytes({name: fs[:1]})
+            if size > budget:
+                fs.clear()
+                continue
+            out[name].append(fs.pop(0))
+            budget -= size
+    return out
 
 
 def _file_bytes(files: dict[str, list[str]]) -> int:

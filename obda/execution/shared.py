@@ -1,0 +1,234 @@
+"""Shared scans: every running query over the same streams in one micro-batch loop.
+
+Ten queries over one stream, each with its own loop, list the stream's folder ten times,
+read every file ten times and run ten Spark jobs per micro-batch.  :class:`SharedScan`
+runs them together: per micro-batch **one** listing per stream, **one** read of the new
+files (:class:`~obda.execution.scan.Scan`: every query adds its flag and key columns to
+the same projection, under its own namespace), **one** stats job for every query's marker
+and **one** job collecting every query's synopsis updates and driver-bound answers
+(a :class:`~obda.execution.directory_sink.DirectorySink` still writes each query's
+answers with its own Spark write).  Each query keeps its own state, marker, checkpoint and
+sink, so it can stop, resume or fail alone.
+
+Joining: the loop has a *cursor* — the files of every stream it consumed.  A query whose
+consumed files equal the cursor (on its streams) is *in step* and runs in the shared
+micro-batches.  A query started later (or resumed from an older checkpoint) first
+catches up **on its own**, one micro-batch at a time, over the files the loop already
+consumed, then joins.  The outputs are those of each query run alone (tested in
+tests/execution/test_exec_shared.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from obda.execution.scan import Scan, namespace
+
+log = logging.getLogger("obda.execution")
+
+
+class SharedScan:
+    """Runs :class:`~obda.execution.query.ContinuousQuery` objects over shared reads (configure, then start).
+
+    ``spark``: the session every query uses.  ``max_files_per_batch`` / ``max_bytes_per_batch``:
+    the limits of a shared micro-batch (as for a query alone).  Queries are added with
+    :meth:`add` (a query of the local backend runs its own micro-batches in the same loop).
+    """
+
+    def __init__(self, spark=None, *, trigger_interval: float = 1.0, max_files_per_batch: int | None = None,
+                 max_bytes_per_batch: int | None = None):
+        from obda.execution.query import DEFAULT_MAX_BYTES_PER_BATCH
+
+        self._spark = spark
+        self.trigger_interval = trigger_interval
+        self.max_files_per_batch = max_files_per_batch
+        self.max_bytes_per_batch = max_bytes_per_batch or DEFAULT_MAX_BYTES_PER_BATCH
+        self.queries: dict[str, object] = {}  # key -> ContinuousQuery
+        self.cursor: dict[str, set[str]] = {}  # stream -> files consumed by the shared micro-batches
+        self.batches = 0  # shared micro-batches run
+        self._next_ns = 0
+        self._cache: dict = {}
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- membership -------------------------------------------------------------------------------
+    def add(self, key: str, query) -> None:
+        """Run ``query`` in the loop (it catches up first when it is behind)."""
+        with self._lock:
+            query._ns = namespace(self._next_ns)
+            query._distributed = None  # its Spark plan names its columns after its namespace
+            self._next_ns += 1
+            self.queries[key] = query
+
+    def remove(self, key: str) -> None:
+        """Stop running the query (after the current micro-batch)."""
+        with self._lock:
+            self.queries.pop(key, None)
+            if not self.queries:
+                self.cursor = {}
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.queries
+
+    def in_step(self, query) -> bool:
+        """Whether the query consumed exactly the loop's files on each of its streams."""
+        return all(query.processed[s] == self.cursor.get(s, query.processed[s]) for s in query.streams)
+
+    # -- one micro-batch ------------------------------------------------------------------------
+    def step(self, exhausted: bool = False) -> int:
+        """One shared micro-batch (and one catch-up micro-batch of each query behind).  Returns new files read."""
+        with self._lock:
+            queries = list(self.queries.items())
+            spark_queries = [(k, q) for k, q in queries if q.backend == "spark" and not q.error]
+            read = 0
+            for key, q in queries:  # the local backend, and failed queries, do not share
+                if q.backend != "spark" and q.error is None:
+                    read += self._guarded(key, q, lambda q=q: q.step(exhausted))
+            behind = [(k, q) for k, q in spark_queries if not self.in_step(q)]
+            joined = [(k, q) for k, q in spark_queries if self.in_step(q)]
+            for key, q in behind:
+                read += self._catch_up(key, q)
+            if joined:
+                read += self._shared_step(joined, exhausted)
+            return read
+
+    def _guarded(self, key: str, q, fn) -> int:
+        """Run ``fn``; a failure stops that query only (recorded in ``q.error``)."""
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - the other queries go on; the query shows as failed
+            q.error = e
+            log.exception("continuous query %s failed", key)
+            return 0
+
+    def _catch_up(self, key: str, q) -> int:
+        """One micro-batch of a query behind the loop, over files the loop already consumed."""
+        behind = {s: sorted(self.cursor.get(s, set()) - q.processed[s]) for s in q.streams}
+        ahead = any(q.processed[s] - self.cursor.get(s, set()) for s in q.streams)
+        if ahead:  # resumed from a later checkpoint than the loop's: it waits for the loop
+            return 0
+        return self._guarded(key, q, lambda: q.step(False, pending=behind))
+
+    def _pending(self, joined) -> dict[str, list[str]]:
+        """Per stream of the joined queries its files not consumed yet: one listing per stream."""
+        from obda.execution.spark_io import list_files, resolve_location
+
+        tables = {}
+        for _, q in joined:
+            for t in q.plan.stream_tables():
+                tables.setdefault(t.name, (t, q.base_dir))
+        out = {}
+        for name, (table, base) in tables.items():
+            done = self.cursor.get(name, set())
+            out[name] = [f for f in list_files(resolve_location(table, base)) if f not in done]
+        return out
+
+    def _shared_step(self, joined, exhausted: bool) -> int:
+        from obda.execution.distributed import collect_tagged
+        from obda.execution.query import _file_bytes, cut_files
+
+        for _, q in joined:  # a query joining now brings its consumed files
+            for s in q.streams:
+                self.cursor.setdefault(s, set(q.processed[s]))
+        t0 = time.perf_counter()
+        pending = self._pending(joined)
+        new = cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
+        locks = [q._lock for _, q in joined]
+        for lock in locks:
+            lock.acquire()
+        try:
+            reads, plans = [], []
+            readers_of: dict[str, list[str]] = {}
+            for _, q in joined:
+                for s in q.streams:
+                    readers_of.setdefault(s, []).append(q.ns)
+            from obda.execution.scan import ScanRead
+
+            shared_reads: dict[tuple, ScanRead] = {}
+            for key, q in joined:
+                mine = {s: fs for s, fs in new.items() if s in q.streams}
+                last = all(len(mine.get(s, ())) == len(pending.get(s, ())) for s in q.streams)
+                carried = {s: sorted(fs) for s, fs in q.open_files.items() if fs}
+                for r in q._requests(mine):
+                    k = (r.table.name, r.fmt)
+                    if k not in shared_reads:
+                        shared_reads[k] = ScanRead(r.table, r.fmt, r.paths, tuple(readers_of[r.table.name]), True)
+                carried_reads = [ScanRead(r.table, r.fmt, r.paths, (q.ns,), False) for r in q._requests(carried)]
+                plans.append((key, q, mine, exhausted and last, carried_reads))
+            reads = list(shared_reads.values()) + [r for *_, cr in plans for r in cr]
+            pipelines = {q.ns: q._pipelines_by_table() for _, q in joined}
+            with Scan(joined[0][1].spark, reads, pipelines, self._cache, _file_bytes(new)) as scan:
+                stats = scan.stats({q.ns: q._reader() for _, q in joined})
+                closings = []
+                for key, q, mine, final, _ in plans:
+                    try:
+                        batch = q._apply_stats(reads, stats, mine, final)
+                        closings.append((key, q, mine, batch, q._closing(scan.projected, batch)))
+                    except Exception as e:  # noqa: BLE001 - that query fails alone
+                        q.error = e
+                        log.exception("continuous query %s failed", key)
+                parts, owners = [], []
+                for i, (_, _, _, _, c) in enumerate(closings):
+                    for tag, df in enumerate(c.parts):
+                        parts.append(df)
+                        owners.append((i, tag))
+                for tag, at, vals in collect_tagged(parts):  # every query's updates and answers: one job
+                    i, local = owners[tag]
+                    closings[i][4].consume(local, at, vals)
+                for key, q, mine, batch, c in closings:
+                    try:
+                        c.finish()
+                        q._commit_batch(mine, batch.quarantine, t0)
+                    except Exception as e:  # noqa: BLE001
+                        q.error = e
+                        log.exception("continuous query %s failed", key)
+            for s, fs in new.items():
+                self.cursor.setdefault(s, set()).update(fs)
+            self.batches += 1
+            return sum(len(fs) for fs in new.values())
+        finally:
+            for lock in locks:
+                lock.release()
+
+    def run_until_exhausted(self, max_batches: int | None = None) -> None:
+        """Step until every query consumed every file present and closed its timestamps."""
+        n = 0
+        while max_batches is None or n < max_batches:
+            n += 1
+            if self.step(exhausted=True) == 0 and all(self.in_step(q) for q in self.queries.values()):
+                self.step(exhausted=True)
+                return
+
+    # -- background loop -------------------------------------------------------------------------
+    def start(self) -> "SharedScan":
+        """Poll for new files every ``trigger_interval`` seconds in a background thread."""
+        if self._thread is not None and self._thread.is_alive():
+            return self
+        self._stop.clear()
+
+        def loop():
+            while not self._stop.is_set():
+                try:
+                    if self.step() == 0:
+                        self._stop.wait(self.trigger_interval)
+                except Exception:  # noqa: BLE001 - a loop-level failure (listing): retried next tick
+                    log.exception("shared scan failed; retrying")
+                    self._stop.wait(self.trigger_interval)
+
+        self._thread = threading.Thread(target=loop, name="obda-shared-scan", daemon=True)
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def stop(self, timeout: float | None = 60) -> None:
+        """Stop after the current micro-batch."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
