@@ -37,6 +37,7 @@ from api.settings import Settings
 from api.store import DB_NAME, Store
 from obda.errors import ExecutionError, ObdaError
 from obda.execution import checkpoint as checkpoint_files
+from obda.execution.shared import SharedScan
 from obda.model.compilation import Compilation
 
 log = logging.getLogger("obda.api")
@@ -126,6 +127,8 @@ class QueryRegistry:
         self.store = Store(settings.state_dir / DB_NAME if settings.state_dir is not None else None)
         self._resumer: threading.Thread | None = None
         self._closing = False
+        # every running query in one micro-batch loop: one listing, read and collect job per batch
+        self.shared = SharedScan(trigger_interval=settings.trigger_interval)
 
     # -- durability -------------------------------------------------------------------------------
     def _checkpoint_dir(self, query_id: str) -> Path | None:
@@ -299,7 +302,7 @@ class QueryRegistry:
             q.compilation, self.project.sources, q.report,
             base_dir=self.project.directory, sink=q.results, checkpoint_dir=self._checkpoint_dir(q.id),
             allow_unbounded=q.allow_unbounded, idle_timeout=q.idle_timeout,
-            master=s.master, backend=s.backend, trigger_interval=s.trigger_interval,
+            master=s.master, backend=s.backend, trigger_interval=s.trigger_interval, shared=self.shared,
         )
         missing = missing_stream_locations(handle.plan.stream_tables(), self.project.directory)
         if missing:  # it would read nothing, silently: refused until the folder exists
@@ -356,3 +359,4 @@ class QueryRegistry:
                     q.handle.close()
                 except Exception:  # shutting down: keep stopping the others
                     pass
+        self.shared.stop()

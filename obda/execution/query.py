@@ -104,6 +104,7 @@ class ContinuousQuery:
         max_files_per_batch: int | None = None,
         max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH,
         trigger_interval: float = 1.0,
+        shared=None,
         dialect: str = "spark",
         clock: Callable[[], float] = time.monotonic,
     ):
@@ -162,6 +163,8 @@ class ContinuousQuery:
         self.open_files: dict[str, dict[str, int]] = {s: {} for s in self.streams}
         self._parsed: dict = {}  # projection columns per (table, format, request), parsed once
         self._distributed = None  # obda.execution.distributed.SparkForest, built on first use
+        self.shared = shared  # obda.execution.shared.SharedScan: run in that loop when started
+        self._shared_key = f"q{id(self):x}"
         self.error: BaseException | None = None
         self._restore()
 
@@ -524,7 +527,15 @@ class ContinuousQuery:
                 return self.metrics
 
     def start(self) -> "ContinuousQuery":
-        """Run in a background thread, polling for new files every ``trigger_interval`` seconds."""
+        """Run in the background, polling for new files every ``trigger_interval`` seconds.
+
+        With ``shared`` (a :class:`~obda.execution.shared.SharedScan`), the query runs in that
+        loop with the other queries over the same streams instead of a thread of its own.
+        """
+        if self.shared is not None:
+            self.shared.add(self._shared_key, self)
+            self.shared.start()
+            return self
         if self._thread is not None and self._thread.is_alive():
             return self
         self._stop.clear()
@@ -544,6 +555,10 @@ class ContinuousQuery:
 
     def stop(self, timeout: float | None = 60) -> None:
         """Stop after the current micro-batch (its output and checkpoint are complete)."""
+        if self.shared is not None:
+            self.shared.remove(self._shared_key)
+            with self._lock:  # the loop's micro-batch that includes it, if one runs, ends first
+                pass
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -552,6 +567,8 @@ class ContinuousQuery:
 
     @property
     def running(self) -> bool:
+        if self.shared is not None:
+            return self._shared_key in self.shared and self.shared.running and self.error is None
         return self._thread is not None and self._thread.is_alive()
 
     def close(self) -> None:
