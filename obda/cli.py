@@ -213,6 +213,20 @@ def generate(
     out.print(result if isinstance(result, str) else f"[green]ok[/]: {result}")
 
 
+def _byte_size(text: str) -> int:
+    """``256M``, ``1G``, ``64k`` or a plain number of bytes (a clear error otherwise)."""
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1] if t and t[-1] in "KMG" else ""
+    try:
+        value = float(t[: len(t) - len(unit)])
+    except ValueError:
+        raise typer.BadParameter(f"{text!r} is not a size (e.g. 256M, 1G, 500000)", param_hint="--max-bytes-per-batch")
+    if value < 1:
+        raise typer.BadParameter("must be at least 1 byte", param_hint="--max-bytes-per-batch")
+    return int(value * units[unit])
+
+
 @app.command()
 def run(
     query: Path = typer.Argument(..., help="SPARQL query file (.rq)", exists=True, dir_okay=False),
@@ -227,6 +241,10 @@ def run(
         None, "--format", "-f", help="part files of --output-dir: json (JSON lines, default) or parquet"),
     max_files_per_batch: Optional[int] = typer.Option(
         None, "--max-files-per-batch", min=1, help="at most this many new files per stream in one micro-batch"),
+    max_bytes_per_batch: Optional[str] = typer.Option(
+        None, "--max-bytes-per-batch",
+        help="at most this many bytes of new files in one micro-batch, e.g. 256M (default), 1G, 500000 "
+             "(at least one file per stream): a backlog is processed in bounded steps"),
     master: Optional[str] = typer.Option(None, "--master", envvar="OBDA_SPARK_MASTER", help="Spark master URL (default local[*])"),
     allow_unbounded: bool = typer.Option(False, "--allow-unbounded", help="also run members not shown bounded (state grows; reported)"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="checkpoint folder: a restarted run continues exactly once"),
@@ -247,6 +265,7 @@ def run(
     Examples:
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --format parquet --checkpoint ckpt
+      obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --max-bytes-per-batch 64M
     """
     from obda.analysis import analyze as run_analysis
     from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
@@ -268,6 +287,7 @@ def run(
             comp, proj.sources, report, base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
             max_files_per_batch=max_files_per_batch,
+            **({"max_bytes_per_batch": _byte_size(max_bytes_per_batch)} if max_bytes_per_batch else {}),
         )
         from obda.model.sources import missing_locations_error, missing_stream_locations
 

@@ -1,18 +1,12 @@
-"""Spark side of the executor: session, file listing, the one DataFrame job of a micro-batch.
+"""Spark side of the executor: session, file listing, typed reads, per-row projection, static tables.
 
-Per micro-batch **one Spark job** (:func:`collect_batch`) reads the new files of
-every stream table (explicit schema; CSV/JSON in PERMISSIVE mode with a
-``_corrupt_record`` column; Parquet cast-checked), projects every row to
-``(tag, valid, timestamp, one flag per pipeline, kept attributes)`` — the flag
-is the pipeline's local conditions, kept attributes are NULL when no pipeline
-keeps the row — unites the tables by column name and groups by all columns
-with a count.  Only these aggregated rows reach the driver.
-When files are waiting, :func:`collect_batches` reads several micro-batches in
-that one job (rows also grouped by their file, groups split back per micro-batch).
-:func:`decode_batch` then classifies them against the marker (late: timestamp
-at or before the last closed one) into one :class:`TableBatch` per table; a
-second job, only when some row was late or invalid, collects those rows with
-their file for the quarantine.
+:func:`_read` reads a table's files with an explicit schema (CSV/JSON in PERMISSIVE mode with
+a ``_corrupt_record`` column; Parquet cast-checked; JDBC) and tells malformed rows;
+:func:`_projection` gives the per-row columns of a read: the tag, the row's validity, its
+timestamp, one flag per pipeline (that alias' local conditions) and the kept attributes.
+The micro-batch scan (:mod:`obda.execution.scan`) is built from these.  Static tables are
+loaded once per query with :func:`spark_table_batch` (one job, grouped rows to the driver);
+:func:`_quarantine_rows` collects a batch's late and invalid rows with their file.
 """
 
 from __future__ import annotations
