@@ -20,6 +20,12 @@ def spark():
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -Dlog4j2.level=ERROR")
         .config("spark.sql.csv.parser.columnPruning.enabled", "false")
+        # hundreds of queries run in this one session: keep the status store small (the executor's
+        # plans are large) and give the driver JVM, which is also the executor, room
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.ui.retainedExecutions", "20")
+        .config("spark.ui.retainedJobs", "50")
+        .config("spark.ui.retainedStages", "50")
         # the PostgreSQL JDBC driver (scripts/setup.sh installs it) for tests/sources/test_jdbc_postgres.py
         .config("spark.jars", os.environ.get("OBDA_SPARK_JARS") or ("/usr/share/java/postgresql.jar" if os.path.isfile("/usr/share/java/postgresql.jar") else ""))
         .getOrCreate()

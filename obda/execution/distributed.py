@@ -39,7 +39,7 @@ from decimal import Decimal
 from typing import Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, ViewDedupe
-from obda.execution.answers import AT, AnswerFrame, value_column
+from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
 
@@ -401,8 +401,11 @@ class SparkForest:
             return df.select(*keys)
         return cur.df.select(*keys).distinct()
 
-    def answer_frame(self, answers) -> AnswerFrame:
-        return AnswerFrame(answers, self.forest.columns)
+    def release(self) -> None:
+        """Drop the cached static frames (the query closes)."""
+        for rel in self._statics.values():
+            rel.df.unpersist()
+        self._statics = {}
 
 
 def _decoder(dtype):

@@ -573,6 +573,9 @@ class ContinuousQuery:
 
     def close(self) -> None:
         self.stop()
+        if self._distributed is not None:
+            self._distributed.release()
+            self._distributed = None
         self.sink.close()
         self.quarantine.close()
 

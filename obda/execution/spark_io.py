@@ -48,6 +48,11 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
         "spark.sql.adaptive.enabled": "false",
         "spark.sql.csv.parser.columnPruning.enabled": "false",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+        # a long-running service runs many micro-batches with large plans: bound what the status
+        # store keeps of finished executions, jobs and stages (driver memory)
+        "spark.sql.ui.retainedExecutions": "50",
+        "spark.ui.retainedJobs": "100",
+        "spark.ui.retainedStages": "100",
     }
     if os.environ.get("OBDA_SPARK_JARS"):  # e.g. a JDBC driver for jdbc static tables
         defaults["spark.jars"] = os.environ["OBDA_SPARK_JARS"]
