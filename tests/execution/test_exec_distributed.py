@@ -7,8 +7,9 @@ output after every timestamp of the data against DuckDB over the rows up to it, 
 final output against DuckDB over all rows.  The §7 rows and the other harness cases, and
 every bounded query of the demo catalog.
 
-Default run: one seed per query (Spark's per-job cost makes a run take about a second per
-micro-batch); ``-m slow``: 50 seeds per query.
+Default run: one seed per query, each run alone (Spark's per-job cost makes a run take about
+a second per micro-batch); ``-m slow``: 50 seeds, per seed every query in one shared loop
+(:class:`~obda.execution.SharedScan`: one read and one collect job per micro-batch).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from execution.exec_harness import CASES, STATIC_R, Oracle, random_splits, random_streams, sources, write_csv_batches, write_static
-from obda.execution import ContinuousQuery, JsonLinesSink
+from obda.execution import ContinuousQuery, JsonLinesSink, SharedScan
 from obda.model.sources import Sources
 
 pytestmark = pytest.mark.spark
@@ -37,66 +38,105 @@ def _parse_at(text: str | None) -> dt.datetime:
     return dt.datetime.min if text is None else dt.datetime.fromisoformat(text.rstrip("Z"))
 
 
-def check_run(spark, tmp_path: Path, sql, src: Sources, streams: dict, statics: dict, report, seed: int,
-              distinct: bool, sql_text: str) -> int:
-    """Run ``sql`` on files of ``streams`` split at random; compare every prefix with DuckDB. Returns #answers."""
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    """One query to check: what the executor runs, its SQL text for DuckDB, set or bag answers."""
+
+    name: str
+    query: object  # SQL text or a Compilation
+    sql: str
+    distinct: bool
+    report: object = None
+
+
+def write_seed(base: Path, src: Sources, streams: dict, statics: dict, seed: int) -> Sources:
+    """Write the streams as CSV files split at random into micro-batches; the sources with their locations."""
     rng = random.Random(seed)
-    base = tmp_path / f"seed{seed}"
     located = Sources(tuple(dataclasses.replace(t, location=f"data/{t.name}") for t in src.tables))
     write_csv_batches(base / "data", random_splits(streams, seed, max_chunk=rng.randint(2, 8)), located)
     for name, rows in statics.items():
         if rows:
             write_static(base / "data", name, rows)
-    out = base / "out.jsonl"
-    q = ContinuousQuery(sql, located, report, base_dir=base, sink=JsonLinesSink(out), spark=spark,
-                        allow_unbounded=True, max_files_per_batch=rng.randint(1, 3))
-    q.run_until_exhausted()
-    q.close()
-    columns = q.columns
+    return located
+
+
+def check_output(out: Path, columns, spec: Spec, oracle: Oracle, src: Sources, streams: dict, seed: int) -> int:
+    """The answer lines of ``out`` against DuckDB: after every timestamp of the data, and in the end."""
     lines = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     got = [(_parse_at(d["emitted_at"]), tuple(d["binding"][c] for c in columns)) for d in lines]
-    oracle = Oracle(src, streams, statics)
     markers = sorted({r[t.timestamp] for t in src.streams for r in streams.get(t.name, [])})
-    if " FROM " in sql_text.upper():
-        expected_at = oracle.answers_at(sql_text, markers)
+    if " FROM " in spec.sql.upper():
+        expected_at = oracle.answers_at(spec.sql, markers)
     else:  # an unsatisfiable query compiles to a SELECT without FROM: no answers, ever
-        expected_at = {m: oracle.answers(sql_text) for m in markers}
+        expected_at = {m: oracle.answers(spec.sql) for m in markers}
+    where = (spec.name, seed)
     for m in markers:
         upto = Counter(v for at, v in got if at <= m)
-        if distinct:
-            assert set(upto) == set(expected_at[m]), (seed, m, set(upto) ^ set(expected_at[m]))
+        if spec.distinct:
+            assert set(upto) == set(expected_at[m]), (where, m, set(upto) ^ set(expected_at[m]))
         else:
-            assert upto == expected_at[m], (seed, m, upto - expected_at[m], expected_at[m] - upto)
-    final = oracle.answers(sql_text)
+            assert upto == expected_at[m], (where, m, upto - expected_at[m], expected_at[m] - upto)
+    final = oracle.answers(spec.sql)
     every = Counter(v for _, v in got)
-    if distinct:
-        assert set(every) == set(final) and max(every.values(), default=1) == 1, seed
+    if spec.distinct:
+        assert set(every) == set(final) and max(every.values(), default=1) == 1, where
     else:
-        assert every == final, seed
+        assert every == final, where
     stamps = [at for at, _ in got]
     assert stamps == sorted(stamps), "a single-file sink gets the answers in timestamp order"
     return len(got)
 
 
-def _harness(spark, tmp_path, case, seeds):
-    src = sources()
+def check_seed(spark, tmp_path: Path, specs: list[Spec], src: Sources, streams: dict, statics: dict, seed: int,
+               shared: bool = False) -> int:
+    """Run every spec over one seed's files (alone, or all in one shared loop); check each. Returns #answers."""
+    base = tmp_path / f"seed{seed}"
+    located = write_seed(base, src, streams, statics, seed)
+    files = random.Random(seed).randint(1, 3)
+    queries = {}
+    for spec in specs:
+        queries[spec.name] = ContinuousQuery(
+            spec.query, located, spec.report, base_dir=base, sink=JsonLinesSink(base / f"{spec.name}.jsonl"),
+            spark=spark, allow_unbounded=True, max_files_per_batch=files)
+    if shared:
+        loop = SharedScan(spark, max_files_per_batch=files)
+        for name, q in queries.items():
+            loop.add(name, q)
+        loop.run_until_exhausted()
+        assert all(q.error is None for q in queries.values()), {n: q.error for n, q in queries.items() if q.error}
+    else:
+        for q in queries.values():
+            q.run_until_exhausted()
+    oracle = Oracle(src, streams, statics)
+    total = 0
+    for spec in specs:
+        q = queries[spec.name]
+        q.close()
+        total += check_output(base / f"{spec.name}.jsonl", q.columns, spec, oracle, src, streams, seed)
+    return total
+
+
+def _harness_spec(case) -> Spec:
+    return Spec(case.name, case.sql, case.sql, "DISTINCT" in case.sql or " UNION SELECT" in case.sql)
+
+
+def _harness(spark, tmp_path, cases, seeds, shared=False):
     total = 0
     for seed in seeds:
-        rows = random_streams(seed)
-        distinct = "DISTINCT" in case.sql or " UNION SELECT" in case.sql
-        total += check_run(spark, tmp_path, case.sql, src, rows, {"r": STATIC_R}, None, seed, distinct, case.sql)
+        total += check_seed(spark, tmp_path, [_harness_spec(c) for c in cases], sources(), random_streams(seed),
+                            {"r": STATIC_R}, seed, shared)
     return total
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_harness_case_matches_duckdb_after_every_timestamp(spark, tmp_path, case):
-    _harness(spark, tmp_path, case, [3])
+    _harness(spark, tmp_path, [case], [3])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_harness_case_matches_duckdb_on_50_seeds(spark, tmp_path, case):
-    assert _harness(spark, tmp_path, case, SLOW_SEEDS) > 0
+def test_harness_cases_match_duckdb_on_50_seeds(spark, tmp_path):
+    """Every §7 row and harness case, 50 seeds; per seed all queries in one shared loop (one read per batch)."""
+    assert _harness(spark, tmp_path, CASES, SLOW_SEEDS, shared=True) > 0
 
 
 def _demo_entries():
@@ -112,27 +152,28 @@ def demo():
     return Project.load(ROOT / "demo")
 
 
-def _demo(spark, tmp_path, demo, entry, seeds):
+def _demo(spark, tmp_path, demo, entries, seeds, shared=False):
     from obda.datagen import generate_rows
 
-    compilation = demo.compile(entry.query)
-    sql = compilation.to_sql("spark")
+    specs = []
+    for entry in entries:
+        compilation = demo.compile(entry.query)
+        specs.append(Spec(entry.name, compilation, compilation.to_sql("spark"), compilation.distinct))
     src = demo.sources
-    report = demo.analyze(compilation) if hasattr(demo, "analyze") else None
     for seed in seeds:
         data = generate_rows(src, seed=seed, timestamps=12, rows_per_timestamp=(0, 4))
         rows = {t.name: [dict(zip([c.name for c in t.columns], r)) for r in data.rows(t.name)] for t in src.tables}
         streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}
         statics = {t.name: rows[t.name] for t in src.tables if not t.is_stream}
-        check_run(spark, tmp_path, compilation, src, streams, statics, report, seed, compilation.distinct, sql)
+        check_seed(spark, tmp_path, specs, src, streams, statics, seed, shared)
 
 
 @pytest.mark.parametrize("entry", _demo_entries(), ids=lambda e: e.name)
 def test_demo_query_matches_duckdb_after_every_timestamp(spark, tmp_path, demo, entry):
-    _demo(spark, tmp_path, demo, entry, [5])
+    _demo(spark, tmp_path, demo, [entry], [5])
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("entry", _demo_entries(), ids=lambda e: e.name)
-def test_demo_query_matches_duckdb_on_50_seeds(spark, tmp_path, demo, entry):
-    _demo(spark, tmp_path, demo, entry, SLOW_SEEDS)
+def test_demo_queries_match_duckdb_on_50_seeds(spark, tmp_path, demo):
+    """Every bounded demo query, 50 seeds; per seed all queries in one shared loop."""
+    _demo(spark, tmp_path, demo, _demo_entries(), SLOW_SEEDS, shared=True)
