@@ -5,7 +5,8 @@ read every file ten times and run ten Spark jobs per micro-batch.  :class:`Share
 runs them together: per micro-batch **one** listing per stream, **one** read of the new
 files (:class:`~obda.execution.scan.Scan`: every query adds its flag and key columns to
 the same projection, under its own namespace), **one** stats job for every query's marker
-and **one** job collecting every query's synopsis updates and driver-bound answers
+and one job per group of (by default) five queries collecting their synopsis updates and
+driver-bound answers
 (a :class:`~obda.execution.directory_sink.DirectorySink` still writes each query's
 answers with its own Spark write).  Each query keeps its own state, marker, checkpoint and
 sink, so it can stop, resume or fail alone.
@@ -33,18 +34,20 @@ class SharedScan:
     """Runs :class:`~obda.execution.query.ContinuousQuery` objects over shared reads (configure, then start).
 
     ``spark``: the session every query uses.  ``max_files_per_batch`` / ``max_bytes_per_batch``:
-    the limits of a shared micro-batch (as for a query alone).  Queries are added with
+    the limits of a shared micro-batch (as for a query alone).  ``queries_per_job``: how many
+    queries' synopsis updates one collect job brings (one job per group).  Queries are added with
     :meth:`add` (a query of the local backend runs its own micro-batches in the same loop).
     """
 
     def __init__(self, spark=None, *, trigger_interval: float = 1.0, max_files_per_batch: int | None = None,
-                 max_bytes_per_batch: int | None = None):
+                 max_bytes_per_batch: int | None = None, queries_per_job: int = 5):
         from obda.execution.query import DEFAULT_MAX_BYTES_PER_BATCH
 
         self._spark = spark
         self.trigger_interval = trigger_interval
         self.max_files_per_batch = max_files_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch or DEFAULT_MAX_BYTES_PER_BATCH
+        self.queries_per_job = max(1, queries_per_job)  # queries whose updates one collect job brings
         self.queries: dict[str, object] = {}  # key -> ContinuousQuery
         self.cursor: dict[str, set[str]] = {}  # stream -> files consumed by the shared micro-batches
         self.batches = 0  # shared micro-batches run
@@ -170,14 +173,19 @@ class SharedScan:
                     except Exception as e:  # noqa: BLE001 - that query fails alone
                         q.error = e
                         log.exception("continuous query %s failed", key)
-                parts, owners = [], []
-                for i, (_, _, _, _, c) in enumerate(closings):
-                    for tag, df in enumerate(c.parts):
-                        parts.append(df)
-                        owners.append((i, tag))
-                for tag, at, vals in collect_tagged(parts):  # every query's updates and answers: one job
-                    i, local = owners[tag]
-                    closings[i][4].consume(local, at, vals)
+                # every query's updates and driver-bound answers: one job per group of queries (one
+                # job for all of them would make a plan as wide as every query together: Spark's
+                # analysis of it costs more driver memory and time than the jobs it saves)
+                for first in range(0, len(closings), self.queries_per_job):
+                    group = closings[first:first + self.queries_per_job]
+                    parts, owners = [], []
+                    for i, (_, _, _, _, c) in enumerate(group):
+                        for tag, df in enumerate(c.parts):
+                            parts.append(df)
+                            owners.append((i, tag))
+                    for tag, at, vals in collect_tagged(parts):
+                        i, local = owners[tag]
+                        group[i][4].consume(local, at, vals)
                 for key, q, mine, batch, c in closings:
                     try:
                         c.finish()

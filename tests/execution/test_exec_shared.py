@@ -68,7 +68,7 @@ def test_shared_loop_gives_each_query_its_own_output(spark, tmp_path):
 
 
 def test_one_read_and_one_collect_job_per_shared_micro_batch(spark, tmp_path, monkeypatch):
-    """Per shared micro-batch: one projection (one scan of the files) and one stats job, whatever the queries."""
+    """Per shared micro-batch: one projection (one scan of the files), one stats job, one collect job per five queries."""
     from obda.execution import distributed, scan
 
     rows = random_streams(42)
