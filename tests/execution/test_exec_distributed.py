@@ -7,8 +7,9 @@ output after every timestamp of the data against DuckDB over the rows up to it, 
 final output against DuckDB over all rows.  The §7 rows and the other harness cases, and
 every bounded query of the demo catalog.
 
-Default run: one seed per query, each run alone (Spark's per-job cost makes a run take about
-a second per micro-batch); ``-m slow``: 50 seeds, per seed every query in one shared loop
+Default run: one seed for the queries that cover every shape of the forest, each run alone
+(Spark's per-job cost makes a run take seconds); ``-m slow``: every query, and 50 seeds with,
+per seed, every query in one shared loop
 (:class:`~obda.execution.SharedScan`: one read and one collect job per micro-batch).
 """
 
@@ -128,7 +129,15 @@ def _harness(spark, tmp_path, cases, seeds, shared=False):
     return total
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+# the default run: cases that cover every shape of the forest (a child, three units, statics, a
+# per-alias cutoff, ≤ on timestamps, a union, sets and bags); -m slow: every case
+DEFAULT_CASES = {"row5_bag", "row9_set", "row10_set", "tree_static_bag", "row8_set", "le_time_bag", "union_set",
+                 "row7_bag", "single_stream_bag"}
+
+
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=() if c.name in DEFAULT_CASES else pytest.mark.slow) for c in CASES],
+    ids=lambda c: c.name)
 def test_harness_case_matches_duckdb_after_every_timestamp(spark, tmp_path, case):
     _harness(spark, tmp_path, [case], [3])
 
@@ -168,7 +177,16 @@ def _demo(spark, tmp_path, demo, entries, seeds, shared=False):
         check_seed(spark, tmp_path, specs, src, streams, statics, seed, shared)
 
 
-@pytest.mark.parametrize("entry", _demo_entries(), ids=lambda e: e.name)
+# the default run: a static-only query, per-atom views, a stream-static join, a two-stream bag join,
+# a DISTINCT join, a three-stream query and a union; -m slow: every bounded demo query
+DEFAULT_ENTRIES = {"static_turbines_in_region", "hot_temperature_sensors_distinct", "high_temperature_readings",
+                   "hot_readings_after_maintenance", "turbines_hot_after_maintenance_distinct",
+                   "severity_two_steps_before_hot_reading_distinct", "critical_or_very_hot"}
+
+
+@pytest.mark.parametrize(
+    "entry", [pytest.param(e, marks=() if e.name in DEFAULT_ENTRIES else pytest.mark.slow) for e in _demo_entries()],
+    ids=lambda e: e.name)
 def test_demo_query_matches_duckdb_after_every_timestamp(spark, tmp_path, demo, entry):
     _demo(spark, tmp_path, demo, [entry], [5])
 
