@@ -92,16 +92,17 @@ def dump(state: dict, path: Path | None) -> int:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)  # the rename itself on disk: what a sink publishes must not roll back
+        fsync_path(path.parent)  # the rename itself on disk: what a sink publishes must not roll back
         callback = _after_dump.get(os.path.abspath(path))
         if callback is not None:
             callback()
     return len(data)
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """fsync a file or a folder (best effort: some file systems refuse a folder's fsync)."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:

@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Iterator
 
 from obda.errors import ExecutionError
+from obda.execution.checkpoint import fsync_path
 from obda.execution.sinks import Sink
 
 FORMATS = ("json", "parquet")
@@ -84,20 +85,6 @@ def _number(name: str) -> int | None:
     return int(stem) if stem.isdigit() else None
 
 
-def _fsync_path(path: Path) -> None:
-    """fsync a file or a folder (best effort: some file systems refuse a folder's fsync)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_atomic(path: Path, data: bytes) -> None:
     """Replace ``path`` by ``data``: temporary file (a name readers skip), fsync, rename, fsync of the folder."""
     tmp = path.with_name(f".{path.name}.tmp")
@@ -106,7 +93,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_path(path.parent)
+    fsync_path(path.parent)
 
 
 def _is_part(name: str) -> bool:
@@ -341,9 +328,9 @@ class DirectorySink(Sink):
                 folder = self._staging(self._counter + 1)
                 for root, dirs, files in os.walk(folder):
                     for name in files:
-                        _fsync_path(Path(root) / name)
-                    _fsync_path(Path(root))
-                _fsync_path(folder.parent)
+                        fsync_path(Path(root) / name)
+                    fsync_path(Path(root))
+                fsync_path(folder.parent)
                 self._counter += 1
                 self._writes = 0
             return self._counter
@@ -392,7 +379,7 @@ class DirectorySink(Sink):
             elif not dst.exists():
                 raise ExecutionError(f"{self.path}: part {e['src']} of staged batch {batch} is missing "
                                      "from the staging folder and from data/; the output folder was altered")
-        _fsync_path(data)
+        fsync_path(data)
         lines = sum(e["lines"] for e in entries)
         record = {"batch": batch, "format": self.format, "first": self._total + 1, "lines": lines,
                   "files": [{"name": e["name"], "lines": e["lines"]} for e in entries]}
@@ -475,7 +462,7 @@ class DirectorySink(Sink):
                             pass
                 n += 1
             if n:
-                _fsync_path(self.path / COMMITS)
+                fsync_path(self.path / COMMITS)
             return n
 
 
