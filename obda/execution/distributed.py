@@ -143,6 +143,29 @@ class _Joiner:
         if rel.count:
             self.counts.append(rel.count)
 
+    def join_all(self, candidates: list[tuple["_Rel", object, bool, bool]]) -> None:
+        """Join every candidate ``(relation, extra condition, broadcast, extra is an equality)``, in an
+        order that gives each join an equality key when one exists (as the local engine orders its
+        joins): a relation linked by an equality first, then one linked by any condition, then the
+        rest.  Joining a relation linked only by ``τ_child < τ_parent`` before the one that brings the
+        equality key would make Spark pair every row with every row (a nested-loop join)."""
+        rest = list(candidates)
+        while rest:
+            def linked(c, eq_only: bool) -> bool:
+                rel, _, _, eq_extra = c
+                if eq_only and eq_extra:
+                    return True
+                return any(
+                    (not eq_only or p.op == "=")
+                    and ((p.left in self.attrs and p.right in rel.attrs) or (p.right in self.attrs and p.left in rel.attrs))
+                    for p in self.pending
+                )
+
+            pick = next((c for c in rest if linked(c, True)), None) or next((c for c in rest if linked(c, False)), rest[0])
+            rest.remove(pick)
+            rel, extra, broadcast, _ = pick
+            self.join(rel, extra, broadcast)
+
     def count_expr(self):
         from pyspark.sql import functions as F
 
@@ -259,17 +282,19 @@ class SparkForest:
         tcol = f"__t{node_id}"
         first = self._alias_rows(batch, mi, n.aliases[0], rng, tcol)
         j = _Joiner(first, n.preds, nm)
-        for k, a in enumerate(n.aliases[1:]):
+        candidates = []
+        for k, a in enumerate(n.aliases[1:]):  # the unit's other aliases: same timestamp
             other = self._alias_rows(batch, mi, a, rng, f"{tcol}_{k}")
-            j.join(other, F.col(f"{tcol}_{k}") == F.col(tcol))
-        for c in n.children:
+            candidates.append((other, F.col(f"{tcol}_{k}") == F.col(tcol), False, True))
+        for c in n.children:  # strictly earlier rows of each child (its past has no timestamp)
             rel = self._all(batch, mi, c, rng, memo, f"__a{node_id}_{c}")
             if rel is None:
                 memo[node_id] = None
                 return None
-            j.join(rel, F.col(rel.ts).isNull() | (F.col(rel.ts) < F.col(tcol)))
+            candidates.append((rel, F.col(rel.ts).isNull() | (F.col(rel.ts) < F.col(tcol)), False, False))
         for s in n.statics:
-            j.join(self._static(mi, s), broadcast=True)
+            candidates.append((self._static(mi, s), None, True, False))
+        j.join_all(candidates)
         df = j.done()
         count = j.count_expr()
         cname = f"__c{node_id}"
@@ -314,20 +339,22 @@ class SparkForest:
             if cur is None:
                 continue
             j = _Joiner(cur, mf.forest_preds, nm)
-            missing = False
+            candidates = []
             for k, q in enumerate(mf.roots):
                 if k == i:
                     continue
                 rel = self._all(batch, mi, q, rng, memo, f"__r{mi}_{i}_{k}")
                 if rel is None:
-                    missing = True
                     break
                 before = F.col(rel.ts) < F.col(cur.ts) if k < i else F.col(rel.ts) <= F.col(cur.ts)
-                j.join(rel, F.col(rel.ts).isNull() | before)
-            if missing:
+                candidates.append((rel, F.col(rel.ts).isNull() | before, False, False))
+            else:
+                for s in mf.forest_statics:
+                    candidates.append((self._static(mi, s), None, True, False))
+                j.join_all(candidates)
+                candidates = None
+            if candidates is not None:  # another root has no rows at all yet: no answer
                 continue
-            for s in mf.forest_statics:
-                j.join(self._static(mi, s), broadcast=True)
             df = j.done()
             count = j.count_expr()
             cols = [F.col(cur.ts).alias(AT)] + [
