@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterable
 
-from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, ViewDedupe
+from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
@@ -177,8 +177,6 @@ class _Joiner:
         return e
 
     def done(self):
-        from pyspark.sql import functions as F
-
         for p in self.pending:  # conditions among the first relation's own attributes
             self.df = self.df.where(_pred(p, self.nm))
         self.pending = []
