@@ -275,10 +275,6 @@ class ContinuousQuery:
         """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits)."""
         return cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
 
-    def _new_files(self) -> dict[str, list[str]]:
-        """Per stream table its unprocessed files (name order, within the micro-batch's limits)."""
-        return self._cut(self._pending())
-
     def _requests(self, files: dict[str, list[str]]):
         from obda.execution.spark_io import ReadRequest
 

@@ -313,12 +313,12 @@ def collect_rows(df) -> list[tuple]:
 def collect_batch(
     spark, requests: list[ReadRequest], cache: dict | None = None
 ) -> CollectedBatch:
-    """Run the **one** Spark job of a micro-batch over every request.
+    """Read the requests in **one** Spark job and bring their rows to the driver, grouped with a count.
 
-    The requests' DataFrames (different tables and schemas) are projected to a tag, the row's
-    validity, its timestamp, one flag per pipeline (its local conditions hold) and the kept
-    attributes, united by name (missing columns are NULL) and grouped with a count; only the
-    groups reach the driver.  The job does not depend on the marker (see :func:`decode_batch`).
+    Used to load static tables (once per query; they are kept on the driver).  The requests'
+    DataFrames are projected to a tag, the row's validity, its timestamp, one flag per pipeline
+    (its local conditions hold) and the kept attributes, united by name (missing columns are
+    NULL) and grouped with a count (see :func:`decode_batch`).
 
     ``cache``: a dict kept by the caller across micro-batches of one query, holding the parsed
     projection columns per (table, format, tag) — parsing them is a good part of planning a
