@@ -2,11 +2,14 @@
 
 Ten queries over one stream, each with its own loop, list the stream's folder ten times,
 read every file ten times and run ten Spark jobs per micro-batch.  :class:`SharedScan`
-runs them together: per micro-batch **one** listing per stream, **one** read of the new
-files (:class:`~obda.execution.scan.Scan`: every query adds its flag and key columns to
-the same projection, under its own namespace), **one** stats job for every query's marker
-and one job per group of (by default) five queries collecting their synopsis updates and
-driver-bound answers
+runs them together: per micro-batch **one** listing per stream and, per group of (by
+default) five queries, **one** read of the new files (:class:`~obda.execution.scan.Scan`:
+every query adds its flag and key columns to the same projection, under its own
+namespace), **one** stats job for their markers and **one** job collecting their synopsis
+updates and driver-bound answers.  Why groups: a scan's projection is as wide as its
+queries together, and Spark's analysis of plans over a very wide cached relation grows
+faster than the reads it saves (benchmarks/shared_queries.py: 20 queries in one scan cost
+22x one query per micro-batch, 1.7x the same queries run one after another)
 (a :class:`~obda.execution.directory_sink.DirectorySink` still writes each query's
 answers with its own Spark write).  Each query keeps its own state, marker, checkpoint and
 sink, so it can stop, resume or fail alone.
@@ -35,7 +38,7 @@ class SharedScan:
 
     ``spark``: the session every query uses.  ``max_files_per_batch`` / ``max_bytes_per_batch``:
     the limits of a shared micro-batch (as for a query alone).  ``queries_per_job``: how many
-    queries' synopsis updates one collect job brings (one job per group).  Queries are added with
+    queries share one scan and one collect job (the queries are grouped).  Queries are added with
     :meth:`add` (a query of the local backend runs its own micro-batches in the same loop).
     """
 
@@ -47,7 +50,7 @@ class SharedScan:
         self.trigger_interval = trigger_interval
         self.max_files_per_batch = max_files_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch or DEFAULT_MAX_BYTES_PER_BATCH
-        self.queries_per_job = max(1, queries_per_job)  # queries whose updates one collect job brings
+        self.queries_per_job = max(1, queries_per_job)  # queries that share one scan and one collect job
         self.queries: dict[str, object] = {}  # key -> ContinuousQuery
         self.cursor: dict[str, set[str]] = {}  # stream -> files consumed by the shared micro-batches
         self.batches = 0  # shared micro-batches run
@@ -130,8 +133,7 @@ class SharedScan:
         return out
 
     def _shared_step(self, joined, exhausted: bool) -> int:
-        from obda.execution.distributed import collect_tagged
-        from obda.execution.query import _file_bytes, cut_files
+        from obda.execution.query import cut_files
 
         for _, q in joined:  # a query joining now brings its consumed files
             for s in q.streams:
@@ -139,6 +141,21 @@ class SharedScan:
         t0 = time.perf_counter()
         pending = self._pending(joined)
         new = cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
+        # the same files for every query; one scan per group of queries_per_job queries: a scan's
+        # projection is as wide as its queries together, and Spark's analysis of plans over a very
+        # wide cached relation costs more than the reads it saves (benchmarks/shared_queries.py)
+        for first in range(0, len(joined), self.queries_per_job):
+            self._group_step(joined[first:first + self.queries_per_job], pending, new, exhausted, t0)
+        for s, fs in new.items():
+            self.cursor.setdefault(s, set()).update(fs)
+        self.batches += 1
+        return sum(len(fs) for fs in new.values())
+
+    def _group_step(self, joined, pending, new, exhausted: bool, t0: float) -> None:
+        """One scan of ``new`` for a group of queries: read, stats, closing, one collect job, commits."""
+        from obda.execution.distributed import collect_tagged
+        from obda.execution.query import _file_bytes
+
         locks = [q._lock for _, q in joined]
         for lock in locks:
             lock.acquire()
@@ -173,19 +190,14 @@ class SharedScan:
                     except Exception as e:  # noqa: BLE001 - that query fails alone
                         q.error = e
                         log.exception("continuous query %s failed", key)
-                # every query's updates and driver-bound answers: one job per group of queries (one
-                # job for all of them would make a plan as wide as every query together: Spark's
-                # analysis of it costs more driver memory and time than the jobs it saves)
-                for first in range(0, len(closings), self.queries_per_job):
-                    group = closings[first:first + self.queries_per_job]
-                    parts, owners = [], []
-                    for i, (_, _, _, _, c) in enumerate(group):
-                        for tag, df in enumerate(c.parts):
-                            parts.append(df)
-                            owners.append((i, tag))
-                    for tag, at, vals in collect_tagged(parts):
-                        i, local = owners[tag]
-                        group[i][4].consume(local, at, vals)
+                parts, owners = [], []  # the group's updates and driver-bound answers: one job
+                for i, (_, _, _, _, c) in enumerate(closings):
+                    for tag, df in enumerate(c.parts):
+                        parts.append(df)
+                        owners.append((i, tag))
+                for tag, at, vals in collect_tagged(parts):
+                    i, local = owners[tag]
+                    closings[i][4].consume(local, at, vals)
                 for key, q, mine, batch, c in closings:
                     try:
                         c.finish()
@@ -193,10 +205,6 @@ class SharedScan:
                     except Exception as e:  # noqa: BLE001
                         q.error = e
                         log.exception("continuous query %s failed", key)
-            for s, fs in new.items():
-                self.cursor.setdefault(s, set()).update(fs)
-            self.batches += 1
-            return sum(len(fs) for fs in new.values())
         finally:
             for lock in locks:
                 lock.release()
