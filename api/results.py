@@ -99,6 +99,8 @@ class ResultLog(Sink):
             self._refresh()
 
     # -- sink protocol (called by the executor thread) ------------------------------------------
+    writes_frames = True  # its DirectorySink writes Spark's answers on the executors
+
     def write_lines(self, lines: list[str]) -> None:
         self.sink.write_lines(lines)
 

@@ -6,13 +6,13 @@ What it holds, so that a restarted service (after SIGTERM or ``kill -9``) carrie
   (``registered | running | stopped | failed``: a ``running`` one is resumed on start), its error, its
   executor's checkpoint folder, and ``last_seq`` / ``first_seq``: the newest *published* answer and the
   oldest one kept (older ones were dropped by the retention limit);
-* ``answers`` — the answers of each query by sequence number, as the executor wrote them (JSON lines).
 
-Answers become visible to readers in two steps (:class:`api.results.ResultLog`): the executor's sink flush
-commits them (``seq > last_seq``: *staged*), and once the executor's checkpoint that covers them is on disk
-they are *published* (``last_seq`` moves).  A crash in between leaves staged answers nobody has read; the
-restarted executor truncates them (``recover``) and computes them again from its checkpoint.  So a client
-never sees an answer under a sequence number that a restart gives to another answer.
+The answers themselves are not here: each query's :class:`api.results.ResultLog` keeps them in its results
+folder (an :class:`obda.execution.DirectorySink`: part files and an atomic commit log).  They become
+visible to readers only once the executor's checkpoint that covers them is on disk and the sink commits
+them (``last_seq`` moves); a crash in between leaves staged parts nobody has read, which the restarted
+executor deletes (``recover``) and computes again from its checkpoint.  So a client never sees an answer
+under a sequence number that a restart gives to another answer.
 
 Every transaction is ``synchronous=FULL``: a commit is on disk before the executor writes the checkpoint
 that refers to it.  With no state directory the same schema lives in memory (lost at exit).
@@ -46,12 +46,8 @@ CREATE TABLE IF NOT EXISTS queries (
     last_seq INTEGER NOT NULL DEFAULT 0,
     first_seq INTEGER NOT NULL DEFAULT 1
 );
-CREATE TABLE IF NOT EXISTS answers (
-    query_id TEXT NOT NULL REFERENCES queries(id) ON DELETE CASCADE,
-    seq INTEGER NOT NULL,
-    line TEXT NOT NULL,
-    PRIMARY KEY (query_id, seq)
-) WITHOUT ROWID;
+-- answers were kept here by earlier versions (now in each query's results folder)
+DROP TABLE IF EXISTS answers;
 """
 
 QUERY_FIELDS = ("id", "name", "text", "allow_unbounded", "idle_timeout", "status", "error", "created_at",
@@ -122,7 +118,6 @@ class Store:
 
     def delete_query(self, query_id: str) -> None:
         with self.transaction() as c:
-            c.execute("DELETE FROM answers WHERE query_id = ?", (query_id,))
             c.execute("DELETE FROM queries WHERE id = ?", (query_id,))
 
     def queries(self) -> list[dict]:

@@ -626,9 +626,17 @@ def main(argv=None) -> int:
     ap.add_argument("--driver-memory", default="4g",
                     help="both sides: the Spark driver JVM's heap (local mode: it runs the executors too)")
     ap.add_argument("--workdir", default=None, help="kept after the run (default: a temporary folder, removed)")
+    ap.add_argument("--cases", default="1,2,3,4,5",
+                    help="which cases to run, comma-separated (1 high-output, 2 joins vs the stream-stream join, "
+                         "3 bag join vs a batch job, 4 grouping scan (needs 2), 5 driver peak RSS)")
     ap.add_argument("--json", action="store_true", help="also print every result as JSON")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    cases = {int(c) for c in args.cases.split(",") if c.strip()}
+    if not cases <= {1, 2, 3, 4, 5}:
+        ap.error(f"--cases: unknown case(s) {sorted(cases - {1, 2, 3, 4, 5})} (1 to 5)")
+    if 4 in cases:
+        cases.add(2)  # the grouping scan is compared with case 2's obda DISTINCT join
 
     if args.worker:
         print(RESULT + json.dumps(worker(json.loads(args.worker)), default=str), flush=True)
@@ -676,16 +684,20 @@ def main(argv=None) -> int:
            "sensors_per_turbine": args.sensors_per_turbine, "readings": list(args.readings),
            "maintenances": list(args.maintenances), "files": args.files}
     high, high1, join = root / "high", root / "high_1file", root / "join"
-    g_high = call_worker({"task": "generate", "root": str(high), "rows": high_rows, "value_max": args.high_value_max,
-                          "one_file": str(high1), "count_above": HIGH_MIN, **gen}, log)
-    g_join = call_worker({"task": "generate", "root": str(join), "rows": join_rows, "value_max": args.value_max,
-                          "count_above": HIGH_MIN, **gen}, log)
-    print(f"data high: {g_high['rows']['measurement']} measurement rows, {g_high['mb']['measurement']} MB, "
-          f"{args.files} files and 1 file; {g_high['pass_fraction']:.1%} pass ?v > {HIGH_MIN} "
-          f"(generated in {g_high['seconds']:.0f} s)")
-    print(f"data join: {g_join['rows']['measurement']} measurement + {g_join['rows']['maintenance']} maintenance rows, "
-          f"{g_join['mb']['measurement'] + g_join['mb']['maintenance']:.1f} MB, {args.files} files per stream; "
-          f"{g_join['pass_fraction']:.1%} pass ?v > {HIGH_MIN} (generated in {g_join['seconds']:.0f} s)")
+    g_high = g_join = None
+    if cases & {1, 5}:
+        g_high = call_worker({"task": "generate", "root": str(high), "rows": high_rows,
+                              "value_max": args.high_value_max, "one_file": str(high1), "count_above": HIGH_MIN,
+                              **gen}, log)
+        print(f"data high: {g_high['rows']['measurement']} measurement rows, {g_high['mb']['measurement']} MB, "
+              f"{args.files} files and 1 file; {g_high['pass_fraction']:.1%} pass ?v > {HIGH_MIN} "
+              f"(generated in {g_high['seconds']:.0f} s)")
+    if cases & {2, 3, 4, 5}:
+        g_join = call_worker({"task": "generate", "root": str(join), "rows": join_rows, "value_max": args.value_max,
+                              "count_above": HIGH_MIN, **gen}, log)
+        print(f"data join: {g_join['rows']['measurement']} measurement + {g_join['rows']['maintenance']} maintenance "
+              f"rows, {g_join['mb']['measurement'] + g_join['mb']['maintenance']:.1f} MB, {args.files} files per "
+              f"stream; {g_join['pass_fraction']:.1%} pass ?v > {HIGH_MIN} (generated in {g_join['seconds']:.0f} s)")
     sys.stdout.flush()
 
     results: dict[str, dict] = {}
@@ -716,7 +728,8 @@ def main(argv=None) -> int:
 
     def check(pairs, drop=()):
         """Compare answers (a worker of its own), then delete outputs no later check needs."""
-        pairs = [p for p in pairs if not (results[p[1]].get("failed") or results[p[2]].get("failed"))]
+        pairs = [p for p in pairs if p[1] in results and p[2] in results
+                 and not (results[p[1]].get("failed") or results[p[2]].get("failed"))]
         if not pairs:
             return
         spec = {"task": "checks", **common, "checks": [
@@ -736,69 +749,73 @@ def main(argv=None) -> int:
             _clear(out, out.with_name(out.name + "_ckpt"))
 
     f = args.files
-    # 1. high-output single stream: 1 file and N files
-    print("case 1: high-output single stream (obda vs a plain PySpark job)")
-    for layout, base in (("1file", high1), (f"{f}files", high)):
-        measure(f"obda_high_{layout}", "obda", base, high / "warm", query="high")
-        measure(f"plain_high_{layout}", "plain_high", base, high / "warm")
-    check([("high_1file", "obda_high_1file", "plain_high_1file", "line"),
-           (f"high_{f}files", f"obda_high_{f}files", f"plain_high_{f}files", "line")],
-          drop=("obda_high_1file", "plain_high_1file", f"obda_high_{f}files"))
-    # 2. joins vs Spark's stream-stream join (same micro-batches)
-    print(f"case 2: joins vs Spark's stream-stream join ({args.batch_files} files per stream and micro-batch)")
-    for q, tag in ((DISTINCT_Q, "distinct"), (BAG_Q, "bag")):
-        measure(f"obda_{tag}_join", "obda", join, join / "warm", query=q, max_files_per_batch=args.batch_files)
-        measure(f"spark_stream_join_{tag}", "spark_stream_join", join, join / "warm", query=q)
-    check([("distinct_join", "obda_distinct_join", "spark_stream_join_distinct", "binding"),
-           ("bag_join_stream", "obda_bag_join", "spark_stream_join_bag", "binding")],
-          drop=("obda_distinct_join", "spark_stream_join_distinct", "spark_stream_join_bag"))
-    # 3. bag join vs a plain Spark batch job (obda over the backlog with its default bound)
-    print("case 3: bag join vs a plain Spark batch job (obda: the files as a backlog)")
-    measure("obda_bag_join_backlog", "obda", join, join / "warm", query=BAG_Q)
-    measure("plain_bag_join", "plain_join", join, join / "warm")
-    check([("bag_join_batch", "obda_bag_join_backlog", "plain_bag_join", "line"),
-           ("bag_join_obda_runs", "obda_bag_join", "obda_bag_join_backlog", "line")],
-          drop=("obda_bag_join", "obda_bag_join_backlog", "plain_bag_join"))
-    # 4. grouping scan
-    print("case 4: grouping scan (compared with case 2's obda DISTINCT join)")
-    measure("grouping_scan", "grouping_scan", join, join / "warm")
-    if args.extras:
-        print("scans of the join data (no targets)")
-        for k in ("plain_scan", "validating_scan", "streaming_scan"):
-            measure(k, k, join, join / "warm")
-    # 5. driver peak RSS, fresh process, no warm-up
-    print("case 5: driver peak RSS, high-output query over a backlog (fresh process, no warm-up)")
+    if 1 in cases:  # 1. high-output single stream: 1 file and N files
+        print("case 1: high-output single stream (obda vs a plain PySpark job)")
+        for layout, base in (("1file", high1), (f"{f}files", high)):
+            measure(f"obda_high_{layout}", "obda", base, high / "warm", query="high")
+            measure(f"plain_high_{layout}", "plain_high", base, high / "warm")
+        check([("high_1file", "obda_high_1file", "plain_high_1file", "line"),
+               (f"high_{f}files", f"obda_high_{f}files", f"plain_high_{f}files", "line")],
+              drop=("obda_high_1file", "plain_high_1file", f"obda_high_{f}files"))
+    if 2 in cases:  # 2. joins vs Spark's stream-stream join (same micro-batches)
+        print(f"case 2: joins vs Spark's stream-stream join ({args.batch_files} files per stream and micro-batch)")
+        for q, tag in ((DISTINCT_Q, "distinct"), (BAG_Q, "bag")):
+            measure(f"obda_{tag}_join", "obda", join, join / "warm", query=q, max_files_per_batch=args.batch_files)
+            measure(f"spark_stream_join_{tag}", "spark_stream_join", join, join / "warm", query=q)
+        check([("distinct_join", "obda_distinct_join", "spark_stream_join_distinct", "binding"),
+               ("bag_join_stream", "obda_bag_join", "spark_stream_join_bag", "binding")],
+              drop=("obda_distinct_join", "spark_stream_join_distinct", "spark_stream_join_bag"))
+    if 3 in cases:  # 3. bag join vs a plain Spark batch job (obda over the backlog with its default bound)
+        print("case 3: bag join vs a plain Spark batch job (obda: the files as a backlog)")
+        measure("obda_bag_join_backlog", "obda", join, join / "warm", query=BAG_Q)
+        measure("plain_bag_join", "plain_join", join, join / "warm")
+        check([("bag_join_batch", "obda_bag_join_backlog", "plain_bag_join", "line"),
+               ("bag_join_obda_runs", "obda_bag_join", "obda_bag_join_backlog", "line")],
+              drop=("obda_bag_join", "obda_bag_join_backlog", "plain_bag_join"))
+    _clear(root / "out" / "obda_bag_join")
+    if 4 in cases:  # 4. grouping scan
+        print("case 4: grouping scan (compared with case 2's obda DISTINCT join)")
+        measure("grouping_scan", "grouping_scan", join, join / "warm")
+        if args.extras:
+            print("scans of the join data (no targets)")
+            for k in ("plain_scan", "validating_scan", "streaming_scan"):
+                measure(k, k, join, join / "warm")
     rss = {}
-    for label, base, rows in (("3M", high, high_rows), ("12M", join, join_rows)):
-        key = f"obda_high_rss_{label}"
-        spec = {"task": "obda", "label": key, "base": str(base), "out": str(root / "out" / key), "warm": None,
-                "query": "high", **common}
-        try:
-            r = call_worker(spec, log)
-        except RuntimeError as e:
-            print(f"  {key:34s} FAILED: {e}", flush=True)
-            results[key] = rss[label] = {"failed": True, "seconds": float("nan"), "driver_peak_rss_bytes": 1 << 62,
-                                         "process_peak_rss_bytes": 1 << 62, "answers": -1, "rows_out": -2}
-            continue
-        results[key] = rss[label] = r | {"backlog_rows": rows}
-        print(f"  {key:34s} {r['seconds']:8.2f} s, {r['answers']} answers, {r['micro_batches']} micro-batches, "
-              f"driver peak RSS: metrics {_mb(r['driver_peak_rss_bytes'])}, getrusage "
-              f"{_mb(r['process_peak_rss_bytes'])}; JVM peak {_mb(r['jvm_peak_rss_bytes'])}", flush=True)
-    check([("high_rss_3M_vs_plain", "obda_high_rss_3M", f"plain_high_{f}files", "line")],
-          drop=("obda_high_rss_3M", f"plain_high_{f}files"))
-    r12 = rss["12M"]
-    ok12 = r12["answers"] == r12["rows_out"] == g_join["passing_rows"]
-    print(f"  answers high_rss_12M: obda {r12['answers']} committed, rows_out {r12['rows_out']}; "
-          f"{g_join['passing_rows']} of {g_join['rows']['measurement']} rows have value > {HIGH_MIN} (counted in "
-          f"the CSV files) -> {'OK' if ok12 else 'MISMATCH'}")
-    _clear(root / "out" / "obda_high_rss_12M")
+    ok12 = True
+    if 5 in cases:  # 5. driver peak RSS, fresh process, no warm-up
+        print("case 5: driver peak RSS, high-output query over a backlog (fresh process, no warm-up)")
+        for label, base, rows in (("3M", high, high_rows), ("12M", join, join_rows)):
+            key = f"obda_high_rss_{label}"
+            spec = {"task": "obda", "label": key, "base": str(base), "out": str(root / "out" / key), "warm": None,
+                    "query": "high", **common}
+            try:
+                r = call_worker(spec, log)
+            except RuntimeError as e:
+                print(f"  {key:34s} FAILED: {e}", flush=True)
+                results[key] = rss[label] = {"failed": True, "seconds": float("nan"),
+                                             "driver_peak_rss_bytes": 1 << 62, "process_peak_rss_bytes": 1 << 62,
+                                             "answers": -1, "rows_out": -2}
+                continue
+            results[key] = rss[label] = r | {"backlog_rows": rows}
+            print(f"  {key:34s} {r['seconds']:8.2f} s, {r['answers']} answers, {r['micro_batches']} micro-batches, "
+                  f"driver peak RSS: metrics {_mb(r['driver_peak_rss_bytes'])}, getrusage "
+                  f"{_mb(r['process_peak_rss_bytes'])}; JVM peak {_mb(r['jvm_peak_rss_bytes'])}", flush=True)
+        check([("high_rss_3M_vs_plain", "obda_high_rss_3M", f"plain_high_{f}files", "line")],
+              drop=("obda_high_rss_3M",))
+        r12 = rss["12M"]
+        ok12 = r12["answers"] == r12["rows_out"] == g_join["passing_rows"]
+        print(f"  answers high_rss_12M: obda {r12['answers']} committed, rows_out {r12['rows_out']}; "
+              f"{g_join['passing_rows']} of {g_join['rows']['measurement']} rows have value > {HIGH_MIN} (counted "
+              f"in the CSV files) -> {'OK' if ok12 else 'MISMATCH'}")
+        _clear(root / "out" / "obda_high_rss_12M")
+    _clear(root / "out" / f"plain_high_{f}files")
     all_equal = all(c["equal"] for c in checked.values()) and ok12
 
     # details
     print("details")
     for k in ("obda_high_1file", f"obda_high_{args.files}files", "obda_distinct_join", "obda_bag_join",
               "obda_bag_join_backlog", "obda_high_rss_3M", "obda_high_rss_12M"):
-        r = results[k]
+        r = results.get(k, {"failed": True})
         if r.get("failed"):
             continue
         print(f"  {k:28s} startup {r['startup_seconds']:.2f} s + run {r['run_seconds']:.2f} s; "
@@ -808,7 +825,7 @@ def main(argv=None) -> int:
               f"{r['max_state_entries']}; driver peak RSS {_mb(r['driver_peak_rss_bytes'])}, "
               f"JVM {_mb(r['jvm_peak_rss_bytes'])}; sink {r['sink']}")
     for k in ("spark_stream_join_distinct", "spark_stream_join_bag"):
-        r = results[k]
+        r = results.get(k, {"failed": True})
         if r.get("failed"):
             continue
         print(f"  {k:28s} {r['micro_batches']} micro-batches, {r['files_read']} files, "
@@ -817,6 +834,8 @@ def main(argv=None) -> int:
 
     # the table
     def row(case, obda_key, other_key, target, op="ge", value=None):
+        if obda_key not in results or other_key not in results:  # a case not run (--cases)
+            return None
         o = results[obda_key]["seconds"]
         t = results[other_key]["seconds"] if other_key else None
         ratio = value if value is not None else t / o
@@ -834,21 +853,23 @@ def main(argv=None) -> int:
     if args.extras:
         for k in ("plain_scan", "validating_scan", "streaming_scan"):
             table.append(row(f"- DISTINCT join: {k.replace('_', ' ')} / obda", "obda_distinct_join", k, None))
+    table = [t for t in table if t is not None]
     print()
     print(f"{'case':48s} {'obda s':>9s} {'other s':>9s} {'ratio':>8s} {'target':>9s} {'met?':>5s}")
     for case, o, t, ratio, target, op, met, _, _ in table:
         tgt = "-" if target is None else (f">= {target:.2f}x" if op == "ge" else f"< {target}")
         print(f"{case:48s} {o:9.2f} {t:9.2f} {ratio:7.2f}x {tgt:>9s} {('-' if met is None else met if isinstance(met, str) else 'yes' if met else 'NO'):>5s}")
     gib = 2**30
-    for label in ("3M", "12M"):
-        r = rss[label]
-        peak = max(r["driver_peak_rss_bytes"], r["process_peak_rss_bytes"])
-        print(f"{f'5 driver peak RSS, {label}×scale backlog (MiB)':48s} {peak / 2**20:9.0f} {'':>9s} {'':>8s} "
-              f"{'< 1024':>9s} {'yes' if peak < gib else 'NO':>5s}")
-    growth = (max(rss["12M"]["driver_peak_rss_bytes"], rss["12M"]["process_peak_rss_bytes"])
-              - max(rss["3M"]["driver_peak_rss_bytes"], rss["3M"]["process_peak_rss_bytes"]))
-    print(f"{'5 driver peak RSS growth 12M - 3M (MiB)':48s} {growth / 2**20:9.0f} {'':>9s} {'':>8s} "
-          f"{'< 100':>9s} {'yes' if growth < 100 * 2**20 else 'NO':>5s}")
+    if rss:
+        for label in ("3M", "12M"):
+            r = rss[label]
+            peak = max(r["driver_peak_rss_bytes"], r["process_peak_rss_bytes"])
+            print(f"{f'5 driver peak RSS, {label}×scale backlog (MiB)':48s} {peak / 2**20:9.0f} {'':>9s} {'':>8s} "
+                  f"{'< 1024':>9s} {'yes' if peak < gib else 'NO':>5s}")
+        growth = (max(rss["12M"]["driver_peak_rss_bytes"], rss["12M"]["process_peak_rss_bytes"])
+                  - max(rss["3M"]["driver_peak_rss_bytes"], rss["3M"]["process_peak_rss_bytes"]))
+        print(f"{'5 driver peak RSS growth 12M - 3M (MiB)':48s} {growth / 2**20:9.0f} {'':>9s} {'':>8s} "
+              f"{'< 100':>9s} {'yes' if growth < 100 * 2**20 else 'NO':>5s}")
     print(f"(ratio: the other side's seconds / obda's, i.e. obda's throughput relative to it; case 3's target "
           f"0.91x is obda <= 1.1x the batch job's time)")
     print()

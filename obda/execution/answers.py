@@ -7,20 +7,17 @@ answer **occurrence** (bags stay bags), with
 * ``__at``: the closed timestamp that produced the answer (µs since the epoch, long);
 * ``__b0`` … ``__b{n-1}``: the binding's values, in the order of ``columns``.
 
-A sink made for it (:class:`~obda.execution.sinks.DirectorySink`) writes it
-with Spark's own writers, on the executors.  The other sinks (a single file,
-the console, memory) get its rows through :meth:`AnswerFrame.answers`, which
-streams them partition by partition (``toLocalIterator``): the driver holds one
-partition at a time, never the whole output.
+A sink made for it (``Sink.writes_frames``: :class:`~obda.execution.DirectorySink`)
+writes it with Spark's own writers, on the executors.  The other sinks (a single
+file, the console, memory) are for small outputs: the executor brings their
+answers to the driver in the micro-batch's one collect job
+(:func:`~obda.execution.distributed.collect_tagged`, streamed one partition at a
+time) and hands them over with ``write_lines``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
-
-from obda.execution.engine import Answer
-
 AT = "__at"
 
 
@@ -63,16 +60,3 @@ class AnswerFrame:
 
         rec = F.struct(self.emitted_at().alias("emitted_at"), self.binding().alias("binding"))
         return self.df.select(F.to_json(rec, {"ignoreNullFields": "false"}).alias("value"))
-
-    def answers(self, chunk: int = 10_000) -> Iterator[list[Answer]]:
-        """The occurrences in chunks of at most ``chunk``, streamed one partition at a time."""
-        n = len(self.columns)
-        names = [AT] + [value_column(i) for i in range(n)]
-        out: list[Answer] = []
-        for row in self.df.select(*names).toLocalIterator():
-            out.append(Answer(row[0], tuple(row[1:]), 1))
-            if len(out) >= chunk:
-                yield out
-                out = []
-        if out:
-            yield out

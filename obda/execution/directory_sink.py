@@ -237,6 +237,8 @@ class DirectorySink(Sink):
     ``format``: ``json`` (JSON-lines part files) or ``parquet``.
     """
 
+    writes_frames = True  # the answers computed by Spark are written by Spark, on the executors
+
     def __init__(self, path: str | os.PathLike, format: str = "json"):
         if format not in FORMATS:
             raise ExecutionError(f"unknown output format {format!r} (json or parquet)")

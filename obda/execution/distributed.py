@@ -379,13 +379,16 @@ class SparkForest:
         return F.concat(*parts)
 
     # -- the micro-batch ------------------------------------------------------------------------
-    def evaluate(self, batch, lo: int | None, hi: int | None) -> tuple[object | None, dict[int, dict[int, object]]]:
+    def evaluate(self, batch, lo: int | None, hi: int | None,
+                 keep_upto: int | None = None) -> tuple[object | None, dict[int, dict[int, object]]]:
         """The answers of the closed range ``(lo, hi]`` and, per member and node, the synopsis update frames.
 
-        ``batch``: the projected rows of the micro-batch (cached).  Returns the answers
-        DataFrame (None when no member can answer) and ``{member: {node: DataFrame of the
-        node's key (+ count)}}`` for the nodes whose past the engine keeps after ``hi``.
+        ``batch``: the projected rows of the micro-batch.  ``hi`` None: no upper bound.
+        Returns the answers DataFrame (None when no member can answer) and ``{member: {node:
+        DataFrame of the node's key (+ count)}}`` for the nodes whose past the engine keeps
+        once ``keep_upto`` (default ``hi``) closed.
         """
+        keep_upto = hi if keep_upto is None else keep_upto
         rng = self._range(lo, hi)
         answers = None
         updates: dict[int, dict[int, object]] = {}
@@ -398,7 +401,7 @@ class SparkForest:
                 answers = df if answers is None else answers.unionByName(df)
             me: MemberEngine = self.engine.members[mi]
             for n in mf.nodes:
-                if hi is None or not me.keeps_after(n.id, hi):
+                if keep_upto is None or not me.keeps_after(n.id, keep_upto):
                     continue
                 cur = self._cur(batch, mi, n.id, rng, memo)
                 if cur is not None:
@@ -448,7 +451,7 @@ def _decoder(dtype):
     return lambda s: s
 
 
-def collect_tagged(parts: list, chunk: int = 10_000):
+def collect_tagged(parts: list, stream: bool = True):
     """Collect several small DataFrames of different schemas in **one** Spark job.
 
     ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
@@ -456,6 +459,8 @@ def collect_tagged(parts: list, chunk: int = 10_000):
     ``__at``) and read back through ``toLocalIterator``; each value is decoded with its
     column's type.  Yields ``(tag, at, values)`` in that order.  Why one job: a micro-batch's
     cost on a small cluster is mostly per job (planning, scheduling), not per row.
+    ``stream=False``: one ``collect`` instead (for parts bounded by the state; the job's
+    observed metrics, :func:`obda.execution.scan.observed_stats`, are then reported).
     """
     from pyspark.sql import functions as F
 
@@ -471,6 +476,7 @@ def collect_tagged(parts: list, chunk: int = 10_000):
     union = frames[0]
     for f in frames[1:]:
         union = union.unionByName(f)
-    for k, at, vals in union.coalesce(1).sortWithinPartitions("__k", AT).toLocalIterator():
+    ordered = union.coalesce(1).sortWithinPartitions("__k", AT)
+    for k, at, vals in ordered.toLocalIterator() if stream else ordered.collect():
         dec = decoders[k]
         yield k, at, tuple(d(v) for d, v in zip(dec, vals))

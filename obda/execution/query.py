@@ -28,6 +28,7 @@ log = logging.getLogger("obda.execution")
 
 CHECKPOINT_VERSION = 2
 DEFAULT_MAX_BYTES_PER_BATCH = 256 << 20  # bytes of files one micro-batch reads (at least one file per stream)
+_NO_TIME = -(1 << 62)  # before every timestamp (µs)
 
 
 _SEVERITY = {"bounded": 0, "unknown": 1, "not_shown": 2, "unbounded": 3}
@@ -369,12 +370,22 @@ class ContinuousQuery:
            that go through the driver; a sink that writes with Spark writes the rest.
         Files with rows after ``hi`` are read again by the next micro-batch, for those rows
         only: open timestamps are held nowhere but in their files (docs/cluster.md).
+
+        The last micro-batch of an input that ends (``exhausted`` and every file taken) closes
+        every timestamp it reads: its range is known before the read, so it runs in **one**
+        pass when a single job consumes the rows (:meth:`_single_pass`).
         """
         from obda.execution.distributed import collect_tagged
 
         new, carried, final = self._next_files(exhausted, pending)
         reads = self._reads(new, carried, (self.ns,))
-        with Scan(self.spark, reads, {self.ns: self._pipelines_by_table()}, self._parsed, _file_bytes(new)) as scan:
+        with Scan(self.spark, reads, {self.ns: self._pipelines_by_table()}, self._parsed, _file_bytes(new),
+                  persist=not final) as scan:
+            if final and scan.projected is not None:
+                batch = self._single_pass(scan, reads, new)
+                if batch is not None:
+                    return new, batch.quarantine
+                scan.persist()
             stats = scan.stats({self.ns: self._reader()})
             batch = self._apply_stats(reads, stats, new, final)
             closing = self._closing(scan.projected, batch)
@@ -382,6 +393,46 @@ class ContinuousQuery:
                 closing.consume(tag, at, vals)
             closing.finish()
         return new, batch.quarantine
+
+    def _single_pass(self, scan: Scan, reads, new: dict[str, list[str]]) -> "_Batch | None":
+        """The last micro-batch in one job: the range ``(lo, ∞)`` closes, the stats are observed by
+        the job that computes the answers, nothing is cached.
+
+        Only for a query with one stream pipeline (the job reads the rows once; with several,
+        each would read every file, as the observed rows cannot be filtered before the
+        observation).  None (nothing run) otherwise, and when that job would not be the only
+        one (answers both written with Spark and synopsis updates collected), when it would
+        bring a bag's answers to the driver (a ``collect``, not streamed: Spark reports
+        observed metrics to no streamed read), or when answers of static-only members are still
+        to emit at the first timestamp (known after the job)."""
+        from obda.execution.distributed import collect_tagged
+        from obda.execution.scan import observed_stats
+
+        engine = self.engine
+        if sum(1 for p in self.plan.pipelines if p.table.is_stream) != 1:
+            return None
+        if not engine.static_done and any(
+            not m.plan.unsatisfiable and not m.plan.nodes and m.plan.forest_statics for m in engine.members
+        ):
+            return None
+        projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self._reader()})
+        lo = self.runtime.closed_upto
+        closing = self._closing(projected, _Batch(lo=lo, final=True), open_ended=True)
+        if bool(closing.parts) == (closing.frame is not None):  # two jobs, or none: the usual path
+            return None
+        if closing.parts and not self.plan.distinct and not self.sink.writes_frames:
+            return None
+        if closing.parts:  # bounded: synopsis updates, distinct answers
+            for tag, at, vals in collect_tagged(closing.parts, stream=False):
+                closing.consume(tag, at, vals)
+        else:
+            closing.emitted += self._write_frame(closing.frame)
+            closing.frame = None
+        batch = self._apply_stats(reads, stats(), new, True)
+        closing.batch = batch
+        closing.closes = batch.hi is not None and (lo is None or batch.hi > lo)
+        closing.finish()
+        return batch
 
     @property
     def ns(self) -> str:
@@ -447,9 +498,14 @@ class ContinuousQuery:
         batch.hi = self.runtime.watermark(exhausted=final)
         return batch
 
-    def _closing(self, projected, batch: "_Batch") -> "_Closing":
+    def _closing(self, projected, batch: "_Batch", open_ended: bool = False) -> "_Closing":
         """The work of closing ``(lo, hi]``: the frames to collect in the micro-batch's one job, and what
-        to do with what comes back (``consume``), then ``finish`` (synopses, answers, the marker)."""
+        to do with what comes back (``consume``), then ``finish`` (synopses, answers, the marker).
+
+        ``open_ended``: the range is ``(lo, ∞)`` (the last micro-batch, whose ``hi`` its own job
+        tells); updates are collected for every node kept after ``lo`` (``absorb`` drops those
+        the real ``hi`` does not keep).
+        """
         from pyspark.sql import functions as F
 
         from obda.execution.answers import AT, value_column
@@ -457,21 +513,23 @@ class ContinuousQuery:
 
         closing = _Closing(self, batch)
         lo, hi = batch.lo, batch.hi
-        if hi is None or (lo is not None and hi <= lo):
-            return closing
-        closing.closes = True
-        if projected is None or batch.first_ts is None or batch.first_ts > hi:
-            return closing
+        if not open_ended:
+            if hi is None or (lo is not None and hi <= lo):
+                return closing
+            closing.closes = True
+            if projected is None or batch.first_ts is None or batch.first_ts > hi:
+                return closing
         if self._distributed is None:
             self._distributed = SparkForest(self.spark, self.plan, self.engine, self.ns)
-        answers, updates = self._distributed.evaluate(projected, lo, hi)
+        keep_upto = (lo if lo is not None else _NO_TIME) if open_ended else hi
+        answers, updates = self._distributed.evaluate(projected, lo, None if open_ended else hi, keep_upto)
         values = [value_column(i) for i in range(len(self.plan.columns))]
         for mi, per_node in updates.items():
             for nid, df in per_node.items():
                 closing.parts.append(df)
                 closing.slots.append((mi, nid))
         # answers that go through the driver travel in the same job as the synopsis updates
-        if answers is not None and (self.plan.distinct or type(self.sink).write_frame is Sink.write_frame):
+        if answers is not None and (self.plan.distinct or not self.sink.writes_frames):
             if self.plan.distinct:  # each distinct answer at its first timestamp
                 answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
             closing.parts.append(answers.select(AT, *values))
@@ -551,10 +609,8 @@ class ContinuousQuery:
 
     def stop(self, timeout: float | None = 60) -> None:
         """Stop after the current micro-batch (its output and checkpoint are complete)."""
-        if self.shared is not None:
+        if self.shared is not None:  # returns once the loop's micro-batch that includes it, if any, ended
             self.shared.remove(self._shared_key)
-            with self._lock:  # the loop's micro-batch that includes it, if one runs, ends first
-                pass
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)

@@ -101,32 +101,71 @@ def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]
     (the marker, and whether the file must be read again); ``min_ts`` the earliest of those
     the reader's pipelines keep (the first timestamp the range closes with rows).
     """
+    names = list(readers)
+    out = []
+    for row in collect_rows(projected.groupBy("__g", "__file").agg(*_stats_aggregates(projected, readers))):
+        g, file, rows, invalid = row[:4]
+        per = {ns: tuple(row[4 + 4 * k: 8 + 4 * k]) for k, ns in enumerate(names)}
+        out.append((g, file, rows, invalid, per))
+    return out
+
+
+def _stats_aggregates(projected, readers: dict, only=None, suffix: str = "") -> list:
+    """The aggregates of :func:`scan_stats` (rows, invalid, then per reader valid, late, max_ts,
+    min_ts), over the rows where ``only`` holds (a Column; default all)."""
     from pyspark.sql import functions as F
 
     v, ts = F.col("__v"), F.col("__ts")
-    aggs = [F.count(F.lit(1)).alias("rows"), F.sum(F.when(v, 0).otherwise(1)).alias("invalid")]
-    names = list(readers)
+    row = F.lit(True) if only is None else only
+    aggs = [F.sum(F.when(row, 1).otherwise(0)).alias(f"rows{suffix}"),
+            F.sum(F.when(row & ~v, 1).otherwise(0)).alias(f"invalid{suffix}")]
     columns = set(projected.columns)
-    for k, ns in enumerate(names):
+    for k, ns in enumerate(readers):
         lo, pids = readers[ns]
-        late = v & ts.isNotNull() & (ts <= F.lit(lo)) if lo is not None else F.lit(False)
-        after = v & ts.isNotNull() & (ts > F.lit(lo)) if lo is not None else v & ts.isNotNull()
+        late = row & v & ts.isNotNull() & (ts <= F.lit(lo)) if lo is not None else F.lit(False)
+        after = row & v & ts.isNotNull() & (ts > F.lit(lo)) if lo is not None else row & v & ts.isNotNull()
         kept = F.lit(False)
         for pid in pids:
             if flag_column(pid, ns) in columns:
                 kept = kept | F.coalesce(F.col(flag_column(pid, ns)), F.lit(False))
         aggs += [
-            F.sum(F.when(v & ~late, 1).otherwise(0)).alias(f"v{k}"),
-            F.sum(F.when(late, 1).otherwise(0)).alias(f"l{k}"),
-            F.max(F.when(after, ts)).alias(f"x{k}"),
-            F.min(F.when(after & kept, ts)).alias(f"m{k}"),
+            F.sum(F.when(row & v & ~late, 1).otherwise(0)).alias(f"v{k}{suffix}"),
+            F.sum(F.when(late, 1).otherwise(0)).alias(f"l{k}{suffix}"),
+            F.max(F.when(after, ts)).alias(f"x{k}{suffix}"),
+            F.min(F.when(after & kept, ts)).alias(f"m{k}{suffix}"),
         ]
-    out = []
-    for row in collect_rows(projected.groupBy("__g", "__file").agg(*aggs)):
-        g, file, rows, invalid = row[:4]
-        per = {ns: tuple(row[4 + 4 * k: 8 + 4 * k]) for k, ns in enumerate(names)}
-        out.append((g, file, rows, invalid, per))
-    return out
+    return aggs
+
+
+def observed_stats(projected, reads: int, readers: dict):
+    """``projected`` with its stats observed by the job that consumes it (no job of their own),
+    and a function that returns them once that job ran: :func:`scan_stats`'s rows per read
+    (``file`` None), for a micro-batch that needs no per-file timestamps (the last one: every
+    timestamp closes, no file is read again).  The job must be a write or a ``collect``:
+    Spark reports no observed metrics to ``toLocalIterator``."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    obs = Observation(f"obda_scan_{id(projected)}")
+    aggs = []
+    for g in range(reads):
+        aggs += _stats_aggregates(projected, readers, F.col("__g") == F.lit(g), f"_{g}")
+    observed = projected.observe(obs, *aggs)
+    names = list(readers)
+
+    def stats() -> list[tuple]:
+        got = obs.get
+        out = []
+        for g in range(reads):
+            rows = got.get(f"rows_{g}") or 0
+            if not rows:
+                continue
+            per = {ns: (got.get(f"v{k}_{g}") or 0, got.get(f"l{k}_{g}") or 0, got.get(f"x{k}_{g}"), got.get(f"m{k}_{g}"))
+                   for k, ns in enumerate(names)}
+            out.append((g, None, rows, got.get(f"invalid_{g}") or 0, per))
+        return out
+
+    return observed, stats
 
 
 def namespace(index: int) -> str:
@@ -146,22 +185,32 @@ class Scan:
     of new files (at most the default parallelism).
     """
 
-    def __init__(self, spark, reads: list[ScanRead], pipelines, cache: dict | None, new_bytes: int):
+    def __init__(self, spark, reads: list[ScanRead], pipelines, cache: dict | None, new_bytes: int,
+                 persist: bool = True):
         self.spark, self.reads, self.pipelines, self.cache, self.new_bytes = spark, reads, pipelines, cache, new_bytes
+        self.persisted = persist
         self.projected = None
 
     def __enter__(self) -> "Scan":
         df = project_reads(self.spark, self.reads, self.pipelines, self.cache) if self.reads else None
         if df is not None:
             parts = max(1, min(self.spark.sparkContext.defaultParallelism, self.new_bytes // (32 << 20) + 1))
-            df = df.coalesce(parts).persist()
+            df = df.coalesce(parts)
+            if self.persisted:
+                df = df.persist()
         self.projected = df
         return self
+
+    def persist(self) -> None:
+        """Cache the rows after all (a scan opened with ``persist=False``), before the jobs that use them."""
+        if self.projected is not None and not self.persisted:
+            self.projected = self.projected.persist()
+            self.persisted = True
 
     def stats(self, readers: dict[str, tuple[int | None, tuple[int, ...]]]) -> list[tuple]:
         return scan_stats(self.projected, readers) if self.projected is not None else []
 
     def __exit__(self, *exc) -> None:
-        if self.projected is not None:
+        if self.projected is not None and self.persisted:
             self.projected.unpersist()
             self.projected = None

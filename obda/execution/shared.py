@@ -70,7 +70,7 @@ class SharedScan:
             self.queries[key] = query
 
     def remove(self, key: str) -> None:
-        """Stop running the query (after the current micro-batch)."""
+        """Stop running the query: returns after the current micro-batch (the loop holds the lock for it)."""
         with self._lock:
             self.queries.pop(key, None)
             if not self.queries:

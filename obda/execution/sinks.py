@@ -86,18 +86,16 @@ class Sink:
     def write_lines(self, lines: list[str]) -> None:
         raise NotImplementedError
 
-    def write_frame(self, frame) -> int | None:
-        """Answers computed by Spark (:class:`~obda.execution.answers.AnswerFrame`); returns how many
-        occurrences were written, when the sink counted them (None: the executor counts).
+    #: True for a sink that writes Spark's answers itself (``write_frame``, on the executors);
+    #: the executor brings the answers of any other sink to the driver and calls ``write_lines``.
+    writes_frames = False
 
-        Default: stream them through the driver, one partition at a time, as lines; a sink
-        made for large outputs (:class:`DirectorySink`) writes them with Spark instead.
+    def write_frame(self, frame) -> int | None:
+        """Answers computed by Spark (:class:`~obda.execution.answers.AnswerFrame`), written with
+        Spark; returns how many occurrences were written, when the sink counted them (None: the
+        executor counts).  Called only when ``writes_frames``.
         """
-        n = 0
-        for chunk in frame.answers():
-            self.write_lines(answer_lines(chunk, frame.columns))
-            n += len(chunk)
-        return n
+        raise NotImplementedError(f"{type(self).__name__} does not write Spark frames (writes_frames is False)")
 
     def commit(self, offset) -> None:
         """The checkpoint recording ``offset`` is on disk."""

@@ -22,6 +22,7 @@ from collections import defaultdict
 from obda.mapping._unfold_ir import Cmp, Col, Expr, NotNull, constant_value, render, split_cmp
 from obda.mapping._unfold_tables import FromEntry
 from obda.mapping._unfold_terms import Unsat
+from obda.model.unionfind import UnionFind
 
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
@@ -39,23 +40,6 @@ def _holds(op: str, a, b) -> bool | None:
         return {"=": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
     except TypeError:
         return None
-
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: dict[str, str] = {}
-
-    def find(self, x: str) -> str:
-        self.parent.setdefault(x, x)
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
 
 
 def _orient(c: Expr) -> Expr:
@@ -112,7 +96,7 @@ def _side(e: Expr) -> tuple:
 
 def _check(conds: list[Expr]) -> None:
     """Raise Unsat when equalities and constant bounds contradict each other."""
-    uf = _UnionFind()
+    uf = UnionFind()
     cmps = []
     for c in conds:
         s = split_cmp(c)
@@ -164,7 +148,7 @@ class Equalities:
     """The equivalence classes that the ``=`` conjuncts of a member induce on its columns (and constants)."""
 
     def __init__(self, conds: list[Expr]):
-        self.uf = _UnionFind()
+        self.uf = UnionFind()
         self.const: dict[str, tuple] = {}
         pending = []
         for c in conds:

@@ -204,3 +204,91 @@ def test_directory_sink_gets_the_answers_from_the_executors(spark, tmp_path, fmt
     assert written and q.metrics.rows_out == len(got) > 0
     expected = Oracle(src, rows, {"r": STATIC_R}).answers(case.sql)
     assert Counter(tuple(d["binding"][c] for c in q.columns) for d in got) == expected
+
+
+def _jobs(spark) -> int:
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    return max(ids) + 1 if ids else 0
+
+
+def _answers(q, tmp_path, out):
+    """(emitted_at, binding) of each line a query wrote, as a multiset."""
+    from obda.execution.directory_sink import read_committed
+
+    recs = read_committed(out) if out.is_dir() else [json.loads(line) for line in out.read_text().splitlines()]
+    return Counter((r["emitted_at"], tuple(r["binding"][c] for c in q.columns)) for r in recs)
+
+
+ONE_STREAM = {
+    "bag, directory sink": ("SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE m1.c > 2", "dir"),
+    "distinct, lines sink": ("SELECT DISTINCT m1.a AS a FROM s AS m1 WHERE m1.c > 2", "lines"),
+}
+
+
+def _one_stream_query(spark, tmp_path, sql, sink, backend="spark", **kw):
+    from obda.execution import DirectorySink
+
+    src = sources(s="data/s")
+    out = tmp_path / f"{backend}-out" if sink == "dir" else tmp_path / f"{backend}.jsonl"
+    s = DirectorySink(out, "json") if sink == "dir" and backend == "spark" else JsonLinesSink(tmp_path / f"{backend}.jsonl")
+    q = ContinuousQuery(sql, src, ["bounded"], base_dir=tmp_path, spark=spark, backend=backend, sink=s,
+                        checkpoint_dir=tmp_path / f"ck-{backend}", **kw)
+    return q, out if backend == "spark" else tmp_path / f"{backend}.jsonl"
+
+
+@pytest.mark.parametrize("which", list(ONE_STREAM))
+def test_last_micro_batch_of_one_stream_is_one_job(spark, tmp_path, monkeypatch, which):
+    """A backlog's last micro-batch closes every timestamp it reads: with one stream pipeline, one
+    job computes its answers and observes its stats (no stats job, nothing cached)."""
+    from obda.execution import scan
+
+    sql, sink = ONE_STREAM[which]
+    rows = random_streams(31, tables=("s",))
+    write_csv_batches(tmp_path / "data", random_splits(rows, 31, max_chunk=4), sources(s="data/s"))
+    calls = Counter()
+    real_stats = scan.scan_stats
+    monkeypatch.setattr(scan, "scan_stats", lambda *a, **k: calls.update(["stats"]) or real_stats(*a, **k))
+    q, out = _one_stream_query(spark, tmp_path, sql, sink)
+    j0 = _jobs(spark)
+    assert q.step(exhausted=True) > 0 and q.finished
+    assert _jobs(spark) - j0 == 1 and not calls
+    assert q.step(exhausted=True) == 0
+    q.close()
+    local, lout = _one_stream_query(spark, tmp_path, sql, sink, backend="local")
+    local.run_until_exhausted()
+    local.close()
+    assert _answers(q, tmp_path, out) == _answers(local, tmp_path, lout) != Counter()
+    assert (q.metrics.rows_in, q.metrics.rows_out, q.metrics.closed_upto) == (
+        local.metrics.rows_in, local.metrics.rows_out, local.metrics.closed_upto)
+
+
+@pytest.mark.parametrize("which", list(ONE_STREAM))
+def test_one_job_last_micro_batch_counts_late_and_invalid_rows(spark, tmp_path, monkeypatch, which):
+    """Late and invalid rows in the last micro-batch: the same answers, counts and quarantine
+    reasons as the local backend (which spells quarantined rows its own way)."""
+    from obda.execution import scan
+
+    sql, sink = ONE_STREAM[which]
+    rows = random_streams(32, tables=("s",))
+    splits = random_splits(rows, 32, max_chunk=4)
+    write_csv_batches(tmp_path / "data", splits, sources(s="data/s"))
+    (tmp_path / "data" / "s" / "part-99999.csv").write_text(
+        "a,b,c,ts\n1,x,3,2024-01-01 00:00:01\n1,2\n7,1,5,2023-12-31 23:59:50\n"
+    )
+    calls = Counter()
+    real_stats = scan.scan_stats
+    monkeypatch.setattr(scan, "scan_stats", lambda *a, **k: calls.update(["stats"]) or real_stats(*a, **k))
+    results = []
+    for backend in ("spark", "local"):
+        q, out = _one_stream_query(spark, tmp_path, sql, sink, backend=backend, max_files_per_batch=3)
+        assert q.step() > 0  # not the last: its range is known after its stats
+        q.run_until_exhausted()
+        q.close()
+        quarantined = sorted(r["reason"].split(":")[0] for r in
+                             map(json.loads, (tmp_path / f"ck-{backend}" / "quarantine.jsonl").read_text().splitlines()))
+        m = q.metrics
+        results.append((_answers(q, tmp_path, out), m.rows_in, m.rows_out, m.late, m.invalid, quarantined))
+        if backend == "spark":
+            assert calls["stats"] == m.batches - 2  # neither the last one that read nor the empty one after
+    assert results[0] == results[1]
+    assert results[0][3:5] == (1, 2)

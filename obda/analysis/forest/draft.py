@@ -51,19 +51,3 @@ def start(member: Member, distinct: bool, first_pipeline_id: int = 0) -> Draft:
     d = Draft(member, distinct, first_pipeline_id, unsatisfiable=member.unsatisfiable)
     ts = tuple(p for p in member.cross if d.is_stream_ts(p.left) and d.is_stream_ts(p.right))
     return replace(d, ts_preds=ts, value_preds=tuple(p for p in member.cross if p not in ts))
-
-
-class UnionFind:
-    def __init__(self, items):
-        self.p = {i: i for i in items}
-
-    def find(self, x: str) -> str:
-        while self.p[x] != x:
-            self.p[x] = self.p[self.p[x]]
-            x = self.p[x]
-        return x
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.p[rb] = ra

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from obda.analysis.forest.draft import Draft, UnionFind
+from obda.analysis.forest.draft import Draft
+from obda.model.unionfind import UnionFind
 from obda.analysis.forest.model import FOREST, Attr
 
 
@@ -30,7 +31,7 @@ def place_statics(d: Draft) -> Draft:
     statics = [a for a, t in d.member.aliases if not t.is_stream]
     suf = UnionFind(statics)
     for p in d.value_preds:
-        if p.left[0] in suf.p and p.right[0] in suf.p:
+        if p.left[0] in suf and p.right[0] in suf:
             suf.union(p.left[0], p.right[0])
     site: dict[str, int] = dict(d.unit_of)
     comps: dict[str, list[str]] = {}

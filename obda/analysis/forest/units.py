@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from obda.analysis.forest.draft import Draft, UnionFind
+from obda.analysis.forest.draft import Draft
+from obda.model.unionfind import UnionFind
 from obda.analysis.forest.model import Node
 
 
