@@ -379,13 +379,13 @@ class ContinuousQuery:
 
         new, carried, final = self._next_files(exhausted, pending)
         reads = self._reads(new, carried, (self.ns,))
-        with Scan(self.spark, reads, {self.ns: self._pipelines_by_table()}, self._parsed, _file_bytes(new),
-                  persist=not final) as scan:
-            if final and scan.projected is not None:
-                batch = self._single_pass(scan, reads, new)
-                if batch is not None:
-                    return new, batch.quarantine
-                scan.persist()
+        pipelines, nbytes = {self.ns: self._pipelines_by_table()}, _file_bytes(new)
+        if final:
+            with Scan(self.spark, reads, pipelines, self._parsed, nbytes, single_pass=True) as scan:
+                batch = self._single_pass(scan, reads, new) if scan.projected is not None else None
+            if batch is not None:
+                return new, batch.quarantine
+        with Scan(self.spark, reads, pipelines, self._parsed, nbytes) as scan:
             stats = scan.stats({self.ns: self._reader()})
             batch = self._apply_stats(reads, stats, new, final)
             closing = self._closing(scan.projected, batch)

@@ -44,12 +44,12 @@ class ScanRead:
 
 
 def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, tuple[Pipeline, ...]]],
-                  cache: dict | None = None):
+                  cache: dict | None = None, with_file: bool = True):
     """The projected rows of every read as **one** DataFrame (not collected), or None when nothing is read.
 
     ``pipelines``: reader namespace → table name → that reader's pipelines over the table.
     Columns: ``__g`` (read index), ``__n`` (fresh), ``__v`` (valid), ``__ts`` (µs), ``__file``
-    (as Spark reports it), and per reader ``flag_column`` / ``key_column`` of its pipelines
+    (as Spark reports it; not with ``with_file=False``), and per reader ``flag_column`` / ``key_column`` of its pipelines
     (NULL in the rows of reads the reader does not use).
     """
     from pyspark.sql import functions as F
@@ -58,7 +58,7 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
     for i, r in enumerate(reads):
         if not r.paths:
             continue
-        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=True)
+        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file)
         key = (i, r.table.name, r.fmt, r.readers)
         cols = cache.get(key) if cache is not None else None
         if cols is None:
@@ -79,7 +79,7 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
                         cols.append(named[name].alias(key_column(p.id, j, ns)))
             if cache is not None:
                 cache[key] = cols
-        df = frame.df.select(*cols, "__file")
+        df = frame.df.select(*cols, *(["__file"] if with_file else []))
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     return union
 
@@ -186,31 +186,27 @@ class Scan:
     """
 
     def __init__(self, spark, reads: list[ScanRead], pipelines, cache: dict | None, new_bytes: int,
-                 persist: bool = True):
+                 single_pass: bool = False):
         self.spark, self.reads, self.pipelines, self.cache, self.new_bytes = spark, reads, pipelines, cache, new_bytes
-        self.persisted = persist
+        self.single_pass = single_pass  # one job reads the rows: not cached, no ``__file`` column
         self.projected = None
 
     def __enter__(self) -> "Scan":
-        df = project_reads(self.spark, self.reads, self.pipelines, self.cache) if self.reads else None
+        df = None
+        if self.reads:
+            df = project_reads(self.spark, self.reads, self.pipelines, self.cache, with_file=not self.single_pass)
         if df is not None:
             parts = max(1, min(self.spark.sparkContext.defaultParallelism, self.new_bytes // (32 << 20) + 1))
             df = df.coalesce(parts)
-            if self.persisted:
+            if not self.single_pass:
                 df = df.persist()
         self.projected = df
         return self
-
-    def persist(self) -> None:
-        """Cache the rows after all (a scan opened with ``persist=False``), before the jobs that use them."""
-        if self.projected is not None and not self.persisted:
-            self.projected = self.projected.persist()
-            self.persisted = True
 
     def stats(self, readers: dict[str, tuple[int | None, tuple[int, ...]]]) -> list[tuple]:
         return scan_stats(self.projected, readers) if self.projected is not None else []
 
     def __exit__(self, *exc) -> None:
-        if self.projected is not None and self.persisted:
+        if self.projected is not None and not self.single_pass:
             self.projected.unpersist()
             self.projected = None
