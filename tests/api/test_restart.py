@@ -34,10 +34,17 @@ def run_with_interruptions(tmp_path, seed: int, kinds: list[str], blocks: int) -
         assert srv.post(f"/v1/queries/{qid}/start").json()["status"] == "running"
         es = EventSource(f"{srv.base}/v1/queries/{qid}/results/stream").start()
         at = sorted(rng.sample(range(1, blocks), len(kinds)))
+        want = 1  # connections the client must have made before the next interruption
         for b in range(blocks):
             feeder.feed_block()
             time.sleep(rng.uniform(0.0, 0.2))
             while at and at[0] == b:
+                # the client is connected to this server process, so the interruption cuts it off
+                # (on a loaded machine it may still be reconnecting to the previous restart)
+                until = time.monotonic() + 20
+                while es.connections < want and time.monotonic() < until:
+                    time.sleep(0.05)
+                want += 1
                 at.pop(0)
                 kind = kinds[len(kinds) - len(at) - 1]
                 if kind == "term":
