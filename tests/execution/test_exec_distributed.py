@@ -114,6 +114,7 @@ def check_seed(spark, tmp_path: Path, specs: list[Spec], src: Sources, streams: 
         q = queries[spec.name]
         q.close()
         total += check_output(base / f"{spec.name}.jsonl", q.columns, spec, oracle, src, streams, seed)
+    print(f"seed {seed}: {len(specs)} queries, {total} answers checked after every timestamp", flush=True)  # -s
     return total
 
 
