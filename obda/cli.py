@@ -171,15 +171,20 @@ def analyze(
     Examples:
       obda analyze demo/queries/hot_readings.rq --project demo
       obda analyze --sql "SELECT m.sensor_id FROM measurement m, maintenance e WHERE e.ts < m.ts" --sources demo/sources.yaml --format json
+      obda analyze --sql "SELECT m.sensor_id, MAX(m.value) FROM measurement m WHERE 0 < m.sensor_id AND m.sensor_id < 50 GROUP BY m.sensor_id" --sources demo/sources.yaml
     """
     from obda.analysis import analyze as run_analysis
+    from obda.analysis.aggregates import analyze_aggregate, is_aggregate
+    from obda.analysis.normal_form import parse_sql
     from obda.model.sources import load_sources
 
     try:
         if sql is not None:
             if sources is None:
                 raise typer.BadParameter("--sql needs --sources FILE.yaml")
-            report = run_analysis(sql, load_sources(sources))
+            catalog = load_sources(sources)
+            node = parse_sql(sql)  # an aggregate query: Arasu §8.2 (obda.analysis.aggregates)
+            report = analyze_aggregate(node, catalog) if is_aggregate(node) else run_analysis(sql, catalog)
         else:
             if query is None or project is None:
                 raise typer.BadParameter("give QUERY.rq with --project DIR, or --sql with --sources")

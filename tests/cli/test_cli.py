@@ -98,6 +98,23 @@ def test_analyze_sql_json():
     assert doc["members"][0]["projection"] == "bag"
 
 
+def test_analyze_aggregate_sql(tmp_path):
+    """An aggregate query gets Arasu §8.2's verdict, with the condition that decides it."""
+    srcs = str(DEMO / "sources.yaml")
+    r = runner.invoke(app, ["analyze", "--sql", "SELECT MEDIAN(m.value) FROM measurement AS m", "--sources", srcs,
+                            "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["verdict"] == "unbounded" and doc["theorem"].endswith("8.5")
+    assert [c["name"] for c in doc["conditions"] if not c["holds"]] == ["C2: holistic aggregate over a bounded attribute"]
+    r = runner.invoke(app, ["analyze", "--sql", "SELECT m.sensor_id, COUNT(*) FROM measurement AS m "
+                            "WHERE 0 < m.sensor_id AND m.sensor_id < 9 GROUP BY m.sensor_id", "--sources", srcs])
+    assert r.exit_code == 0 and r.stdout.startswith("verdict: BOUNDED")
+    r = runner.invoke(app, ["analyze", "--sql", "SELECT m.ts, COUNT(*) FROM measurement AS m GROUP BY m.ts",
+                            "--sources", srcs])
+    assert r.exit_code == 2 and "application time" in r.output
+
+
 def test_analyze_query_text(query):
     r = runner.invoke(app, ["analyze", str(query), "--project", str(DEMO)])
     assert r.exit_code == 0, r.output

@@ -1,0 +1,256 @@
+"""Aggregate queries: Arasu et al. 2004, §8.2 (Theorems 8.3–8.6), on top of the SPJ analysis.
+
+An aggregate query ``SELECT G, F FROM … WHERE P GROUP BY G`` is ``_G𝒢_F(σ_P(S_1 × … × S_n))``.
+Its answer at a marker is the aggregate over everything received so far, and that answer
+is kept in memory, so the number of groups counts: a grouping attribute that is not
+bounded makes the query unbounded (the answer itself grows).
+
+* **Functions** (Gray et al., as the paper classifies them): SUM, COUNT, MIN, MAX are
+  distributive, AVG algebraic, COUNT-DISTINCT and MEDIAN holistic; MIN, MAX and
+  COUNT-DISTINCT are duplicate-insensitive. SPARQL's SAMPLE keeps any one value of the
+  group: distributive, duplicate-insensitive.
+* **Characteristic query** ``Q' = Π_{G ∪ A(F)} σ_P(…)`` and **reduced** ``Q'_R = Π_G σ_P(…)``,
+  with ``Π = π`` when every function is duplicate-insensitive, ``π̇`` otherwise.
+* **One stream** (Theorems 8.3 / 8.5): bounded iff every grouping attribute is bounded and no
+  holistic function aggregates an unbounded attribute.
+* **Several streams** (Theorem 8.6, with 8.4 for the sufficiency of ``Q'``): bounded iff the
+  grouping attributes are bounded, C1 ``Q'_R`` is bounded (the SPJ analysis of the
+  application-time criteria), C2 every COUNT-DISTINCT / MEDIAN attribute is bounded, and C3
+  every MAX (MIN) of an unbounded ``S_i.A`` has ``MaxRef(S_i)`` (``MinRef(S_i)``) empty or
+  equal, up to equality, to ``{S_i.A}``.
+
+A condition is checked on every modified part of every member of ``Q'`` (a WHERE with
+disjunctions is split into exclusive disjuncts, each aggregated on its own and combined
+per group); the report says which condition fails, on which attribute, and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from obda.analysis.closure import Closure
+from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
+from obda.analysis.elements import Attr
+from obda.analysis.normal_form import SpjMember, from_sql, parse_sql
+from obda.analysis.preprocess import ModifiedQuery, preprocess
+from obda.errors import AnalysisError
+from obda.model.sources import Sources
+
+DISTRIBUTIVE, ALGEBRAIC, HOLISTIC = "distributive", "algebraic", "holistic"
+
+
+@dataclass(frozen=True)
+class Function:
+    """How an aggregate function is computed online (Gray et al.) and whether duplicates change it."""
+
+    name: str
+    kind: str
+    duplicate_sensitive: bool
+
+
+FUNCTIONS = {f.name: f for f in (
+    Function("count", DISTRIBUTIVE, True),
+    Function("sum", DISTRIBUTIVE, True),
+    Function("min", DISTRIBUTIVE, False),
+    Function("max", DISTRIBUTIVE, False),
+    Function("sample", DISTRIBUTIVE, False),
+    Function("avg", ALGEBRAIC, True),
+    Function("count_distinct", HOLISTIC, False),
+    Function("median", HOLISTIC, True),
+)}
+
+_SQLGLOT = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg",
+            exp.Median: "median", exp.AnyValue: "sample"}
+
+
+@dataclass(frozen=True)
+class AggregateCall:
+    """One aggregate expression ``f(S_i.A)`` of the query; ``argument`` None for ``COUNT(*)``."""
+
+    function: Function
+    argument: exp.Expression | None
+    text: str
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of the theorem applied: what it asks, whether it holds, why."""
+
+    name: str
+    holds: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class AggregateReport:
+    """The verdict on an aggregate query and the conditions it rests on."""
+
+    verdict: str
+    theorem: str
+    conditions: tuple[Condition, ...]
+    characteristic_sql: str
+    reduced_sql: str
+    reduced_verdict: str
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict:
+        return {
+            "verdict": self.verdict,
+            "theorem": self.theorem,
+            "conditions": [{"name": c.name, "holds": c.holds, "detail": c.detail} for c in self.conditions],
+            "characteristic_query": self.characteristic_sql,
+            "reduced_characteristic_query": self.reduced_sql,
+            "reduced_verdict": self.reduced_verdict,
+            "notes": list(self.notes),
+        }
+
+    def to_text(self) -> str:
+        lines = [f"verdict: {self.verdict.upper()} ({self.theorem})"]
+        for c in self.conditions:
+            lines.append(f"  [{'ok' if c.holds else 'FAILS'}] {c.name}: {c.detail}")
+        lines.append(f"  Q'  = {self.characteristic_sql}")
+        lines.append(f"  Q'R = {self.reduced_sql} ({self.reduced_verdict})")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def is_aggregate(node: exp.Expression) -> bool:
+    """Whether a parsed query is an aggregate query (GROUP BY or an aggregate function in SELECT)."""
+    sel = node if isinstance(node, exp.Select) else None
+    if sel is None:
+        return False
+    return sel.args.get("group") is not None or any(e.find(exp.AggFunc) for e in sel.expressions)
+
+
+def calls_of(sel: exp.Select) -> list[AggregateCall]:
+    """The aggregate expressions of the SELECT list, classified; a located error for any other function."""
+    out: list[AggregateCall] = []
+    for e in sel.expressions:
+        for agg in e.find_all(exp.AggFunc):
+            name = _SQLGLOT.get(type(agg))
+            arg = agg.this
+            if isinstance(agg, exp.Count) and isinstance(arg, exp.Distinct):
+                name, arg = "count_distinct", arg.expressions[0] if len(arg.expressions) == 1 else None
+                if arg is None:
+                    raise AnalysisError(f"COUNT(DISTINCT …) of several expressions is not supported: {agg.sql()}")
+            if name is None:
+                raise AnalysisError(f"aggregate function {agg.sql()} is not one the analysis knows "
+                                    f"(COUNT, SUM, MIN, MAX, AVG, COUNT(DISTINCT), MEDIAN, SAMPLE)")
+            if isinstance(arg, exp.Star):
+                arg = None
+            if arg is not None and not isinstance(arg, exp.Column):
+                raise AnalysisError(f"{agg.sql()}: aggregate over an expression; aggregate a column")
+            out.append(AggregateCall(FUNCTIONS[name], arg, agg.sql()))
+    return out
+
+
+def _project(sel: exp.Select, cols: list[exp.Expression], distinct: bool) -> exp.Select:
+    """The SPJ core of ``sel`` projecting ``cols`` (a constant when there are none)."""
+    core = sel.copy()
+    core.set("group", None)
+    core.set("having", None)
+    core.set("order", None)
+    core.set("distinct", exp.Distinct() if distinct else None)
+    items = [exp.alias_(c.copy(), f"__c{i}") for i, c in enumerate(cols)] or [exp.alias_(exp.Literal.number(1), "__one")]
+    core.set("expressions", items)
+    return core
+
+
+def _check_not_time(node: exp.Select, cols: list[exp.Column], sources: Sources) -> None:
+    """Grouping by or aggregating application time is refused here (windows over it are ``NOW()``'s)."""
+    tables = {}
+    for t in node.find_all(exp.Table):
+        table = sources.table(t.name)
+        if table is not None:
+            tables[(t.alias_or_name).lower()] = table
+    for c in cols:
+        table = tables.get(c.table.lower()) if c.table else (next(iter(tables.values())) if len(tables) == 1 else None)
+        if table is not None and table.timestamp and table.timestamp.lower() == c.name.lower():
+            where = "GROUP BY" if c.find_ancestor(exp.Group) else "aggregate of"
+            raise AnalysisError(f"{where} {c.sql()}: {c.sql()} is the application time of {table.name}; "
+                                "grouping or aggregating timestamps is not supported")
+
+
+def _parts(sql: str, sources: Sources) -> list[tuple[SpjMember, ModifiedQuery]]:
+    return [(m, mq) for m in from_sql(sql, sources) for mq in preprocess(m) if mq.satisfiable]
+
+
+def _refs(mq: ModifiedQuery, cl: Closure, stream: str) -> tuple[list[Attr], list[Attr]]:
+    from obda.analysis.plan import _refs as refs
+
+    return refs(mq, cl, stream)
+
+
+def analyze_aggregate(source: str | exp.Expression, sources: Sources) -> AggregateReport:
+    """The bounded-memory verdict of an aggregate query (Arasu §8.2), with the conditions checked."""
+    from obda.analysis import analyze
+
+    node = parse_sql(source) if isinstance(source, str) else source
+    if not isinstance(node, exp.Select) or not is_aggregate(node):
+        raise AnalysisError("not an aggregate query: no GROUP BY and no aggregate function in the SELECT list")
+    calls = calls_of(node)
+    group = list(node.args["group"].expressions) if node.args.get("group") is not None else []
+    for g in group:
+        if not isinstance(g, exp.Column):
+            raise AnalysisError(f"GROUP BY {g.sql()}: group by columns")
+    args = [c.argument for c in calls if c.argument is not None]
+    _check_not_time(node, group + args, sources)
+    distinct = all(not c.function.duplicate_sensitive for c in calls)
+    char = _project(node, group + args, distinct).sql()
+    reduced = _project(node, group, distinct).sql()
+    reduced_verdict = analyze(reduced, sources).verdict
+
+    conditions: list[Condition] = []
+    parts = _parts(char, sources)
+    n_streams = max((len(mq.infinite) for _, mq in parts), default=0)
+    for m, mq in parts:
+        cl = mq.closure
+        proj = [p.attrs[0] if p.attrs else None for p in m.projection]
+        gattrs, aattrs = proj[: len(group)], proj[len(group):]
+        where = f" (member {m.index + 1}, part {mq.part + 1})" if len(parts) > 1 else ""
+        for g, a in zip(group, gattrs):
+            ok = a is None or cl.bounded(a)
+            conditions.append(Condition("grouping attribute bounded", ok,
+                                        f"GROUP BY {g.sql()}: {a} is {'bounded' if ok else 'unbounded'}{where}"
+                                        + ("" if ok else ": the number of groups, and so the answer, grows")))
+        k = 0
+        for c in calls:
+            if c.argument is None:
+                continue
+            a = aattrs[k]
+            k += 1
+            bounded = a is None or cl.bounded(a)
+            if c.function.kind == HOLISTIC:
+                conditions.append(Condition("C2: holistic aggregate over a bounded attribute", bounded,
+                                            f"{c.text}: {a} is {'bounded' if bounded else 'unbounded'}{where}"
+                                            + ("" if bounded else ": a count per distinct value would grow")))
+            elif c.function.name in ("max", "min") and not bounded and len(mq.infinite) > 1:
+                stream = mq.stream_of.get(a.alias)
+                mx, mn = _refs(mq, cl, stream) if stream else ([], [])
+                refs = mx if c.function.name == "max" else mn
+                label = "MaxRef" if c.function.name == "max" else "MinRef"
+                classes = {cl.class_key(r) for r in refs}
+                ok = not refs or (len(classes) == 1 and cl.class_key(a) in classes)
+                conditions.append(Condition(f"C3: {c.function.name.upper()} of an unbounded attribute", ok,
+                                            f"{c.text}: {label}({stream}) = {{{', '.join(map(str, refs))}}}{where}"
+                                            + ("" if ok else f": the {c.function.name} per bucket and the join need "
+                                               "different extremes")))
+    if n_streams > 1:
+        conditions.insert(0, Condition("C1: reduced characteristic query bounded", reduced_verdict == BOUNDED,
+                                       f"Q'_R is {reduced_verdict}"))
+        theorem = "Arasu et al. Theorem 8.6"
+    else:
+        theorem = "Arasu et al. Theorem 8.5"
+    if all(c.holds for c in conditions):
+        verdict = BOUNDED
+    elif n_streams > 1 and reduced_verdict == NOT_SHOWN and all(c.holds for c in conditions[1:]):
+        verdict = NOT_SHOWN
+    else:
+        verdict = UNBOUNDED
+    return AggregateReport(verdict, theorem, tuple(conditions), char, reduced, reduced_verdict)
+
+
+__all__ = ["FUNCTIONS", "Function", "AggregateCall", "AggregateReport", "Condition", "analyze_aggregate",
+           "is_aggregate", "calls_of"]
