@@ -30,10 +30,9 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from obda.analysis.closure import Closure
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
-from obda.analysis.elements import Attr
 from obda.analysis.normal_form import SpjMember, from_sql, parse_sql
+from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import ModifiedQuery, preprocess
 from obda.errors import AnalysisError
 from obda.model.sources import Sources
@@ -177,12 +176,6 @@ def _parts(sql: str, sources: Sources) -> list[tuple[SpjMember, ModifiedQuery]]:
     return [(m, mq) for m in from_sql(sql, sources) for mq in preprocess(m) if mq.satisfiable]
 
 
-def _refs(mq: ModifiedQuery, cl: Closure, stream: str) -> tuple[list[Attr], list[Attr]]:
-    from obda.analysis.plan import _refs as refs
-
-    return refs(mq, cl, stream)
-
-
 def analyze_aggregate(source: str | exp.Expression, sources: Sources) -> AggregateReport:
     """The bounded-memory verdict of an aggregate query (Arasu §8.2), with the conditions checked."""
     from obda.analysis import analyze
@@ -228,7 +221,7 @@ def analyze_aggregate(source: str | exp.Expression, sources: Sources) -> Aggrega
                                             + ("" if bounded else ": a count per distinct value would grow")))
             elif c.function.name in ("max", "min") and not bounded and len(mq.infinite) > 1:
                 stream = mq.stream_of.get(a.alias)
-                mx, mn = _refs(mq, cl, stream) if stream else ([], [])
+                mx, mn = max_min_refs(mq, cl, stream) if stream else ([], [])
                 refs = mx if c.function.name == "max" else mn
                 label = "MaxRef" if c.function.name == "max" else "MinRef"
                 classes = {cl.class_key(r) for r in refs}

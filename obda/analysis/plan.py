@@ -251,7 +251,7 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
         keys = tuple(key_domain(mq, cl, a) for a in needed if not any(isinstance(p, Const) for p in cl.bounding_in_class(a)))
         extreme = None
         if mq.distinct:
-            mx, mn = _refs(mq, cl, s.name)
+            mx, mn = max_min_refs(mq, cl, s.name)
             if mx:
                 extreme = Extreme(tuple(sorted(map(str, mx))), "max")
             elif mn:
@@ -285,7 +285,7 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
     return SynopsisPlan(crit, tuple(plans), output_cache=mq.distinct, total=total, total_value=value, notes=tuple(notes))
 
 
-def _refs(mq: ModifiedQuery, cl: Closure, stream: str) -> tuple[list[Attr], list[Attr]]:
+def max_min_refs(mq: ModifiedQuery, cl: Closure, stream: str) -> tuple[list[Attr], list[Attr]]:
     """MaxRef / MinRef of a stream in ``P⁺`` (Def. 5.4)."""
     mine = mq.stream_attrs.get(stream, ())
     others = [a for s, attrs in mq.stream_attrs.items() if s != stream for a in attrs]
@@ -311,4 +311,4 @@ def _prod(xs) -> int:
     return p
 
 
-__all__ = ["SynopsisPlan", "StreamPlan", "KeyDomain", "Extreme", "build_plan"]
+__all__ = ["SynopsisPlan", "StreamPlan", "KeyDomain", "Extreme", "build_plan", "max_min_refs"]
