@@ -478,7 +478,7 @@ class _Select:
             consts.append(str(c))
             return
         if isinstance(node, exp.AggFunc):
-            raise ctx.error(f"aggregate {_snippet(node)} is outside the analysable class (SPJ queries only)", node)
+            raise ctx.error(f"aggregate {_snippet(node)} is outside the SPJ class; {_AGGREGATES}", node)
         raise ctx.error(f"projected expression {type(node).__name__} ({_snippet(node)}) is outside the analysable class; "
                         "project columns, constants or CONCAT templates of them", node)
 
@@ -596,13 +596,18 @@ def _disjuncts(f, sel: _Select, distinct: bool, node) -> list[list[Predicate]]:
     return [list(dict.fromkeys(d)) for d in ds]
 
 
+_AGGREGATES = ("a single aggregate SELECT is analysed by obda.analysis.aggregates.analyze_aggregate "
+               "(`obda analyze --sql` picks it)")
+
+
 def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
     """Reject constructs outside the SPJ class with their name and position."""
     for key, what in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET"),
                       ("order", "ORDER BY"), ("qualify", "QUALIFY"), ("with", "WITH (common table expression)"),
                       ("with_", "WITH (common table expression)")):
         if sel.args.get(key):
-            raise ctx.error(f"{what} is outside the analysable class (SPJ queries without aggregation)", sel.args[key])
+            more = f"; {_AGGREGATES}" if key in ("group", "having") else ""
+            raise ctx.error(f"{what} is outside the SPJ class (queries without aggregation){more}", sel.args[key])
     d = sel.args.get("distinct")
     if d is not None and d.args.get("on"):
         raise ctx.error("DISTINCT ON is outside the analysable class", d)
@@ -612,7 +617,7 @@ def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
         if isinstance(node, exp.Window):
             raise ctx.error(f"window function {_snippet(node)} is outside the analysable class", node)
         if isinstance(node, exp.AggFunc):
-            raise ctx.error(f"aggregate {_snippet(node)} is outside the analysable class (SPJ queries only)", node)
+            raise ctx.error(f"aggregate {_snippet(node)} is outside the SPJ class; {_AGGREGATES}", node)
         if isinstance(node, (exp.Select, exp.Union)) and node is not sel:
             if isinstance(node.parent, exp.Subquery) and isinstance(node.parent.parent, (exp.From, exp.Join)):
                 raise ctx.error("derived table (subquery in FROM) is outside the analysable class; "
