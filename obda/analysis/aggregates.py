@@ -115,6 +115,74 @@ class AggregateReport:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class OutputItem:
+    """One column of the aggregate query's answer: a grouping attribute or an aggregate.
+
+    ``position``: where its value (the grouping attribute, or the aggregated attribute) is in
+    an answer of the characteristic query ``Q'`` (None for ``COUNT(*)``).
+    """
+
+    name: str
+    position: int | None
+    function: Function | None = None  # None: a grouping attribute
+
+
+@dataclass(frozen=True)
+class AggregatePlan:
+    """What the executor runs for an aggregate query (Theorem 8.4's strategy): the characteristic query
+    ``Q'`` (its answers are ``G`` then ``A(F)``), aggregated per group into the answer's columns.
+
+    ``characteristic_sql`` keeps duplicates even when every function ignores them: a running
+    MAX needs no set of the values seen, and COUNT(DISTINCT) counts per value anyway.
+    """
+
+    items: tuple[OutputItem, ...]
+    groups: int  # the first ``groups`` values of a Q' answer are the grouping attributes
+    characteristic_sql: str
+    report: AggregateReport
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.items)
+
+
+def aggregate_plan(source: str | exp.Expression, sources: Sources) -> AggregatePlan:
+    """The plan of an aggregate query whose SELECT list holds grouping columns and aggregates only.
+
+    Raises :class:`~obda.errors.AnalysisError` for what the analysis refuses, and for what is
+    analysed but not planned: HAVING, no GROUP BY (a global aggregate), an expression over
+    aggregates, an unnamed aggregate.
+    """
+    node = parse_sql(source) if isinstance(source, str) else source
+    report = analyze_aggregate(node, sources)
+    if node.args.get("having") is not None:
+        raise AnalysisError("HAVING is analysed but not executed yet; filter the answers downstream")
+    group = list(node.args["group"].expressions) if node.args.get("group") is not None else []
+    if not group:
+        raise AnalysisError("an aggregate without GROUP BY (one global group) is analysed but not executed yet")
+    by_text = {g.sql(): i for i, g in enumerate(group)}
+    items: list[OutputItem] = []
+    k = len(group)
+    for e in node.expressions:
+        inner = e.this if isinstance(e, exp.Alias) else e
+        if isinstance(inner, exp.Column) and inner.sql() in by_text:
+            items.append(OutputItem(e.alias_or_name, by_text[inner.sql()]))
+            continue
+        if not isinstance(inner, exp.AggFunc):
+            raise AnalysisError(f"{e.sql()}: only grouping columns and aggregates are executed, not expressions of them")
+        if not isinstance(e, exp.Alias):
+            raise AnalysisError(f"{e.sql()}: name the aggregate ({e.sql()} AS name)")
+        (call,) = calls_of(exp.select(inner.copy()))
+        pos = None
+        if call.argument is not None:
+            pos = k
+            k += 1
+        items.append(OutputItem(e.alias, pos, call.function))
+    args = [c.argument for c in calls_of(node) if c.argument is not None]
+    return AggregatePlan(tuple(items), len(group), _project(node, group + args, False).sql(), report)
+
+
 def is_aggregate(node: exp.Expression) -> bool:
     """Whether a parsed query is an aggregate query (GROUP BY or an aggregate function in SELECT)."""
     sel = node if isinstance(node, exp.Select) else None
@@ -246,4 +314,4 @@ def analyze_aggregate(source: str | exp.Expression, sources: Sources) -> Aggrega
 
 
 __all__ = ["FUNCTIONS", "Function", "AggregateCall", "AggregateReport", "Condition", "analyze_aggregate",
-           "is_aggregate", "calls_of"]
+           "is_aggregate", "calls_of", "AggregatePlan", "OutputItem", "aggregate_plan"]

@@ -66,8 +66,9 @@ def analyse(sql, sources: Sources):
         return None
 
 
-def _fingerprint(plan: Forest) -> str:
+def _fingerprint(plan: Forest, extra: str = "") -> str:
     h = hashlib.sha256()
+    h.update(extra.encode())
     h.update(repr(plan.distinct).encode())
     for m in plan.members:
         h.update(m.member.sql.encode())
@@ -130,6 +131,11 @@ class ContinuousQuery:
 
             configure_session(spark)
         self._master = master
+        self.aggregate = None  # obda.execution.aggregate.Aggregator of an aggregate query
+        plan = _aggregate_plan(sql, sources, dialect)
+        if plan is not None:
+            self.aggregate = self._start_aggregate(plan, backend, allow_unbounded)
+            sql, report = plan.characteristic_sql, None  # the executor runs Q' and aggregates its answers
         if report is None:  # not given: analyse here (a query the analyser rejects runs only with the opt-in)
             report = analyse(sql, sources)
         if isinstance(report, AnalysisReport) and report.forest is not None:
@@ -144,6 +150,13 @@ class ContinuousQuery:
         risky = [i for i, v in enumerate(self.verdicts) if v != "bounded" and not self.plan.members[i].unsatisfiable]
         if risky and not allow_unbounded:
             detail = ", ".join(f"member {self.plan.members[i].member.origin}: {self.verdicts[i]}" for i in risky)
+            if self.aggregate is not None:
+                raise ExecutionError(
+                    f"the aggregate query is bounded, but the executor runs it as its characteristic query "
+                    f"{sql!r} (Arasu Theorem 8.4), which is not shown bounded ({detail}); partial aggregates "
+                    "below the join (Theorem 8.6) are not implemented yet. Run it anyway with "
+                    "allow_unbounded=True."
+                )
             raise ExecutionError(
                 f"the query is not shown to run in bounded memory ({detail}); its state may grow with the "
                 "stream. Run it anyway with allow_unbounded=True (CLI: --allow-unbounded)."
@@ -169,6 +182,27 @@ class ContinuousQuery:
         self.error: BaseException | None = None
         self._restore()
 
+    def _start_aggregate(self, plan, backend: str, allow_unbounded: bool):
+        from obda.execution.aggregate import Aggregator
+
+        if backend != "local":
+            raise ExecutionError("aggregate queries run on the local backend for now (backend='local')")
+        report = plan.report
+        if report.verdict != "bounded" and not allow_unbounded:
+            why = "; ".join(c.detail for c in report.conditions if not c.holds) or f"Q'_R is {report.reduced_verdict}"
+            raise ExecutionError(
+                f"the aggregate query is not shown to run in bounded memory ({report.theorem}: {why}); "
+                "its state may grow with the stream. Run it anyway with allow_unbounded=True."
+            )
+        return Aggregator(plan)
+
+    def _emit(self, answers: list) -> None:
+        """Answers of the executed (SPJ) query: to the sink, or to the aggregates of an aggregate query."""
+        if self.aggregate is not None:
+            self.aggregate.add(answers)
+        else:
+            self.sink.write_lines(answer_lines(answers, self.plan.columns))
+
     # -- resources ------------------------------------------------------------------------------
     @property
     def spark(self):
@@ -184,7 +218,11 @@ class ContinuousQuery:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return self.plan.columns
+        return self.aggregate.plan.columns if self.aggregate is not None else self.plan.columns
+
+    def _fingerprint(self) -> str:
+        extra = "" if self.aggregate is None else repr(self.aggregate.plan.items)
+        return _fingerprint(self.plan, extra)
 
     def _tables_by_name(self):
         return {t.name: t for t in self.plan.stream_tables()}
@@ -236,7 +274,7 @@ class ContinuousQuery:
                 self.quarantine.write(self._static_quarantine)
             return
         st = checkpoint.load(path)
-        if st.get("version") != CHECKPOINT_VERSION or st.get("fingerprint") != _fingerprint(self.plan):
+        if st.get("version") != CHECKPOINT_VERSION or st.get("fingerprint") != self._fingerprint():
             raise ExecutionError(
                 f"checkpoint {self.checkpoint_dir} belongs to a different query or version; "
                 "use a fresh checkpoint directory"
@@ -246,13 +284,16 @@ class ContinuousQuery:
         self.open_files = {s: dict(st["open_files"].get(s, {})) for s in self.streams}
         self.batch_id = st["batch_id"]
         self.finished = st.get("finished", False)
+        if self.aggregate is not None:
+            self.aggregate.restore(st["aggregate"])
         self.sink.recover(st["sink_offset"])
         self.quarantine.recover(st["quarantine_offset"])
 
     def _checkpoint(self, sink_offset, quarantine_offset) -> int:
         st = {
             "version": CHECKPOINT_VERSION,
-            "fingerprint": _fingerprint(self.plan),
+            "fingerprint": self._fingerprint(),
+            "aggregate": self.aggregate.state() if self.aggregate is not None else None,
             "runtime": self.runtime.state(),
             "processed": self.processed,
             "open_files": self.open_files,
@@ -326,9 +367,13 @@ class ContinuousQuery:
         self.batch_id += 1
         m = self.runtime.metrics
         m.batches += 1
+        if self.aggregate is not None:  # the changelog of the groups the micro-batch changed
+            from obda.execution.aggregate import changelog_lines
+
+            self.sink.write_lines(changelog_lines(self.aggregate.finish_batch(), self.columns))
         sink_offset = self.sink.flush()
         q_offset = self.quarantine.flush()
-        self.runtime.update_state_metrics()
+        self.runtime.update_state_metrics(aggregate_entries=self.aggregate.size if self.aggregate is not None else 0)
         m.driver_peak_rss_bytes = peak_rss_bytes()
         nbytes = self._checkpoint(sink_offset, q_offset)
         self.sink.commit(sink_offset)
@@ -343,7 +388,7 @@ class ContinuousQuery:
         if not self.streams and not self.engine.static_done:
             answers = self.engine.static_only()
             self.runtime.metrics.rows_out += sum(a.count for a in answers)
-            self.sink.write_lines(answer_lines(answers, self.plan.columns))
+            self._emit(answers)
 
     def _step_local(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
         """The local backend: rows grouped in Python, the engine steps one closed timestamp at a time."""
@@ -353,7 +398,7 @@ class ContinuousQuery:
         answers = self.runtime.close(exhausted=exhausted and not new)
         if exhausted and not new:
             self.finished = True
-        self.sink.write_lines(answer_lines(answers, self.plan.columns))
+        self._emit(answers)
         self._static_only()
         return new, [r for b in batches for r in b.quarantine]
 
@@ -549,7 +594,7 @@ class ContinuousQuery:
         for me in engine.members:
             engine._collect(me.plan, me.static_answers(), first_ts, static)
         if static:
-            self.sink.write_lines(answer_lines(static, self.plan.columns))
+            self._emit(static)
             self.runtime.metrics.rows_out += sum(a.count for a in static)
 
     def _write_frame(self, answers) -> int:
@@ -663,6 +708,21 @@ def cut_files(pending: dict[str, list[str]], max_files: int | None, max_bytes: i
     return out
 
 
+def _aggregate_plan(sql, sources: Sources, dialect: str):
+    """The :class:`~obda.analysis.aggregates.AggregatePlan` of SQL text that is an aggregate query, else None."""
+    if not isinstance(sql, str):
+        return None
+    from obda.analysis.aggregates import aggregate_plan, is_aggregate
+    from obda.analysis.normal_form import parse_sql
+    from obda.errors import ObdaError
+
+    try:
+        node = parse_sql(sql, dialect=dialect)
+    except ObdaError:  # reported by the planner, as for any query
+        return None
+    return aggregate_plan(node, sources) if is_aggregate(node) else None
+
+
 def _file_bytes(files: dict[str, list[str]]) -> int:
     """Bytes of the files of a micro-batch (a file gone meanwhile counts 0: its read reports it)."""
     total = 0
@@ -747,7 +807,7 @@ class _Closing:
         q = self.query
         q._emit_static_first(self.batch.first_ts)
         if self.pending:
-            q.sink.write_lines(answer_lines(self.pending, q.plan.columns))
+            q._emit(self.pending)
             self.emitted += len(self.pending)
             self.pending = []
 

@@ -230,12 +230,13 @@ class Runtime:
     def buffered_entries(self) -> int:
         return sum(len(rows) for slot in self.buffer.values() for rows in slot.values())
 
-    def update_state_metrics(self, state_bytes: int | None = None) -> None:
+    def update_state_metrics(self, state_bytes: int | None = None, aggregate_entries: int = 0) -> None:
+        """``aggregate_entries``: the groups (and counted values) of an aggregate query's answer."""
         m = self.metrics
         m.synopsis_entries = self.engine.entries
         m.buffered_entries = self.buffered_entries()
         m.static_entries = self.engine.static_entries
-        m.state_entries = m.synopsis_entries + m.buffered_entries
+        m.state_entries = m.synopsis_entries + m.buffered_entries + aggregate_entries
         m.max_state_entries = max(m.max_state_entries, m.state_entries)
         if state_bytes is not None:
             m.state_bytes = state_bytes
