@@ -134,7 +134,7 @@ class ContinuousQuery:
         self.aggregate = None  # obda.execution.aggregate.Aggregator of an aggregate query
         plan = _aggregate_plan(sql, sources, dialect)
         if plan is not None:
-            self.aggregate = self._start_aggregate(plan, backend, allow_unbounded)
+            self.aggregate = self._start_aggregate(plan, allow_unbounded)
             sql, report = plan.characteristic_sql, None  # the executor runs Q' and aggregates its answers
         if report is None:  # not given: analyse here (a query the analyser rejects runs only with the opt-in)
             report = analyse(sql, sources)
@@ -182,11 +182,9 @@ class ContinuousQuery:
         self.error: BaseException | None = None
         self._restore()
 
-    def _start_aggregate(self, plan, backend: str, allow_unbounded: bool):
+    def _start_aggregate(self, plan, allow_unbounded: bool):
         from obda.execution.aggregate import Aggregator
 
-        if backend != "local":
-            raise ExecutionError("aggregate queries run on the local backend for now (backend='local')")
         report = plan.report
         if report.verdict != "bounded" and not allow_unbounded:
             why = "; ".join(c.detail for c in report.conditions if not c.holds) or f"Q'_R is {report.reduced_verdict}"
@@ -573,6 +571,11 @@ class ContinuousQuery:
             for nid, df in per_node.items():
                 closing.parts.append(df)
                 closing.slots.append((mi, nid))
+        if answers is not None and self.aggregate is not None:  # partial aggregates, not the answers
+            for kind, df in self.aggregate.partial_frames(answers):
+                closing.partials[len(closing.parts)] = kind
+                closing.parts.append(df)
+            return closing
         # answers that go through the driver travel in the same job as the synopsis updates
         if answers is not None and (self.plan.distinct or not self.sink.writes_frames):
             if self.plan.distinct:  # each distinct answer at its first timestamp
@@ -777,6 +780,7 @@ class _Closing:
         self.parts: list = []  # DataFrames to collect: synopsis updates, then (maybe) answers
         self.slots: list[tuple[int, int]] = []  # (member, node) of each update part
         self.frame = None  # answers written by the sink with Spark
+        self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
         self.closes = False
         self.deltas: dict[int, dict[int, dict]] = {}
         self.pending: list = []
@@ -792,6 +796,9 @@ class _Closing:
                 d[vals] = 1
             else:
                 d[vals[:-1]] = d.get(vals[:-1], 0) + vals[-1]
+            return
+        if tag in self.partials:
+            q.aggregate.add_partial(self.partials[tag], at, vals)
             return
         from obda.execution.engine import Answer
 
