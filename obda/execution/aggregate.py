@@ -113,6 +113,7 @@ class Aggregator:
         self.plan = plan
         self.groups: dict[tuple, list] = {}  # group key -> one accumulator per output item (None for keys)
         self.pending: list[tuple] = []  # (ts, kind, payload) of the micro-batch
+        self.lines = 0  # changelog lines emitted so far (the query's rows_out)
 
     def add(self, answers: Iterable[Answer]) -> None:
         """Answers of the characteristic query (any order within the micro-batch)."""
@@ -202,6 +203,7 @@ class Aggregator:
                 binding = {it.name: (key[it.position] if it.function is None else _value(it.function.name, accs[j]))
                            for j, it in enumerate(items)}
                 out.append({"emitted_at": ts, "op": "upsert", "binding": binding})
+        self.lines += len(out)
         return out
 
     @property
@@ -210,10 +212,11 @@ class Aggregator:
         return sum(1 + sum(len(a) for a in accs if isinstance(a, dict)) for accs in self.groups.values())
 
     def state(self) -> dict:
-        return {"groups": [(k, v) for k, v in self.groups.items()]}
+        return {"groups": [(k, v) for k, v in self.groups.items()], "lines": self.lines}
 
     def restore(self, st: dict) -> None:
         self.groups = {tuple(k): list(v) for k, v in st["groups"]}
+        self.lines = st["lines"]
         self.pending = []
 
 

@@ -369,6 +369,7 @@ class ContinuousQuery:
             from obda.execution.aggregate import changelog_lines
 
             self.sink.write_lines(changelog_lines(self.aggregate.finish_batch(), self.columns))
+            m.rows_out = self.aggregate.lines  # the changelog's lines, not the characteristic query's answers
         sink_offset = self.sink.flush()
         q_offset = self.quarantine.flush()
         self.runtime.update_state_metrics(aggregate_entries=self.aggregate.size if self.aggregate is not None else 0)

@@ -89,6 +89,7 @@ def _check_seeds(tmp_path, name, seeds, spark=None):
         q, rows, src, records = _run(tmp_path, sql, seed, spark)
         oracle = Oracle(src, rows, {"r": STATIC_R})
         markers = sorted({r[t.timestamp] for t in src.streams for r in rows.get(t.name, [])})
+        assert q.metrics.rows_out == len(records)
         stamps = [r["emitted_at"] for r in records]
         assert stamps == sorted(stamps), "the changelog is in timestamp order"
         for m in markers:
