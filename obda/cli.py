@@ -184,7 +184,7 @@ def analyze(
                 raise typer.BadParameter("--sql needs --sources FILE.yaml")
             catalog = load_sources(sources)
             node = parse_sql(sql)  # an aggregate query: Arasu §8.2 (obda.analysis.aggregates)
-            report = analyze_aggregate(node, catalog) if is_aggregate(node) else run_analysis(sql, catalog)
+            report = analyze_aggregate(sql, catalog) if is_aggregate(node) else run_analysis(sql, catalog)
         else:
             if query is None or project is None:
                 raise typer.BadParameter("give QUERY.rq with --project DIR, or --sql with --sources")

@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
-from obda.analysis.normal_form import SpjMember, from_sql, parse_sql
+from obda.analysis.normal_form import SpjMember, _Ctx, from_sql, parse_sql
 from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import ModifiedQuery, preprocess
-from obda.errors import AnalysisError
 from obda.model.sources import Sources
 
 DISTRIBUTIVE, ALGEBRAIC, HOLISTIC = "distributive", "algebraic", "holistic"
@@ -147,20 +146,20 @@ class AggregatePlan:
         return tuple(i.name for i in self.items)
 
 
-def aggregate_plan(source: str | exp.Expression, sources: Sources) -> AggregatePlan:
+def aggregate_plan(source: str, sources: Sources, file: str | None = None, dialect: str | None = None) -> AggregatePlan:
     """The plan of an aggregate query whose SELECT list holds grouping columns and aggregates only.
 
     Raises :class:`~obda.errors.AnalysisError` for what the analysis refuses, and for what is
     analysed but not planned: HAVING, no GROUP BY (a global aggregate), an expression over
     aggregates, an unnamed aggregate.
     """
-    node = parse_sql(source) if isinstance(source, str) else source
-    report = analyze_aggregate(node, sources)
+    report = analyze_aggregate(source, sources, file, dialect)
+    node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if node.args.get("having") is not None:
-        raise AnalysisError("HAVING is analysed but not executed yet; filter the answers downstream")
+        raise ctx.error("HAVING is analysed but not executed yet; filter the answers downstream", node.args["having"])
     group = list(node.args["group"].expressions) if node.args.get("group") is not None else []
     if not group:
-        raise AnalysisError("an aggregate without GROUP BY (one global group) is analysed but not executed yet")
+        raise ctx.error("an aggregate without GROUP BY (one global group) is analysed but not executed yet", node)
     by_text = {g.sql(): i for i, g in enumerate(group)}
     items: list[OutputItem] = []
     k = len(group)
@@ -170,16 +169,16 @@ def aggregate_plan(source: str | exp.Expression, sources: Sources) -> AggregateP
             items.append(OutputItem(e.alias_or_name, by_text[inner.sql()]))
             continue
         if not isinstance(inner, exp.AggFunc):
-            raise AnalysisError(f"{e.sql()}: only grouping columns and aggregates are executed, not expressions of them")
+            raise ctx.error(f"{e.sql()}: only grouping columns and aggregates are executed, not expressions of them", e)
         if not isinstance(e, exp.Alias):
-            raise AnalysisError(f"{e.sql()}: name the aggregate ({e.sql()} AS name)")
-        (call,) = calls_of(exp.select(inner.copy()))
+            raise ctx.error(f"{e.sql()}: name the aggregate ({e.sql()} AS name)", e)
+        (call,) = calls_of(exp.select(inner.copy()), ctx)
         pos = None
         if call.argument is not None:
             pos = k
             k += 1
         items.append(OutputItem(e.alias, pos, call.function))
-    args = [c.argument for c in calls_of(node) if c.argument is not None]
+    args = [c.argument for c in calls_of(node, ctx) if c.argument is not None]
     return AggregatePlan(tuple(items), len(group), _project(node, group + args, False).sql(), report)
 
 
@@ -191,7 +190,7 @@ def is_aggregate(node: exp.Expression) -> bool:
     return sel.args.get("group") is not None or any(e.find(exp.AggFunc) for e in sel.expressions)
 
 
-def calls_of(sel: exp.Select) -> list[AggregateCall]:
+def calls_of(sel: exp.Select, ctx: _Ctx) -> list[AggregateCall]:
     """The aggregate expressions of the SELECT list, classified; a located error for any other function."""
     out: list[AggregateCall] = []
     for e in sel.expressions:
@@ -201,14 +200,14 @@ def calls_of(sel: exp.Select) -> list[AggregateCall]:
             if isinstance(agg, exp.Count) and isinstance(arg, exp.Distinct):
                 name, arg = "count_distinct", arg.expressions[0] if len(arg.expressions) == 1 else None
                 if arg is None:
-                    raise AnalysisError(f"COUNT(DISTINCT …) of several expressions is not supported: {agg.sql()}")
+                    raise ctx.error(f"COUNT(DISTINCT …) of several expressions is not supported: {agg.sql()}", agg)
             if name is None:
-                raise AnalysisError(f"aggregate function {agg.sql()} is not one the analysis knows "
-                                    f"(COUNT, SUM, MIN, MAX, AVG, COUNT(DISTINCT), MEDIAN, SAMPLE)")
+                raise ctx.error(f"aggregate function {agg.sql()} is not one the analysis knows "
+                                f"(COUNT, SUM, MIN, MAX, AVG, COUNT(DISTINCT), MEDIAN, SAMPLE)", agg)
             if isinstance(arg, exp.Star):
                 arg = None
             if arg is not None and not isinstance(arg, exp.Column):
-                raise AnalysisError(f"{agg.sql()}: aggregate over an expression; aggregate a column")
+                raise ctx.error(f"{agg.sql()}: aggregate over an expression; aggregate a column", agg)
             out.append(AggregateCall(FUNCTIONS[name], arg, agg.sql()))
     return out
 
@@ -225,7 +224,7 @@ def _project(sel: exp.Select, cols: list[exp.Expression], distinct: bool) -> exp
     return core
 
 
-def _check_not_time(node: exp.Select, cols: list[exp.Column], sources: Sources) -> None:
+def _check_not_time(node: exp.Select, cols: list[exp.Column], sources: Sources, ctx: _Ctx) -> None:
     """Grouping by or aggregating application time is refused here (windows over it are ``NOW()``'s)."""
     tables = {}
     for t in node.find_all(exp.Table):
@@ -236,28 +235,29 @@ def _check_not_time(node: exp.Select, cols: list[exp.Column], sources: Sources) 
         table = tables.get(c.table.lower()) if c.table else (next(iter(tables.values())) if len(tables) == 1 else None)
         if table is not None and table.timestamp and table.timestamp.lower() == c.name.lower():
             where = "GROUP BY" if c.find_ancestor(exp.Group) else "aggregate of"
-            raise AnalysisError(f"{where} {c.sql()}: {c.sql()} is the application time of {table.name}; "
-                                "grouping or aggregating timestamps is not supported")
+            raise ctx.error(f"{where} {c.sql()}: {c.sql()} is the application time of {table.name}; "
+                            "grouping or aggregating timestamps is not supported", c)
 
 
 def _parts(sql: str, sources: Sources) -> list[tuple[SpjMember, ModifiedQuery]]:
     return [(m, mq) for m in from_sql(sql, sources) for mq in preprocess(m) if mq.satisfiable]
 
 
-def analyze_aggregate(source: str | exp.Expression, sources: Sources) -> AggregateReport:
+def analyze_aggregate(source: str, sources: Sources, file: str | None = None,
+                      dialect: str | None = None) -> AggregateReport:
     """The bounded-memory verdict of an aggregate query (Arasu §8.2), with the conditions checked."""
     from obda.analysis import analyze
 
-    node = parse_sql(source) if isinstance(source, str) else source
+    node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if not isinstance(node, exp.Select) or not is_aggregate(node):
-        raise AnalysisError("not an aggregate query: no GROUP BY and no aggregate function in the SELECT list")
-    calls = calls_of(node)
+        raise ctx.error("not an aggregate query: no GROUP BY and no aggregate function in the SELECT list", node)
+    calls = calls_of(node, ctx)
     group = list(node.args["group"].expressions) if node.args.get("group") is not None else []
     for g in group:
         if not isinstance(g, exp.Column):
-            raise AnalysisError(f"GROUP BY {g.sql()}: group by columns")
+            raise ctx.error(f"GROUP BY {g.sql()}: group by columns", g)
     args = [c.argument for c in calls if c.argument is not None]
-    _check_not_time(node, group + args, sources)
+    _check_not_time(node, group + args, sources, ctx)
     distinct = all(not c.function.duplicate_sensitive for c in calls)
     char = _project(node, group + args, distinct).sql()
     reduced = _project(node, group, distinct).sql()

@@ -724,7 +724,7 @@ def _aggregate_plan(sql, sources: Sources, dialect: str):
         node = parse_sql(sql, dialect=dialect)
     except ObdaError:  # reported by the planner, as for any query
         return None
-    return aggregate_plan(node, sources) if is_aggregate(node) else None
+    return aggregate_plan(sql, sources, dialect=dialect) if is_aggregate(node) else None
 
 
 def _file_bytes(files: dict[str, list[str]]) -> int:

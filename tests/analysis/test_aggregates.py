@@ -149,5 +149,7 @@ def test_report_explains_itself(sources):
     ("SELECT S.t1, COUNT(*) FROM S GROUP BY S.t1", "application time of S"),
 ])
 def test_refused_with_a_message(sources, sql, words):
-    with pytest.raises(AnalysisError, match=words):
-        analyze_aggregate(sql, sources)
+    with pytest.raises(AnalysisError, match=words) as info:
+        analyze_aggregate(sql, sources, file="q.sql")
+    loc = info.value.location  # where in the query: the construct refused
+    assert loc.file == "q.sql" and loc.line == 1 and loc.column >= 1
