@@ -442,13 +442,14 @@ class ContinuousQuery:
         """The last micro-batch in one job: the range ``(lo, ∞)`` closes, the stats are observed by
         the job that computes the answers, nothing is cached.
 
-        Only for a query with one stream pipeline (the job reads the rows once; with several,
+        Only for a query with one stream pipeline: the job reads the rows once (with several,
         each would read every file, as the observed rows cannot be filtered before the
-        observation).  None (nothing run) otherwise, and when that job would not be the only
-        one (answers both written with Spark and synopsis updates collected), when it would
-        bring a bag's answers to the driver (a ``collect``, not streamed: Spark reports
-        observed metrics to no streamed read), or when answers of static-only members are still
-        to emit at the first timestamp (known after the job)."""
+        observation), and its one synopsis node is a root, which keeps no past: no updates to
+        collect beside the answers.  None (nothing run, nothing observed) when the answers are a
+        bag for a sink that gets them through the driver (streamed, and Spark reports observed
+        metrics to no streamed read), or when answers of static-only members are still to emit
+        at the first timestamp (known after the job).  Decided before the observation is made:
+        Spark keeps an observation until a job reports it."""
         from obda.execution.distributed import collect_tagged
         from obda.execution.scan import observed_stats
 
@@ -459,19 +460,21 @@ class ContinuousQuery:
             not m.plan.unsatisfiable and not m.plan.nodes and m.plan.forest_statics for m in engine.members
         ):
             return None
+        if self.aggregate is None and not self.plan.distinct and not self.sink.writes_frames:
+            return None
         projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self._reader()})
         lo = self.runtime.closed_upto
         closing = self._closing(projected, _Batch(lo=lo, final=True), open_ended=True)
-        if bool(closing.parts) == (closing.frame is not None):  # two jobs, or none: the usual path
-            return None
-        if closing.parts and not self.plan.distinct and not self.sink.writes_frames:
-            return None
-        if closing.parts:  # bounded: synopsis updates, distinct answers
+        if closing.parts and closing.frame is not None:
+            raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
+        if closing.parts:  # bounded: distinct answers, or an aggregate's partials
             for tag, at, vals in collect_tagged(closing.parts, stream=False):
                 closing.consume(tag, at, vals)
-        else:
+        elif closing.frame is not None:
             closing.emitted += self._write_frame(closing.frame)
             closing.frame = None
+        else:  # no member can answer: the job counts the rows only
+            projected.count()
         batch = self._apply_stats(reads, stats(), new, True)
         closing.batch = batch
         closing.closes = batch.hi is not None and (lo is None or batch.hi > lo)
