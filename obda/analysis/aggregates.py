@@ -161,6 +161,8 @@ def aggregate_plan(source: str, sources: Sources, file: str | None = None, diale
     if not group:
         raise ctx.error("an aggregate without GROUP BY (one global group) is analysed but not executed yet", node)
     by_text = {g.sql(): i for i, g in enumerate(group)}
+    calls = calls_of(node, ctx)  # one per aggregate item, in SELECT order (an aggregate of an aggregate is refused)
+    next_call = iter(calls)
     items: list[OutputItem] = []
     k = len(group)
     for e in node.expressions:
@@ -172,13 +174,13 @@ def aggregate_plan(source: str, sources: Sources, file: str | None = None, diale
             raise ctx.error(f"{e.sql()}: only grouping columns and aggregates are executed, not expressions of them", e)
         if not isinstance(e, exp.Alias):
             raise ctx.error(f"{e.sql()}: name the aggregate ({e.sql()} AS name)", e)
-        (call,) = calls_of(exp.select(inner.copy()), ctx)
+        call = next(next_call)
         pos = None
         if call.argument is not None:
             pos = k
             k += 1
         items.append(OutputItem(e.alias, pos, call.function))
-    args = [c.argument for c in calls_of(node, ctx) if c.argument is not None]
+    args = [c.argument for c in calls if c.argument is not None]
     return AggregatePlan(tuple(items), len(group), _project(node, group + args, False).sql(), report)
 
 
