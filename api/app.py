@@ -14,6 +14,7 @@ Endpoints (all under ``/v1`` need ``Authorization: Bearer <token>``)::
     DELETE /v1/queries/{id}                stop and forget it
     GET  /v1/queries/{id}/results          answers, paged (?after=SEQ&limit=N)
     GET  /v1/queries/{id}/results/stream   answers live, as Server-Sent Events
+    GET  /v1/queries/{id}/answer           an aggregate query's current answer table
     GET  /v1/ontology                      classes and properties with labels (autocomplete)
     POST /v1/validate                      check the project (ontology, sources, mappings)
     GET  /healthz, /readyz                 liveness, readiness (project loaded)
@@ -92,14 +93,14 @@ class Service:
 
     def compile(self, text: str):
         """Parse → rewrite → unfold → analyse; obda errors propagate (rendered as problems)."""
-        from obda.analysis import analyze
+        from obda.analysis import analyze_query
 
         if len(text) > self.settings.max_query_chars:
             raise ApiProblem(413, "query_too_long",
                              f"the query has {len(text)} characters; the limit is {self.settings.max_query_chars}")
         project = self.require_project()
         comp = project.compile(text)
-        return comp, analyze(comp, project.sources)
+        return comp, analyze_query(comp, project.sources)  # an aggregate query: Arasu §8.2
 
 
 DOCS_ASSETS = "/docs-assets"
@@ -266,6 +267,25 @@ def create_app(settings: Settings) -> FastAPI:
         return m.ResultsPage(query_id=q.id, items=[m.Answer(**a) for a in page.items], first_seq=page.first_seq,
                              last_seq=page.last_seq, next_after=page.next_after, gap=gap)
 
+    @app.get("/v1/queries/{query_id}/answer", response_model=m.AnswerTable, tags=["results"], **v1,
+             responses=_problem_responses(401, 404, 409, 422))
+    def current_answer(q: RegisteredQuery = Depends(query_of)) -> m.AnswerTable:
+        """The current answer of an aggregate query: one row per group at the last closed timestamp, in
+        ORDER BY order. Its changelog (`results`) replayed gives the same rows."""
+        if q.compilation is None or q.compilation.aggregation is None:
+            raise ApiProblem(409, "not_an_aggregate", "the current answer table is for aggregate queries (GROUP BY, "
+                             "COUNT, SUM, ...); read this query's answers from its results")
+        handle = q.handle
+        if handle is None:
+            raise ApiProblem(409, "not_started", "the query has not run since the service started; start it "
+                             "(POST /v1/queries/{id}/start), it continues from its checkpoint")
+        rows = handle.answer()
+        closed = handle.metrics.closed_upto
+        from obda.execution.sinks import micros_to_iso
+
+        return m.AnswerTable(query_id=q.id, columns=list(handle.columns), rows=_jsonable(rows),
+                             closed_upto=None if closed is None else micros_to_iso(closed))
+
     @app.get(
         "/v1/queries/{query_id}/results/stream", tags=["results"], **v1,
         response_class=StreamingResponse,
@@ -414,7 +434,7 @@ async def _sse(request: Request, q: RegisteredQuery, after: int, limit: int | No
                                      "reason": "retention limit (OBDA_MAX_RESULTS)"}, hi)
                 after = hi
             for a in page.items:
-                yield _event("result", {"emitted_at": a["emitted_at"], "binding": a["binding"]}, a["seq"])
+                yield _event("result", {"emitted_at": a["emitted_at"], "op": a.get("op"), "binding": a["binding"]}, a["seq"])
                 after = a["seq"]
                 sent += 1
             if limit is not None and sent >= limit:

@@ -115,7 +115,16 @@ class QueryList(BaseModel):
 class Answer(BaseModel):
     seq: int = Field(description="position of the answer in the query's output (1, 2, ...)")
     emitted_at: str | None = Field(description="the closed application timestamp that produced the answer")
+    op: str | None = Field(None, description="aggregate queries: upsert (the group's row now) or delete (the group "
+                                             "left the answer); null for other queries")
     binding: dict[str, Any]
+
+
+class AnswerTable(BaseModel):
+    query_id: str
+    columns: list[str]
+    rows: list[dict[str, Any]] = Field(description="one per group the answer holds, in ORDER BY order")
+    closed_upto: str | None = Field(description="the last closed application timestamp the rows are the answer at")
 
 
 class Gap(BaseModel):

@@ -1,7 +1,7 @@
 """The result log of one continuous query: an executor sink that numbers answers and keeps them on disk.
 
 The executor writes answer lines (``{"emitted_at", "binding"}``, one per
-answer occurrence) — or, on Spark, answer frames its executors write — into a
+answer occurrence; an aggregate query's changelog lines also carry ``op``) — or, on Spark, answer frames its executors write — into a
 :class:`~obda.execution.DirectorySink` in the query's results folder
 (``<state dir>/<query id>/results``, next to its checkpoint; a temporary folder
 when the service keeps no state).  The log reads what that sink *committed*:
@@ -181,7 +181,10 @@ class ResultLog(Sink):
                     if seq <= pos + n - 1:
                         k = seq - pos
                         for d in self._file_rows(name)[k : k + limit - len(items)]:
-                            items.append({"seq": seq, "emitted_at": d.get("emitted_at"), "binding": d.get("binding", {})})
+                            item = {"seq": seq, "emitted_at": d.get("emitted_at"), "binding": d.get("binding", {})}
+                            if "op" in d:  # an aggregate query's changelog line
+                                item["op"] = d["op"]
+                            items.append(item)
                             seq += 1
                     pos += n
                 i += 1

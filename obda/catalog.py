@@ -135,12 +135,12 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
 
 
 def check_entry(project, entry: CatalogEntry) -> CatalogResult:
-    from obda.analysis import analyze
+    from obda.analysis import analyze_query
 
     t0 = time.perf_counter()
     try:
         comp = project.compile(entry.query, file=f"{entry.location.file}#{entry.name}")
-        report = analyze(comp, project.sources)
+        report = analyze_query(comp, project.sources)
     except ObdaError as e:
         return CatalogResult(entry.name, entry.expected, None, None, time.perf_counter() - t0, str(e), e.code)
     verdict = report.verdict.value if hasattr(report.verdict, "value") else str(report.verdict)

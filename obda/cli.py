@@ -173,23 +173,19 @@ def analyze(
       obda analyze --sql "SELECT m.sensor_id FROM measurement m, maintenance e WHERE e.ts < m.ts" --sources demo/sources.yaml --format json
       obda analyze --sql "SELECT m.sensor_id, MAX(m.value) FROM measurement m WHERE 0 < m.sensor_id AND m.sensor_id < 50 GROUP BY m.sensor_id" --sources demo/sources.yaml
     """
-    from obda.analysis import analyze as run_analysis
-    from obda.analysis.aggregates import analyze_aggregate, is_aggregate
-    from obda.analysis.normal_form import parse_sql
+    from obda.analysis import analyze_query
     from obda.model.sources import load_sources
 
-    try:
+    try:  # an aggregate query gets the report of Arasu §8.2 (obda.analysis.aggregates)
         if sql is not None:
             if sources is None:
                 raise typer.BadParameter("--sql needs --sources FILE.yaml")
-            catalog = load_sources(sources)
-            node = parse_sql(sql)  # an aggregate query: Arasu §8.2 (obda.analysis.aggregates)
-            report = analyze_aggregate(sql, catalog) if is_aggregate(node) else run_analysis(sql, catalog)
+            report = analyze_query(sql, load_sources(sources))
         else:
             if query is None or project is None:
                 raise typer.BadParameter("give QUERY.rq with --project DIR, or --sql with --sources")
             proj = _load_project(project)
-            report = run_analysis(proj.compile_file(query), proj.sources)
+            report = analyze_query(proj.compile_file(query), proj.sources)
     except ObdaError as e:
         _fail(e, format is Format.json)
     if format is Format.json:
@@ -256,6 +252,10 @@ def run(
     idle_timeout: Optional[float] = typer.Option(None, "--idle-timeout", help="seconds without rows after which a stream stops holding back the marker"),
     backend: str = typer.Option("spark", help="spark, or local (pipelines in Python: small inputs, no JVM)"),
     wait_for_data: bool = typer.Option(False, "--wait-for-data", help="a stream location that does not exist yet is a warning (its files are read once it exists), not an error"),
+    final: Optional[Path] = typer.Option(
+        None, "--final", dir_okay=False,
+        help="aggregate queries, with --until-exhausted: also write the final answer table here (one JSON object "
+             "per row, in ORDER BY order)"),
 ) -> None:
     """Run a query continuously over the project's streams, in application-time order.
 
@@ -267,12 +267,17 @@ def run(
     .parquet), published per micro-batch by DIR/_commits/<n>.json once the checkpoint covers
     them; read only the files a commit file lists.
 
+    An aggregate query (GROUP BY, COUNT, SUM, AVG, MIN, MAX, SAMPLE) writes a changelog instead:
+    {"emitted_at": ..., "op": "upsert" | "delete", "binding": {...}} per group whose row changed
+    at a closed timestamp; --final FILE also writes the answer table at the end of the input.
+
     Examples:
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --format parquet --checkpoint ckpt
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --max-bytes-per-batch 64M
+      obda run demo/queries/readings_per_sensor.rq --project demo --until-exhausted --output changelog.jsonl --final answer.jsonl
     """
-    from obda.analysis import analyze as run_analysis
+    from obda.analysis import analyze_query
     from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
 
     if output is not None and output_dir is not None:
@@ -280,10 +285,16 @@ def run(
     if output_format is not None and output_dir is None:
         raise typer.BadParameter("--format chooses the part files of --output-dir; give --output-dir DIR too",
                                  param_hint="--format")
+    if final is not None and not until_exhausted:
+        raise typer.BadParameter("--final writes the answer table at the end of the input; give --until-exhausted too",
+                                 param_hint="--final")
     try:
         proj = _load_project(project)
         comp = proj.compile_file(query)
-        report = run_analysis(comp, proj.sources)
+        if final is not None and comp.aggregation is None:
+            raise typer.BadParameter(f"{query}: --final writes the answer table of an aggregate query; the answers "
+                                     "of this query are the output itself", param_hint="--final")
+        report = analyze_query(comp, proj.sources)
         if output_dir is not None:
             sink = DirectorySink(output_dir, (output_format or OutputFormat.json).value)
         else:
@@ -311,6 +322,10 @@ def run(
     try:
         if until_exhausted:
             metrics = cq.run_until_exhausted()
+            if final is not None:
+                from obda.execution.sinks import row_lines
+
+                final.write_text("".join(line + "\n" for line in row_lines(cq.answer(), cq.columns)), encoding="utf-8")
         else:
             import time as _time
 

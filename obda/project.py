@@ -214,6 +214,16 @@ class Project:
         query = self.parse(sparql, file=file)
         rewritten = rewrite(query, self.ontology)
         members, sql, removed, views = unfold(query, rewritten, self.mapping, self.sources, self.ontology)
+        characteristic = None
+        if query.aggregation is not None:  # the unfolded pattern is the characteristic query, grouped
+            from obda.mapping.aggregate import aggregate_select
+
+            characteristic = grouped = sql
+            if query.window is not None:  # the SQL filters on the window's time: the pattern projecting it
+                timed = replace(query, projection=query.projection + (query.window.variable,), aggregation=None,
+                                window=None)
+                grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology)[1]
+            sql = aggregate_select(query.aggregation, grouped, query.window)
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),
@@ -221,6 +231,7 @@ class Project:
             sql=sql,
             removed=tuple(removed),
             views=views,
+            characteristic=characteristic,
         )
 
     def compile_file(self, path: str | Path) -> Compilation:

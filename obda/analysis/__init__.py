@@ -31,7 +31,7 @@ from obda.model.compilation import Compilation
 from obda.model.sources import Sources
 
 __all__ = [
-    "analyze", "analyze_members", "members_of", "AnalysisReport", "MemberReport", "PartReport", "ViolationReport",
+    "analyze", "analyze_query", "analyze_members", "members_of", "AnalysisReport", "MemberReport", "PartReport", "ViolationReport",
     "SynopsisPlan", "BOUNDED", "UNBOUNDED", "NOT_SHOWN", "Forest", "build_forest",
 ]
 
@@ -84,6 +84,19 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
     except ExecutionError as e:  # analysable, but the executor cannot run it: said when it is run
         forest, error = None, e
     return replace(report, forest=forest, forest_error=error)
+
+
+def analyze_query(source: Source, sources: Sources, *, file: str | None = None, dialect: str | None = None):
+    """The verdict report of any query: :func:`analyze` for an SPJ query, and for an aggregate query
+    (a SPARQL Compilation with an aggregation, or SQL with GROUP BY / aggregates) the
+    :class:`~obda.analysis.aggregates.AggregateReport` of Arasu §8.2."""
+    from obda.analysis.aggregates import analyze_aggregate, is_aggregate
+
+    if isinstance(source, Compilation) and source.aggregation is not None:
+        return analyze_aggregate(source, sources, file)
+    if isinstance(source, str) and is_aggregate(parse_sql(source, file, dialect)):
+        return analyze_aggregate(source, sources, file, dialect)
+    return analyze(source, sources, file=file)
 
 
 def analyze_members(members: list[SpjMember], checker: str = "polynomial", notes: list[str] | None = None) -> AnalysisReport:

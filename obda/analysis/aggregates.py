@@ -26,14 +26,15 @@ per group); the report says which condition fails, on which attribute, and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
 from obda.analysis.normal_form import SpjMember, _Ctx, from_sql, parse_sql
 from obda.analysis.plan import max_min_refs
-from obda.analysis.preprocess import ModifiedQuery, preprocess
+from obda.analysis.preprocess import preprocess
+from obda.model.query import Aggregate, ValueExpression, Var
 from obda.model.sources import Sources
 
 DISTRIBUTIVE, ALGEBRAIC, HOLISTIC = "distributive", "algebraic", "holistic"
@@ -92,10 +93,14 @@ class AggregateReport:
     reduced_sql: str
     reduced_verdict: str
     notes: tuple[str, ...] = field(default=())
+    memory: str = ""  # what the state holds when bounded: constant per group, or per window
+    window: str | None = None  # the query's window (NOW()), if any
 
     def to_dict(self) -> dict:
         return {
             "verdict": self.verdict,
+            "memory": self.memory,
+            "window": self.window,
             "theorem": self.theorem,
             "conditions": [{"name": c.name, "holds": c.holds, "detail": c.detail} for c in self.conditions],
             "characteristic_query": self.characteristic_sql,
@@ -106,6 +111,8 @@ class AggregateReport:
 
     def to_text(self) -> str:
         lines = [f"verdict: {self.verdict.upper()} ({self.theorem})"]
+        if self.memory:
+            lines.append(f"  memory: {self.memory}")
         for c in self.conditions:
             lines.append(f"  [{'ok' if c.holds else 'FAILS'}] {c.name}: {c.detail}")
         lines.append(f"  Q'  = {self.characteristic_sql}")
@@ -116,54 +123,91 @@ class AggregateReport:
 
 @dataclass(frozen=True)
 class OutputItem:
-    """One column of the aggregate query's answer: a grouping attribute or an aggregate.
-
-    ``position``: where its value (the grouping attribute, or the aggregated attribute) is in
-    an answer of the characteristic query ``Q'`` (None for ``COUNT(*)``).
-    """
+    """One column of the aggregate query's answer: ``expression`` over the group's grouping
+    variables (:class:`~obda.model.query.Var`) and aggregates (:class:`~obda.model.query.Aggregate`)."""
 
     name: str
+    expression: ValueExpression
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One aggregate computed per group: its function and where its argument is in an answer of
+    ``Q'`` (None for ``COUNT(*)``)."""
+
+    call: Aggregate
+    function: Function
     position: int | None
-    function: Function | None = None  # None: a grouping attribute
 
 
 @dataclass(frozen=True)
 class AggregatePlan:
     """What the executor runs for an aggregate query (Theorem 8.4's strategy): the characteristic query
-    ``Q'`` (its answers are ``G`` then ``A(F)``), aggregated per group into the answer's columns.
+    ``Q'`` (its answers are the grouping variables, then the aggregated ones), aggregated per group.
 
-    ``characteristic_sql`` keeps duplicates even when every function ignores them: a running
-    MAX needs no set of the values seen, and COUNT(DISTINCT) counts per value anyway.
+    ``characteristic`` is SQL text (``characteristic_sql`` keeps duplicates even when every
+    function ignores them: a running MAX needs no set of the values seen) or, for SPARQL, the
+    :class:`~obda.model.compilation.Compilation` whose members are ``Q'``. ``having`` keeps a
+    group in the answer; ``sparql`` selects SPARQL's values (AVG of integers an exact decimal,
+    SUM / AVG of the empty global group 0) over SQL's.
     """
 
     items: tuple[OutputItem, ...]
-    groups: int  # the first ``groups`` values of a Q' answer are the grouping attributes
-    characteristic_sql: str
+    calls: tuple[PlannedCall, ...]
+    group_by: tuple[Var, ...]  # the first ``len(group_by)`` values of a Q' answer
+    characteristic: object
     report: AggregateReport
+    having: object = None  # obda.model.query.Condition
+    order_by: tuple[tuple[str, bool], ...] = ()
+    sparql: bool = False
+    window: object = None  # obda.model.query.Window: aggregate the solutions of the last ``width`` only
+
+    @property
+    def groups(self) -> int:
+        return len(self.group_by)
 
     @property
     def columns(self) -> tuple[str, ...]:
         return tuple(i.name for i in self.items)
 
+    @property
+    def characteristic_sql(self) -> str:
+        c = self.characteristic
+        return c if isinstance(c, str) else c.characteristic.sql()
 
-def aggregate_plan(source: str, sources: Sources, file: str | None = None, dialect: str | None = None) -> AggregatePlan:
-    """The plan of an aggregate query whose SELECT list holds grouping columns and aggregates only.
 
-    Raises :class:`~obda.errors.AnalysisError` for what the analysis refuses, and for what is
-    analysed but not planned: HAVING, no GROUP BY (a global aggregate), an expression over
-    aggregates, an unnamed aggregate.
+def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: str | None = None) -> AggregatePlan:
+    """The plan of an aggregate query: SQL text whose SELECT list holds grouping columns and named
+    aggregates, or the :class:`~obda.model.compilation.Compilation` of a SPARQL aggregate query.
+
+    Raises :class:`~obda.errors.AnalysisError` for what the analysis refuses, and, for SQL, for what
+    is analysed but not planned: HAVING, no GROUP BY, an expression over aggregates, an unnamed aggregate.
     """
+    from obda.model.compilation import Compilation
+
     report = analyze_aggregate(source, sources, file, dialect)
+    if isinstance(source, Compilation):
+        agg = source.aggregation
+        where = {v: i for i, v in enumerate(source.query.projection)}
+        calls = tuple(PlannedCall(c, FUNCTIONS[c.function], None if c.argument is None else where[c.argument])
+                      for c in agg.calls)
+        items = tuple(OutputItem(i.name, i.expression) for i in agg.items)
+        return AggregatePlan(items, calls, agg.group_by, source, report, agg.having, agg.order_by, sparql=True,
+                             window=source.query.window)
     node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if node.args.get("having") is not None:
-        raise ctx.error("HAVING is analysed but not executed yet; filter the answers downstream", node.args["having"])
+        raise ctx.error("HAVING in SQL is analysed but not executed; write the query in SPARQL, "
+                        "or filter the answers downstream", node.args["having"])
     group = list(node.args["group"].expressions) if node.args.get("group") is not None else []
     if not group:
-        raise ctx.error("an aggregate without GROUP BY (one global group) is analysed but not executed yet", node)
-    by_text = {g.sql(): i for i, g in enumerate(group)}
-    calls = calls_of(node, ctx)  # one per aggregate item, in SELECT order (an aggregate of an aggregate is refused)
-    next_call = iter(calls)
+        raise ctx.error("an SQL aggregate without GROUP BY (one global group) is analysed but not executed; "
+                        "write the query in SPARQL", node)
+    group_vars = tuple(Var(f"__g{i}") for i in range(len(group)))
+    by_text = {g.sql(): v for g, v in zip(group, group_vars)}
+    found = calls_of(node, ctx)  # one per aggregate item, in SELECT order (an aggregate of an aggregate is refused)
+    next_call = iter(found)
     items: list[OutputItem] = []
+    calls: list[PlannedCall] = []
     k = len(group)
     for e in node.expressions:
         inner = e.this if isinstance(e, exp.Alias) else e
@@ -171,17 +215,19 @@ def aggregate_plan(source: str, sources: Sources, file: str | None = None, diale
             items.append(OutputItem(e.alias_or_name, by_text[inner.sql()]))
             continue
         if not isinstance(inner, exp.AggFunc):
-            raise ctx.error(f"{e.sql()}: only grouping columns and aggregates are executed, not expressions of them", e)
+            raise ctx.error(f"{e.sql()}: only grouping columns and aggregates are executed in SQL, not expressions "
+                            "of them (SPARQL computes them)", e)
         if not isinstance(e, exp.Alias):
             raise ctx.error(f"{e.sql()}: name the aggregate ({e.sql()} AS name)", e)
-        call = next(next_call)
+        found_call = next(next_call)
         pos = None
-        if call.argument is not None:
-            pos = k
-            k += 1
-        items.append(OutputItem(e.alias, pos, call.function))
-    args = [c.argument for c in calls if c.argument is not None]
-    return AggregatePlan(tuple(items), len(group), _project(node, group + args, False).sql(), report)
+        if found_call.argument is not None:
+            pos, k = k, k + 1
+        call = Aggregate(found_call.function.name, None if pos is None else Var(f"__a{pos}"))
+        calls.append(PlannedCall(call, found_call.function, pos))
+        items.append(OutputItem(e.alias, call))
+    args = [c.argument for c in found if c.argument is not None]
+    return AggregatePlan(tuple(items), tuple(calls), group_vars, _project(node, group + args, False).sql(), report)
 
 
 def is_aggregate(node: exp.Expression) -> bool:
@@ -241,15 +287,18 @@ def _check_not_time(node: exp.Select, cols: list[exp.Column], sources: Sources, 
                             "grouping or aggregating timestamps is not supported", c)
 
 
-def _parts(sql: str, sources: Sources) -> list[tuple[SpjMember, ModifiedQuery]]:
-    return [(m, mq) for m in from_sql(sql, sources) for mq in preprocess(m) if mq.satisfiable]
-
-
-def analyze_aggregate(source: str, sources: Sources, file: str | None = None,
+def analyze_aggregate(source, sources: Sources, file: str | None = None,
                       dialect: str | None = None) -> AggregateReport:
-    """The bounded-memory verdict of an aggregate query (Arasu §8.2), with the conditions checked."""
-    from obda.analysis import analyze
+    """The bounded-memory verdict of an aggregate query (Arasu §8.2), with the conditions checked.
 
+    ``source``: SQL text, or the :class:`~obda.model.compilation.Compilation` of a SPARQL
+    aggregate query (its members are the characteristic query).
+    """
+    from obda.analysis import analyze
+    from obda.model.compilation import Compilation
+
+    if isinstance(source, Compilation):
+        return _analyze_compilation(source, sources, file)
     node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if not isinstance(node, exp.Select) or not is_aggregate(node):
         raise ctx.error("not an aggregate query: no GROUP BY and no aggregate function in the SELECT list", node)
@@ -263,42 +312,102 @@ def analyze_aggregate(source: str, sources: Sources, file: str | None = None,
     distinct = all(not c.function.duplicate_sensitive for c in calls)
     char = _project(node, group + args, distinct).sql()
     reduced = _project(node, group, distinct).sql()
-    reduced_verdict = analyze(reduced, sources).verdict
+    positions, k = [], len(group)
+    for c in calls:
+        positions.append(None if c.argument is None else k)
+        k += c.argument is not None
+    return _judge(from_sql(char, sources), [g.sql() for g in group],
+                  [(c.function, p, c.text) for c, p in zip(calls, positions)],
+                  analyze(reduced, sources).verdict, char, reduced)
 
+
+def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateReport:
+    """A SPARQL aggregate: the compiled members are ``Q'`` as a bag; ``π`` when every function ignores duplicates."""
+    from obda.analysis import analyze_members, members_of
+
+    agg = comp.aggregation
+    calls = [(FUNCTIONS[c.function], c) for c in agg.calls]
+    distinct = all(not f.duplicate_sensitive for f, _ in calls)
+    members = [replace(m, distinct=distinct) for m in members_of(comp, sources, file)]
+    k = len(agg.group_by)
+    where = {v: i for i, v in enumerate(comp.query.projection)}
+    specs = [(f, None if c.argument is None else where[c.argument], str(c)) for f, c in calls]
+    reduced = [replace(m, projection=m.projection[:k]) for m in members]
+    reduced_verdict = analyze_members(reduced).verdict if reduced else BOUNDED
+    proj = "π" if distinct else "π̇"
+    char_text = f"{proj}[{', '.join(map(str, comp.query.projection))}] of the WHERE clause ({len(members)} member(s))"
+    reduced_text = f"{proj}[{', '.join(map(str, agg.group_by))}] of the WHERE clause"
+    report = _judge(members, [str(g) for g in agg.group_by], specs, reduced_verdict, char_text, reduced_text)
+    window = comp.query.window
+    if window is None:
+        return report
+    return _windowed(report, window)
+
+
+def _windowed(report: AggregateReport, window) -> AggregateReport:
+    """A window over the one time variable: the state is the window's, independent of the stream's length.
+
+    Per group the executor keeps one partial aggregate per timestamp in the window (panes), and drops a
+    pane when its timestamp leaves the window, a group when its last pane does. With the Theorem 8.5
+    conditions holding, that is at most (groups) × (timestamps in the window) partials whatever the
+    rows per timestamp; when a grouping attribute or a COUNT(DISTINCT) attribute is unbounded, the
+    groups and counted values are those of the solutions in the window: proportional to them.
+    """
+    failing = [c for c in report.conditions if not c.holds]
+    seconds = window.width / 1_000_000
+    shown = f"{window.variable} {'>=' if window.inclusive else '>'} NOW() - {seconds:g} s"
+    if not failing:
+        memory = ("window, per timestamp: one partial aggregate per group and timestamp in the window "
+                  f"({shown}); the rows per timestamp do not count")
+    else:
+        memory = ("window, per solution: proportional to the solutions in the window "
+                  f"({shown}), since " + "; ".join(c.detail for c in failing))
+    notes = report.notes + ("a window: the answer at a closed timestamp T aggregates the solutions in it; a group "
+                            "leaves the answer (a delete) when its last solution leaves the window",)
+    conditions = tuple(c if c.holds else replace(c, name=c.name + " (unbounded without the window; decides its memory)")
+                       for c in report.conditions)
+    return replace(report, verdict=BOUNDED, memory=memory, window=shown, notes=notes, conditions=conditions,
+                   theorem=report.theorem + " within the window")
+
+
+def _judge(members: list[SpjMember], group: list[str], calls: list[tuple[Function, int | None, str]],
+           reduced_verdict: str, char: str, reduced: str) -> AggregateReport:
+    """Theorems 8.5 / 8.6 on the parts of ``Q'``'s members: ``group`` names the first ``len(group)``
+    projected items; each call is its function, the position of its argument in the projection, its text."""
     conditions: list[Condition] = []
-    parts = _parts(char, sources)
+    parts = [(m, mq) for m in members for mq in preprocess(m) if mq.satisfiable]
     n_streams = max((len(mq.infinite) for _, mq in parts), default=0)
     for m, mq in parts:
         cl = mq.closure
-        proj = [p.attrs[0] if p.attrs else None for p in m.projection]
-        gattrs, aattrs = proj[: len(group)], proj[len(group):]
         where = f" (member {m.index + 1}, part {mq.part + 1})" if len(parts) > 1 else ""
-        for g, a in zip(group, gattrs):
-            ok = a is None or cl.bounded(a)
+        for i, g in enumerate(group):
+            attrs = m.projection[i].attrs
+            ok = all(cl.bounded(a) for a in attrs)
+            shown = ", ".join(map(str, attrs)) or "a constant"
             conditions.append(Condition("grouping attribute bounded", ok,
-                                        f"GROUP BY {g.sql()}: {a} is {'bounded' if ok else 'unbounded'}{where}"
+                                        f"GROUP BY {g}: {shown} is {'bounded' if ok else 'unbounded'}{where}"
                                         + ("" if ok else ": the number of groups, and so the answer, grows")))
-        k = 0
-        for c in calls:
-            if c.argument is None:
+        for function, pos, text in calls:
+            if pos is None:
                 continue
-            a = aattrs[k]
-            k += 1
-            bounded = a is None or cl.bounded(a)
-            if c.function.kind == HOLISTIC:
+            attrs = m.projection[pos].attrs
+            shown = ", ".join(map(str, attrs)) or "a constant"
+            bounded = all(cl.bounded(a) for a in attrs)
+            if function.kind == HOLISTIC:
                 conditions.append(Condition("C2: holistic aggregate over a bounded attribute", bounded,
-                                            f"{c.text}: {a} is {'bounded' if bounded else 'unbounded'}{where}"
+                                            f"{text}: {shown} is {'bounded' if bounded else 'unbounded'}{where}"
                                             + ("" if bounded else ": a count per distinct value would grow")))
-            elif c.function.name in ("max", "min") and not bounded and len(mq.infinite) > 1:
+            elif function.name in ("max", "min") and not bounded and len(mq.infinite) > 1:
+                a = attrs[0]
                 stream = mq.stream_of.get(a.alias)
                 mx, mn = max_min_refs(mq, cl, stream) if stream else ([], [])
-                refs = mx if c.function.name == "max" else mn
-                label = "MaxRef" if c.function.name == "max" else "MinRef"
+                refs = mx if function.name == "max" else mn
+                label = "MaxRef" if function.name == "max" else "MinRef"
                 classes = {cl.class_key(r) for r in refs}
-                ok = not refs or (len(classes) == 1 and cl.class_key(a) in classes)
-                conditions.append(Condition(f"C3: {c.function.name.upper()} of an unbounded attribute", ok,
-                                            f"{c.text}: {label}({stream}) = {{{', '.join(map(str, refs))}}}{where}"
-                                            + ("" if ok else f": the {c.function.name} per bucket and the join need "
+                ok = len(attrs) == 1 and (not refs or (len(classes) == 1 and cl.class_key(a) in classes))
+                conditions.append(Condition(f"C3: {function.name.upper()} of an unbounded attribute", ok,
+                                            f"{text}: {label}({stream}) = {{{', '.join(map(str, refs))}}}{where}"
+                                            + ("" if ok else f": the {function.name} per bucket and the join need "
                                                "different extremes")))
     if n_streams > 1:
         conditions.insert(0, Condition("C1: reduced characteristic query bounded", reduced_verdict == BOUNDED,
@@ -312,8 +421,9 @@ def analyze_aggregate(source: str, sources: Sources, file: str | None = None,
         verdict = NOT_SHOWN
     else:
         verdict = UNBOUNDED
-    return AggregateReport(verdict, theorem, tuple(conditions), char, reduced, reduced_verdict)
+    memory = "constant: one entry per group (a count per value for COUNT(DISTINCT))" if verdict == BOUNDED else ""
+    return AggregateReport(verdict, theorem, tuple(conditions), char, reduced, reduced_verdict, memory=memory)
 
 
 __all__ = ["FUNCTIONS", "Function", "AggregateCall", "AggregateReport", "Condition", "analyze_aggregate",
-           "is_aggregate", "calls_of", "AggregatePlan", "OutputItem", "aggregate_plan"]
+           "is_aggregate", "calls_of", "AggregatePlan", "OutputItem", "PlannedCall", "aggregate_plan"]

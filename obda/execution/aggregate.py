@@ -6,11 +6,17 @@ occurrences, at the timestamp that closed it, updates the aggregates of its grou
 of the aggregate query at a closed timestamp ``T`` is every group's row over the rows up to
 ``T``; the output is a **changelog**: at every closed timestamp, one
 ``{"emitted_at": T, "op": "upsert", "binding": {...}}`` line per group whose row changed at
-``T``. Replaying the lines up to ``T`` (the last upsert of each group) gives the answer at ``T``.
+``T``, and ``"op": "delete"`` (with the row it last had) when HAVING stops keeping a group.
+Replaying the lines up to ``T`` (the last line of each group, a delete removing it) gives
+the answer at ``T``.
 
-Values follow SQL (what the analysed SQL means): COUNT counts non-NULL values (``COUNT(*)``
+Values follow SQL for an SQL query: COUNT counts non-NULL values (``COUNT(*)``
 occurrences), SUM / MIN / MAX skip NULLs (NULL when all are), AVG is SUM / COUNT as a
-double, MEDIAN interpolates (``quantile_cont(0.5)``), SAMPLE keeps the first value seen.
+double, MEDIAN interpolates (``quantile_cont(0.5)``). For a SPARQL query (``plan.sparql``)
+they follow SPARQL 1.1 §18.5: AVG of integers and decimals is an exact decimal, SUM and AVG
+of the empty global group are 0, ``/`` of integers is a decimal, and an error (division by
+zero, an incomparable value) leaves the column unbound and makes a HAVING comparison false.
+SAMPLE is the smallest value (any value is allowed; the smallest agrees across backends).
 
 The state is one entry per group (bounded when the grouping attributes are) with, per
 aggregate, a few numbers, or a count per value for COUNT(DISTINCT) and MEDIAN (bounded when
@@ -25,9 +31,11 @@ in timestamp order: its work follows the groups and the closed timestamps, not t
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Iterable
 
 from obda.analysis.aggregates import AggregatePlan
+from obda.model.query import Aggregate, Arithmetic, Literal, Test, Var
 from obda.execution.engine import Answer
 from obda.execution.sinks import _json_scalar, micros_to_iso
 
@@ -58,15 +66,22 @@ def _update(name: str, acc, v, n: int):
         return v if acc is None or v < acc else acc
     if name == "max":
         return v if acc is None or v > acc else acc
-    if name == "sample":
-        return v if acc is None else acc
+    if name == "sample":  # some value of the group: the smallest, as SQL's MIN and every backend
+        return v if acc is None or v < acc else acc
     acc[v] = acc.get(v, 0) + n  # count_distinct, median: a count per value
     return acc
 
 
-def _value(name: str, acc):
+def _value(name: str, acc, sparql: bool = False):
     if name == "avg":
-        return None if acc[1] == 0 else acc[0] / acc[1]
+        if acc[1] == 0:
+            return 0 if sparql else None  # SPARQL: AVG of the empty (global) group is 0
+        total = acc[0]
+        if sparql and isinstance(total, (int, Decimal)):  # xsd:integer / xsd:decimal: an exact decimal
+            return Decimal(total) / Decimal(acc[1])
+        return total / acc[1]
+    if name == "sum" and acc is None and sparql:
+        return 0  # SPARQL: SUM of the empty (global) group is 0
     if name == "count_distinct":
         return len(acc)
     if name == "median":
@@ -77,6 +92,26 @@ def _value(name: str, acc):
         lo, hi = _nth(values, acc, (total - 1) // 2), _nth(values, acc, total // 2)
         return (lo + hi) / 2
     return acc
+
+
+def _combine(name: str, a, b):
+    """Two accumulators of one aggregate (over disjoint solutions) as one: the panes of a window merged."""
+    if name == "count":
+        return a + b
+    if name == "avg":
+        return [a[0] + b[0], a[1] + b[1]]
+    if name in _HOLISTIC:
+        out = dict(a)
+        for v, n in b.items():
+            out[v] = out.get(v, 0) + n
+        return out
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if name == "sum":
+        return a + b
+    return _update(name, a, b, 1)  # min, max, sample
 
 
 def _nth(values: list, counts: dict, k: int):
@@ -106,14 +141,70 @@ def _merge(name: str, acc, p):
 _HOLISTIC = ("count_distinct", "median")
 
 
+def _number(lit: Literal):
+    """A numeric constant of a SPARQL expression as a Python number of its XSD type."""
+    local = lit.datatype.rsplit("#", 1)[-1]
+    if local in ("double", "float"):
+        return float(lit.lexical)
+    if local == "decimal":
+        return Decimal(lit.lexical)
+    return int(lit.lexical)
+
+
+def _arith(op: str, x, y):
+    """SPARQL numeric arithmetic (XPath op:numeric-*): an error (unbound, division by zero) is None."""
+    if x is None or y is None or isinstance(x, (str, bool)) or isinstance(y, (str, bool)):
+        return None
+    if isinstance(x, float) or isinstance(y, float):
+        x, y = float(x), float(y)
+    elif isinstance(x, Decimal) or isinstance(y, Decimal) or op == "/":
+        x, y = Decimal(x), Decimal(y)  # integer / integer is a decimal
+    if op == "+":
+        return x + y
+    if op == "-":
+        return x - y
+    if op == "*":
+        return x * y
+    if y == 0:
+        return None
+    return x / y
+
+
+def _compare(op: str, x, y):
+    if x is None or y is None:
+        return None
+    try:
+        if op == "<":
+            return x < y
+        if op == "<=":
+            return x <= y
+        if op == ">":
+            return x > y
+        if op == ">=":
+            return x >= y
+        return (x == y) if op == "=" else (x != y)
+    except TypeError:  # incomparable values: a SPARQL type error
+        return None
+
+
 class Aggregator:
-    """The groups of an aggregate query and the changelog of the micro-batch being processed."""
+    """The groups of an aggregate query and the changelog of the micro-batch being processed.
+
+    Per group: the grouping values, one accumulator per aggregate, and the row last written to
+    the changelog (the group's answer row, if HAVING keeps it), so that a line is written only
+    when the row changes, and a ``delete`` when HAVING stops holding.
+    """
 
     def __init__(self, plan: AggregatePlan):
         self.plan = plan
-        self.groups: dict[tuple, list] = {}  # group key -> one accumulator per output item (None for keys)
+        # group key -> its panes: pane -> one accumulator per planned call. A pane holds a timestamp's
+        # partials under a window (ts -> accumulators), else everything (one pane, 0)
+        self.panes: dict[tuple, dict[int, list]] = {}
+        self.shown: dict[tuple, dict] = {}  # group key -> the row the changelog last gave it
         self.pending: list[tuple] = []  # (ts, kind, payload) of the micro-batch
         self.lines = 0  # changelog lines emitted so far (the query's rows_out)
+        self._group_index = {v: i for i, v in enumerate(plan.group_by)}
+        self._call_index = {c.call: j for j, c in enumerate(plan.calls)}
 
     def add(self, answers: Iterable[Answer]) -> None:
         """Answers of the characteristic query (any order within the micro-batch)."""
@@ -130,11 +221,11 @@ class Aggregator:
 
         keys = [AT] + [value_column(i) for i in range(self.plan.groups)]
         aggs = []
-        for it in self.plan.items:
-            if it.function is None or it.function.name in _HOLISTIC:
+        for c in self.plan.calls:
+            name = c.function.name
+            if name in _HOLISTIC:
                 continue
-            x = F.lit(1) if it.position is None else F.col(value_column(it.position))
-            name = it.function.name
+            x = F.lit(1) if c.position is None else F.col(value_column(c.position))
             if name == "count":
                 aggs.append(F.count(x))
             elif name == "sum":
@@ -143,12 +234,13 @@ class Aggregator:
                 aggs += [F.sum(x), F.count(x)]
             elif name == "max":
                 aggs.append(F.max(x))
-            else:  # min, sample (any value of the group: the smallest, so that runs agree)
+            else:  # min, sample (the smallest value, as on the local backend)
                 aggs.append(F.min(x))
-        out = [("partial", answers.groupBy(*keys).agg(*(aggs or [F.count(F.lit(1))])))]
-        for j, it in enumerate(self.plan.items):
-            if it.function is not None and it.function.name in _HOLISTIC:
-                v = value_column(it.position)
+        aggs = [a.alias(f"__p{i}") for i, a in enumerate(aggs or [F.count(F.lit(1))])]  # SUM and AVG may share a sum
+        out = [("partial", answers.groupBy(*keys).agg(*aggs))]
+        for j, c in enumerate(self.plan.calls):
+            if c.function.name in _HOLISTIC:
+                v = value_column(c.position)
                 out.append((("values", j), answers.where(F.col(v).isNotNull()).groupBy(*keys, v).count()))
         return out
 
@@ -157,67 +249,152 @@ class Aggregator:
         self.pending.append((at, kind, vals))
 
     def _apply(self, kind, payload, accs: list) -> None:
-        items = self.plan.items
+        calls = self.plan.calls
         if kind == "answer":
-            for j, it in enumerate(items):
-                if it.function is not None:
-                    v = 1 if it.position is None else payload.values[it.position]
-                    accs[j] = _update(it.function.name, accs[j], v, payload.count)
+            for j, c in enumerate(calls):
+                v = 1 if c.position is None else payload.values[c.position]
+                accs[j] = _update(c.function.name, accs[j], v, payload.count)
             return
         g = self.plan.groups
         if kind == "partial":
             parts = list(payload[g:])
-            for j, it in enumerate(items):
-                if it.function is None or it.function.name in _HOLISTIC:
+            for j, c in enumerate(calls):
+                name = c.function.name
+                if name in _HOLISTIC:
                     continue
-                if it.function.name == "avg":
+                if name == "avg":
                     p, parts = (parts[0], parts[1]), parts[2:]
                 else:
                     p, parts = parts[0], parts[1:]
-                accs[j] = _merge(it.function.name, accs[j], p)
+                accs[j] = _merge(name, accs[j], p)
             return
         j = kind[1]  # ("values", j): value, count
         value, n = payload[g], payload[g + 1]
-        accs[j] = _update(items[j].function.name, accs[j], value, n)
+        accs[j] = _update(calls[j].function.name, accs[j], value, n)
 
-    def finish_batch(self) -> list[dict]:
-        """Apply the micro-batch's answers and partials in timestamp order; the changelog records, in order."""
+    def _eval(self, e, key: tuple, values: list):
+        if isinstance(e, Var):
+            return key[self._group_index[e]]
+        if isinstance(e, Aggregate):
+            return values[self._call_index[e]]
+        if isinstance(e, Literal):
+            return _number(e)
+        if isinstance(e, Arithmetic):
+            return _arith(e.op, self._eval(e.left, key, values), self._eval(e.right, key, values))
+        if isinstance(e, Test):
+            return _compare(e.op, self._eval(e.left, key, values), self._eval(e.right, key, values))
+        parts = [self._eval(p, key, values) for p in e.parts]  # Connective: Kleene logic
+        if e.op == "and":
+            return False if False in parts else (None if None in parts else True)
+        return True if True in parts else (None if None in parts else False)
+
+    def row(self, key: tuple) -> dict | None:
+        """The answer row of a group now, or None when it has no solution in the window or HAVING drops it."""
         plan = self.plan
-        items = plan.items
-        by_ts: dict[int | None, list[tuple]] = {}
+        panes = self.panes.get(key)
+        if not panes and plan.group_by:
+            return None  # a window expired the group's last solution
+        accs = self._fresh()
+        for pane in (panes or {}).values():
+            accs = [_combine(c.function.name, a, b) for c, a, b in zip(plan.calls, accs, pane)]
+        values = [_value(c.function.name, a, plan.sparql) for c, a in zip(plan.calls, accs)]
+        if plan.having is not None and self._eval(plan.having, key, values) is not True:
+            return None
+        return {it.name: self._eval(it.expression, key, values) for it in plan.items}
+
+    def _fresh(self) -> list:
+        return [_init(c.function.name) for c in self.plan.calls]
+
+    def finish_batch(self, first_closed: int | None = None, closed_upto: int | None = None) -> list[dict]:
+        """Apply the micro-batch's answers and partials in timestamp order; the changelog records, in order.
+
+        ``first_closed``: the first timestamp the micro-batch closed; a query without GROUP BY
+        has its one row from the first closed timestamp on, even with nothing aggregated yet.
+        ``closed_upto``: every timestamp up to it is closed; with a window, a pane (the partials of
+        one timestamp) leaves it at ``window.leaves_at(ts)``, and a group whose row that changes
+        gets its line at that time, up to ``closed_upto``.
+        """
+        plan = self.plan
+        window = plan.window
+        events: dict[int | None, list[tuple]] = {}
         for ts, kind, payload in self.pending:
-            by_ts.setdefault(ts, []).append((kind, payload))
+            events.setdefault(ts, []).append((kind, payload))
         self.pending = []
+        if not plan.group_by and first_closed is not None and () not in self.panes:
+            events.setdefault(first_closed, [])
+            self.panes[()] = {}
+        if window is not None and closed_upto is not None:
+            for panes in self.panes.values():
+                for ts in panes:
+                    leaves = window.leaves_at(ts)
+                    if leaves <= closed_upto:
+                        events.setdefault(leaves, [])
         out: list[dict] = []
-        for ts in sorted(by_ts, key=lambda t: (t is not None, t or 0)):
-            changed: dict[tuple, None] = {}
-            for kind, payload in by_ts[ts]:
+        for at in sorted(events, key=lambda t: (t is not None, t or 0)):
+            changed: dict[tuple, None] = {} if plan.group_by else {(): None}
+            if window is not None and at is not None:  # the panes that left the window at ``at``, first
+                for key, panes in list(self.panes.items()):
+                    gone = [ts for ts in panes if window.leaves_at(ts) <= at]
+                    for ts in gone:
+                        del panes[ts]
+                    if gone:
+                        changed[key] = None
+                        if not panes and plan.group_by:
+                            del self.panes[key]
+            pane_key = at if window is not None else 0
+            for kind, payload in events[at]:
                 key = tuple(payload.values[: plan.groups] if kind == "answer" else payload[: plan.groups])
-                accs = self.groups.get(key)
+                panes = self.panes.setdefault(key, {})
+                accs = panes.get(pane_key)
                 if accs is None:
-                    accs = self.groups[key] = [None if it.function is None else _init(it.function.name) for it in items]
+                    accs = panes[pane_key] = self._fresh()
                 self._apply(kind, payload, accs)
                 changed[key] = None
             for key in sorted(changed, key=repr):
-                accs = self.groups[key]
-                binding = {it.name: (key[it.position] if it.function is None else _value(it.function.name, accs[j]))
-                           for j, it in enumerate(items)}
-                out.append({"emitted_at": ts, "op": "upsert", "binding": binding})
+                row, before = self.row(key), self.shown.get(key)
+                if row == before:
+                    continue
+                if row is None:
+                    del self.shown[key]
+                    out.append({"emitted_at": at, "op": "delete", "binding": before})
+                else:
+                    self.shown[key] = row
+                    out.append({"emitted_at": at, "op": "upsert", "binding": row})
         self.lines += len(out)
         return out
 
+    def answer(self) -> list[dict]:
+        """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group)."""
+        rows = [self.shown[k] for k in sorted(self.shown, key=repr)]
+        for name, desc in reversed(self.plan.order_by):
+            rows.sort(key=lambda r: _order_key(r[name]), reverse=desc)
+        return rows
+
     @property
     def size(self) -> int:
-        """State entries: groups, plus the values counted for COUNT(DISTINCT) / MEDIAN."""
-        return sum(1 + sum(len(a) for a in accs if isinstance(a, dict)) for accs in self.groups.values())
+        """State entries: per group its panes (one without a window), plus the values counted for
+        COUNT(DISTINCT) / MEDIAN in each."""
+        return sum(len(panes) + sum(len(a) for accs in panes.values() for a in accs if isinstance(a, dict))
+                   for panes in self.panes.values()) + sum(1 for p in self.panes.values() if not p)
 
     def state(self) -> dict:
-        return {"groups": [(k, v) for k, v in self.groups.items()], "lines": self.lines}
+        return {"panes": [(k, list(p.items())) for k, p in self.panes.items()],
+                "shown": [(k, v) for k, v in self.shown.items()], "lines": self.lines}
 
     def restore(self, st: dict) -> None:
-        self.groups = {tuple(k): list(v) for k, v in st["groups"]}
+        self.panes = {tuple(k): {ts: list(a) for ts, a in p} for k, p in st["panes"]}
+        self.shown = {tuple(k): v for k, v in st["shown"]}
         self.lines = st["lines"]
         self.pending = []
+
+
+def _order_key(v):
+    """SPARQL ORDER BY: unbound first, then numbers, then other values as text."""
+    if v is None:
+        return (0, 0, "")
+    if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
+        return (1, v, "")
+    return (2, 0, str(v))
 
 
 def changelog_lines(records: list[dict], columns: tuple[str, ...]) -> list[str]:

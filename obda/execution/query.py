@@ -22,6 +22,7 @@ from obda.execution.runtime import Metrics, Runtime, TableBatch, peak_rss_bytes
 from obda.execution.scan import Scan
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
+from obda.model.compilation import Compilation
 from obda.model.sources import Sources
 
 log = logging.getLogger("obda.execution")
@@ -135,7 +136,7 @@ class ContinuousQuery:
         plan = _aggregate_plan(sql, sources, dialect)
         if plan is not None:
             self.aggregate = self._start_aggregate(plan, allow_unbounded)
-            sql, report = plan.characteristic_sql, None  # the executor runs Q' and aggregates its answers
+            sql, report = plan.characteristic, None  # the executor runs Q' and aggregates its answers
         if report is None:  # not given: analyse here (a query the analyser rejects runs only with the opt-in)
             report = analyse(sql, sources)
         if isinstance(report, AnalysisReport) and report.forest is not None:
@@ -218,8 +219,18 @@ class ContinuousQuery:
     def columns(self) -> tuple[str, ...]:
         return self.aggregate.plan.columns if self.aggregate is not None else self.plan.columns
 
+    def answer(self) -> list[dict]:
+        """An aggregate query's answer at the last closed timestamp: one row per group (HAVING kept),
+        in ORDER BY order. The changelog replayed gives the same rows."""
+        if self.aggregate is None:
+            raise ExecutionError("answer() is the answer table of an aggregate query; this query's answers are "
+                                 "its output stream")
+        with self._lock:
+            return self.aggregate.answer()
+
     def _fingerprint(self) -> str:
-        extra = "" if self.aggregate is None else repr(self.aggregate.plan.items)
+        p = self.aggregate.plan if self.aggregate is not None else None
+        extra = "" if p is None else repr((p.items, p.calls, p.having, p.group_by, p.window))
         return _fingerprint(self.plan, extra)
 
     def _tables_by_name(self):
@@ -368,8 +379,10 @@ class ContinuousQuery:
         if self.aggregate is not None:  # the changelog of the groups the micro-batch changed
             from obda.execution.aggregate import changelog_lines
 
-            self.sink.write_lines(changelog_lines(self.aggregate.finish_batch(), self.columns))
+            records = self.aggregate.finish_batch(self.runtime.first_closed, self.runtime.closed_upto)
+            self.sink.write_lines(changelog_lines(records, self.columns))
             m.rows_out = self.aggregate.lines  # the changelog's lines, not the characteristic query's answers
+        self.runtime.first_closed = None
         sink_offset = self.sink.flush()
         q_offset = self.quarantine.flush()
         self.runtime.update_state_metrics(aggregate_entries=self.aggregate.size if self.aggregate is not None else 0)
@@ -716,10 +729,14 @@ def cut_files(pending: dict[str, list[str]], max_files: int | None, max_bytes: i
 
 
 def _aggregate_plan(sql, sources: Sources, dialect: str):
-    """The :class:`~obda.analysis.aggregates.AggregatePlan` of SQL text that is an aggregate query, else None."""
+    """The :class:`~obda.analysis.aggregates.AggregatePlan` of an aggregate query (SQL text, or the
+    Compilation of a SPARQL one), else None."""
+    from obda.analysis.aggregates import aggregate_plan, is_aggregate
+
+    if isinstance(sql, Compilation):
+        return aggregate_plan(sql, sources) if sql.aggregation is not None else None
     if not isinstance(sql, str):
         return None
-    from obda.analysis.aggregates import aggregate_plan, is_aggregate
     from obda.analysis.normal_form import parse_sql
     from obda.errors import ObdaError
 
@@ -834,6 +851,8 @@ class _Closing:
             if self.frame is not None:
                 self.emitted += q._write_frame(self.frame)
             rt.metrics.rows_out += self.emitted
+            if rt.first_closed is None:
+                rt.first_closed = b.first_ts if b.first_ts is not None and b.first_ts <= b.hi else b.hi
             rt.closed_upto = b.hi
             rt.metrics.closed_upto = b.hi
             rt.metrics.closed_timestamps += 1

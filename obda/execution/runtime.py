@@ -133,6 +133,7 @@ class Runtime:
         self.buffer: dict[int, dict[int, Counted]] = {}
         self.max_ts: dict[str, int | None] = {s: None for s in streams}
         self.closed_upto: int | None = None
+        self.first_closed: int | None = None  # the first timestamp the current micro-batch closed
         now = clock()
         self.last_progress: dict[str, float] = {s: now for s in streams}
         self.metrics = Metrics(rows_in={s: 0 for s in streams}, rows_read={s: 0 for s in streams})
@@ -216,7 +217,10 @@ class Runtime:
         if w is None:
             return []
         answers: list[Answer] = []
-        for ts in sorted(t for t in self.buffer if t <= w):
+        closing = sorted(t for t in self.buffer if t <= w)
+        if closing and self.first_closed is None:
+            self.first_closed = closing[0]
+        for ts in closing:
             groups = self.buffer.pop(ts)
             if self.views is not None:
                 groups = view_rows.project(self.views, ts, groups)

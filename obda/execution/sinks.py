@@ -51,6 +51,11 @@ def _json_scalar(v) -> str:
     return json.dumps(_json_value(v))
 
 
+def row_lines(rows: Iterable[dict], columns: tuple[str, ...]) -> list[str]:
+    """Answer rows (an aggregate query's answer table) as JSON lines, columns in ``columns`` order."""
+    return ["{" + ", ".join(f"{json.dumps(c)}: {_json_scalar(r[c])}" for c in columns) + "}" for r in rows]
+
+
 def answer_lines(answers: Iterable[Answer], columns: tuple[str, ...]) -> list[str]:
     """JSON lines of answers, one per occurrence.
 

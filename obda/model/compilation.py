@@ -100,6 +100,10 @@ class Compilation:
     ``SELECT DISTINCT``) of the members, or a single member.  When every
     member was unsatisfiable, ``members`` is empty and ``sql`` selects no rows.
     Output column ``i`` is named after ``query.projection[i]``.
+
+    An aggregate query (``query.aggregation``): the members are its characteristic query
+    (a bag of the grouping and aggregated variables), ``characteristic`` their union, and
+    ``sql`` the whole query grouping it; the columns are the aggregation's SELECT items.
     """
 
     query: Query
@@ -108,6 +112,8 @@ class Compilation:
     sql: exp.Expression
     removed: tuple[str, ...] = field(default=())  # why members were dropped (unsatisfiable, duplicate, ...)
     views: tuple = ()  # the per-atom views (obda.mapping AtomView) the members read, by name
+    # an aggregate query (``query.aggregation``): the union of the members, which ``sql`` groups
+    characteristic: exp.Expression | None = None
 
     def view(self, name: str):
         for v in self.views:
@@ -121,7 +127,12 @@ class Compilation:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(v.name for v in self.query.projection)
+        return self.query.columns
+
+    @property
+    def aggregation(self):
+        """The query's :class:`~obda.model.query.Aggregation`, or None for an SPJ query."""
+        return self.query.aggregation
 
     def to_sql(self, dialect: str = "spark", pretty: bool = False) -> str:
         return self.sql.sql(dialect=dialect, pretty=pretty)
@@ -136,4 +147,6 @@ class Compilation:
             "members": [m.to_dict(dialect) for m in self.members],
             "removed": list(self.removed),
             "views": [v.to_dict() for v in self.views],
+            **({"aggregation": str(self.aggregation),
+                "characteristic_sql": self.characteristic.sql(dialect=dialect)} if self.aggregation else {}),
         }

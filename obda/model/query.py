@@ -172,6 +172,165 @@ class CQ:
         return " ∧ ".join(parts)
 
 
+AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median")  # median: SQL only
+ARITHMETIC_OPS = ("+", "-", "*", "/")
+
+
+@dataclass(frozen=True, order=True)
+class Aggregate:
+    """A SPARQL set function over the solutions of a group: ``COUNT(*)`` has ``argument`` None.
+
+    ``function`` is one of :data:`AGGREGATE_FUNCTIONS` (``count_distinct`` is ``COUNT(DISTINCT ?x)``).
+    """
+
+    function: str
+    argument: Var | None = None
+
+    def __post_init__(self) -> None:
+        if self.function not in AGGREGATE_FUNCTIONS:
+            raise ValueError(f"unknown aggregate function {self.function!r}")
+
+    def __str__(self) -> str:
+        if self.function == "count_distinct":
+            return f"COUNT(DISTINCT {self.argument})"
+        return f"{self.function.upper()}({self.argument if self.argument is not None else '*'})"
+
+
+@dataclass(frozen=True)
+class Arithmetic:
+    """``left op right`` over numbers (op in ``+ - * /``); SPARQL's numeric type promotion applies."""
+
+    op: str
+    left: "ValueExpression"
+    right: "ValueExpression"
+
+    def __post_init__(self) -> None:
+        if self.op not in ARITHMETIC_OPS:
+            raise ValueError(f"unknown arithmetic operator {self.op!r}")
+
+    def __str__(self) -> str:
+        return f"({self.left} {self.op} {self.right})"
+
+
+ValueExpression = Union[Var, Literal, Aggregate, Arithmetic]
+
+
+@dataclass(frozen=True)
+class Test:
+    """A HAVING comparison ``left op right`` of value expressions (an error is false)."""
+
+    op: str
+    left: ValueExpression
+    right: ValueExpression
+
+    def __post_init__(self) -> None:
+        if self.op not in COMPARISON_OPS:
+            raise ValueError(f"unknown comparison operator {self.op!r}")
+
+    def __str__(self) -> str:
+        return f"{self.left} {self.op} {self.right}"
+
+
+@dataclass(frozen=True)
+class Connective:
+    """``&&`` (op ``and``) or ``||`` (op ``or``) of HAVING conditions (Kleene logic, an error is false at the top)."""
+
+    op: str
+    parts: tuple["Condition", ...]
+
+    def __str__(self) -> str:
+        return "(" + (" && " if self.op == "and" else " || ").join(map(str, self.parts)) + ")"
+
+
+Condition = Union[Test, Connective]
+
+
+@dataclass(frozen=True)
+class SelectItem:
+    """One answer column of an aggregate query: ``?name`` or ``(expression AS ?name)``."""
+
+    name: str
+    expression: ValueExpression
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """The grouping and aggregation of a SPARQL query (``GROUP BY``, aggregates, ``HAVING``, ``ORDER BY``).
+
+    The query's WHERE clause is the :class:`Query` it belongs to, whose ``projection`` is
+    then the *characteristic query* (Arasu §8.2): the grouping variables, then every
+    aggregated variable, each once, as a bag. ``group_by`` is empty for one global group.
+    ``order_by``: (answer column, descending) pairs; they order the answer table (the
+    current answer, ``--final``), never the changelog, which is in application-time order.
+    """
+
+    group_by: tuple[Var, ...]
+    items: tuple[SelectItem, ...]
+    having: Condition | None = None
+    order_by: tuple[tuple[str, bool], ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return tuple(i.name for i in self.items)
+
+    @property
+    def calls(self) -> tuple[Aggregate, ...]:
+        """Every distinct aggregate of the SELECT list and HAVING, in order of first occurrence."""
+        out: dict[Aggregate, None] = {}
+
+        def walk(e) -> None:
+            if isinstance(e, Aggregate):
+                out[e] = None
+            elif isinstance(e, (Arithmetic, Test)):
+                walk(e.left)
+                walk(e.right)
+            elif isinstance(e, Connective):
+                for p in e.parts:
+                    walk(p)
+
+        for it in self.items:
+            walk(it.expression)
+        if self.having is not None:
+            walk(self.having)
+        return tuple(out)
+
+    @property
+    def arguments(self) -> tuple[Var, ...]:
+        """The aggregated variables that are not grouping variables, each once, in order."""
+        return tuple(dict.fromkeys(c.argument for c in self.calls
+                                   if c.argument is not None and c.argument not in self.group_by))
+
+    def __str__(self) -> str:
+        items = " ".join(i.name if i.expression == Var(i.name) else f"({i.expression} AS ?{i.name})" for i in self.items)
+        out = f"{items} GROUP BY {' '.join(map(str, self.group_by))}" if self.group_by else items
+        return out + (f" HAVING {self.having}" if self.having is not None else "")
+
+
+@dataclass(frozen=True)
+class Window:
+    """A sliding window in application time: ``FILTER(?t > NOW() - width)`` (``inclusive``: ``>=``).
+
+    ``NOW()`` is the timestamp being closed: at a closed timestamp ``T`` the query sees the
+    solutions whose ``?t`` is in ``(T - width, T]`` (``[T - width, T]`` when inclusive).
+    ``width`` is in microseconds.
+    """
+
+    variable: Var
+    width: int
+    inclusive: bool = False
+
+    def contains(self, ts: int, now: int) -> bool:
+        """Whether a solution at time ``ts`` is in the window at ``now``."""
+        return (ts >= now - self.width) if self.inclusive else (ts > now - self.width)
+
+    def leaves_at(self, ts: int) -> int:
+        """The first time at which a solution at ``ts`` is no longer in the window."""
+        return ts + self.width + (1 if self.inclusive else 0)
+
+    def __str__(self) -> str:
+        return f"{self.variable} {'>=' if self.inclusive else '>'} NOW() - {self.width}µs"
+
+
 @dataclass(frozen=True)
 class Query:
     """A parsed SPARQL SELECT: a union of CQs with a projection.
@@ -179,7 +338,9 @@ class Query:
     ``distinct`` is True for ``SELECT DISTINCT`` (set semantics, Π = π) and
     False for ``SELECT`` (bag semantics, Π = π̇).  ``projection`` lists the
     answer variables in SELECT order; time variables are never projected.
-    ``branches`` holds the disjunctive normal form of the WHERE clause: one CQ
+    With ``aggregation`` the projection is the aggregation's characteristic query
+    (its grouping variables, then its aggregated variables) and the answer columns are
+    ``aggregation.columns``.  ``branches`` holds the disjunctive normal form of the WHERE clause: one CQ
     per UNION branch and per ``||`` alternative of FILTERs.
     """
 
@@ -189,6 +350,15 @@ class Query:
     text: str = ""
     prefixes: tuple[tuple[str, str], ...] = ()
     location: Location = field(default_factory=Location, compare=False)
+    aggregation: Aggregation | None = None
+    window: Window | None = None  # aggregate queries: FILTER(?t > NOW() - duration)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The answer's column names: the projection, or the aggregation's SELECT items."""
+        if self.aggregation is not None:
+            return self.aggregation.columns
+        return tuple(v.name for v in self.projection)
 
     @property
     def time_variables(self) -> frozenset[Var]:
@@ -202,6 +372,8 @@ class Query:
 
     def __str__(self) -> str:
         head = ("SELECT DISTINCT " if self.distinct else "SELECT ") + " ".join(map(str, self.projection))
+        if self.aggregation is not None:
+            head = "SELECT " + str(self.aggregation) + " OF " + head
         return head + " WHERE " + "  ∪  ".join(f"{{{b}}}" for b in self.branches)
 
 

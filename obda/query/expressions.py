@@ -14,13 +14,15 @@ tokens so the caller can report a line and column.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Callable
 
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
-from obda.model.query import Comparison, Term, Var
+from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Term, Test, Var
 
 # rdflib's single-child wrappers of the expression grammar.
 _WRAPPERS = (
@@ -298,3 +300,172 @@ def _literal_kind(datatype: str) -> str:
     if local == "boolean":
         return "the boolean"
     return "the literal"
+
+
+# ----------------------------------------------------------------------------- aggregate queries
+
+_AGGREGATE_FUNCTION = {
+    "Aggregate_Count": "count",
+    "Aggregate_Sum": "sum",
+    "Aggregate_Avg": "avg",
+    "Aggregate_Min": "min",
+    "Aggregate_Max": "max",
+    "Aggregate_Sample": "sample",
+}
+_NUMERIC = {XSD + t for t in ("integer", "decimal", "double", "float", "int", "long", "short", "byte")}
+
+
+def value_expression(e, term: Callable[[Identifier], Term], aggregates: bool = True):
+    """A SELECT item or HAVING operand: variables, numeric constants, aggregates of a variable,
+    and ``+ - * /`` over them (``obda.model.query.ValueExpression``); FilterProblem for anything else."""
+    e = unwrap(e)
+    if isinstance(e, Variable):
+        return term(e)
+    if isinstance(e, RDFLiteral):
+        lit = term(e)
+        if lit.datatype not in _NUMERIC:
+            raise FilterProblem("non-numeric constant", f"only numeric constants can be computed with, not {lit}",
+                                Hint("none"))
+        return lit
+    if isinstance(e, CompValue):
+        name = e.name
+        if name in _AGGREGATE_FUNCTION:
+            what = _AGGREGATES[name]
+            if not aggregates:
+                raise FilterProblem(what, f"an aggregate inside an aggregate ({what}) is not allowed", Hint("word", what))
+            function = _AGGREGATE_FUNCTION[name]
+            distinct = bool(e.get("distinct"))
+            arg = e.get("vars")
+            if arg == "*":
+                if distinct:
+                    raise FilterProblem("COUNT(DISTINCT *)", "COUNT(DISTINCT *) is not supported; count a variable",
+                                        Hint("word", what))
+                return Aggregate("count")
+            arg = unwrap(arg)
+            if not isinstance(arg, Variable):
+                raise FilterProblem(f"{what} of an expression",
+                                    f"{what} of an expression is not supported; aggregate a variable (bind it in the pattern)",
+                                    Hint("word", what))
+            if distinct and function != "count":
+                raise FilterProblem(f"{what}(DISTINCT)", f"{what}(DISTINCT …) is not supported; only COUNT(DISTINCT ?x) is",
+                                    Hint("word", what))
+            return Aggregate("count_distinct" if distinct else function, term(arg))
+        if name == "Aggregate_GroupConcat":
+            raise FilterProblem("GROUP_CONCAT", "GROUP_CONCAT is not supported (COUNT, SUM, AVG, MIN, MAX, SAMPLE are)",
+                                Hint("word", "GROUP_CONCAT"))
+        if name in ("AdditiveExpression", "MultiplicativeExpression"):
+            out = value_expression(e["expr"], term, aggregates)
+            for op, other in zip(e["op"], e["other"]):
+                out = Arithmetic(str(op), out, value_expression(other, term, aggregates))
+            return out
+        if name == "UnaryMinus":
+            return Arithmetic("-", Literal("0", XSD + "integer"), value_expression(e["expr"], term, aggregates))
+        if name == "UnaryPlus":
+            return value_expression(e["expr"], term, aggregates)
+    problem = _unsupported(e, operand=True)
+    message = problem.message.replace("in FILTER (only comparisons with && and ||)", "here").replace("in FILTER", "here")
+    raise FilterProblem(problem.construct, message + " (an aggregate query computes with variables, numbers, "
+                        "aggregates and + - * /)", problem.hint)
+
+
+def condition(e, term: Callable[[Identifier], Term]):
+    """A HAVING condition: comparisons of value expressions under ``&&`` / ``||``."""
+    e = unwrap(e)
+    if isinstance(e, CompValue):
+        if e.name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+            parts = tuple(condition(p, term) for p in [e["expr"], *e["other"]])
+            return Connective("or" if e.name == "ConditionalOrExpression" else "and", parts)
+        if e.name == "RelationalExpression" and e.get("op") is not None:
+            op = str(e["op"])
+            if op in ("IN", "NOT IN"):
+                raise FilterProblem(op, f"{op} is not supported in HAVING; use comparisons with || and &&", Hint("words", op))
+            return Test(op, value_expression(e["expr"], term), value_expression(e["other"], term))
+    problem = _unsupported(e)
+    raise FilterProblem(problem.construct, problem.message.replace("FILTER", "HAVING"), problem.hint)
+
+
+# ----------------------------------------------------------------------------- windows: NOW() and durations
+
+_DURATION = re.compile(r"^(-)?P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,6})?)S)?)?$")
+DURATION_TYPES = (XSD + "dayTimeDuration", XSD + "duration")
+
+
+def duration_micros(lit: RDFLiteral) -> int:
+    """An ``xsd:dayTimeDuration`` (or an ``xsd:duration`` without years and months) in microseconds."""
+    text = str(lit)
+    m = _DURATION.match(text)
+    if str(lit.datatype) not in DURATION_TYPES or m is None or text in ("P", "-P") or text.endswith("T"):
+        raise FilterProblem("duration", f"{text!r} is not a duration obda can use: write an xsd:dayTimeDuration such "
+                            "as \"PT10M\"^^xsd:dayTimeDuration (days, hours, minutes, seconds; no years or months)",
+                            Hint("none"))
+    sign, d, h, mi, s = m.groups()
+    seconds = Decimal(s or 0) + 60 * int(mi or 0) + 3600 * int(h or 0) + 86400 * int(d or 0)
+    micros = int(seconds * 1_000_000)
+    return -micros if sign else micros
+
+
+def has_now(e) -> bool:
+    """Whether ``NOW()`` occurs in expression ``e``."""
+    if isinstance(e, CompValue):
+        if e.name == "Builtin_NOW":
+            return True
+        return any(has_now(x) for v in e.values() for x in (v if isinstance(v, list) else [v]))
+    if isinstance(e, list):
+        return any(has_now(x) for x in e)
+    return False
+
+
+def conjuncts(e) -> list:
+    """The top-level ``&&`` operands of a FILTER expression (the expression itself if it is no ``&&``)."""
+    e = unwrap(e)
+    if isinstance(e, CompValue) and e.name == "ConditionalAndExpression":
+        return [e["expr"], *e["other"]]
+    return [e]
+
+
+def conjunction(parts: list):
+    """The FILTER expression ``p1 && p2 && …`` of ``parts`` (None for none)."""
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return CompValue("ConditionalAndExpression", expr=parts[0], other=list(parts[1:]))
+
+
+def _now_offset(e) -> int | None:
+    """``NOW()`` → 0, ``NOW() ± duration`` → ± its microseconds; None when ``e`` is not of that form."""
+    e = unwrap(e)
+    if isinstance(e, CompValue) and e.name == "Builtin_NOW":
+        return 0
+    if isinstance(e, CompValue) and e.name == "AdditiveExpression" and len(e["op"]) == 1:
+        base, other = unwrap(e["expr"]), unwrap(e["other"][0])
+        if isinstance(base, CompValue) and base.name == "Builtin_NOW":
+            if not isinstance(other, RDFLiteral):
+                raise FilterProblem("NOW() arithmetic", "only a duration constant can be added to or subtracted from "
+                                    "NOW()", Hint("word", "NOW"))
+            d = duration_micros(other)
+            return d if str(e["op"][0]) == "+" else -d
+    return None
+
+
+def window_condition(e, term: Callable[[Identifier], Term]):
+    """A ``&&`` operand with NOW(): ``?t > NOW() - d`` and the like, as ``(op, Var, offset)`` with the time
+    variable on the left (``?t op NOW() + offset``); FilterProblem for anything else."""
+    e = unwrap(e)
+    if not (isinstance(e, CompValue) and e.name == "RelationalExpression" and e.get("op") is not None):
+        raise FilterProblem("NOW()", "NOW() is supported in a comparison of a time variable with NOW() minus a "
+                            "duration, as a top-level && operand of FILTER: FILTER(?t > NOW() - \"PT10M\"^^xsd:dayTimeDuration)",
+                            Hint("word", "NOW"))
+    op, left, right = str(e["op"]), unwrap(e["expr"]), unwrap(e["other"])
+    offset = _now_offset(right)
+    if offset is None:
+        offset = _now_offset(left)
+        if offset is None or not isinstance(right, Variable):
+            raise FilterProblem("NOW()", "compare a time variable with NOW() or NOW() - a duration "
+                                "(?t > NOW() - \"PT10M\"^^xsd:dayTimeDuration)", Hint("word", "NOW"))
+        from obda.model.query import FLIP
+
+        op, left = FLIP[op], right
+    if not isinstance(left, Variable):
+        raise FilterProblem("NOW()", "compare a time variable with NOW() or NOW() - a duration", Hint("word", "NOW"))
+    return op, term(left), offset

@@ -41,24 +41,37 @@ from obda.model.query import (
     IRI,
     RDF_TYPE,
     XSD,
+    Aggregation,
+    Arithmetic,
     Atom,
     ClassAtom,
     Comparison,
+    Connective,
     Literal,
     PropertyAtom,
     Query,
+    SelectItem,
     Term,
+    Test,
     Var,
+    Window,
 )
 from obda.query import tokens as tk
 from obda.query.expressions import (
     FilterProblem,
     Hint,
     aggregate_name,
+    condition,
+    conjunction,
+    conjuncts,
+    has_now,
+    window_condition,
     expression_variables,
     time_comparison_problem,
     to_dnf,
     to_exclusive_dnf,
+    unwrap,
+    value_expression,
 )
 
 # Upper bound on the number of CQs of the disjunctive normal form: UNION and ||
@@ -203,6 +216,7 @@ class _Converter:
         self.ts = tk.TokenStream(text)
         self.pos = 0  # token cursor: constructs are searched for from here, in text order
         self.time_vars: frozenset[Var] = frozenset()
+        self.windows: list[tuple[Window, int]] = []  # the NOW() comparisons of the FILTERs, with their token
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
         self.taken: set[str] = set()
@@ -235,30 +249,44 @@ class _Converter:
         if q.modifier == "REDUCED":
             raise self.unsupported("REDUCED", "SELECT REDUCED is not supported; use SELECT or SELECT DISTINCT",
                                    self.ts.find_word("REDUCED", select_i or 0))
-        self._check_projection_syntax(q, select_i, where_open)
+        aggregate = bool(q.groupby or q.having or any(
+            item.evar is not None and aggregate_name(item["expr"]) for item in q.projection or []))
+        if not aggregate:
+            self._check_projection_syntax(q, select_i, where_open)
         if q.datasetClause:
             i = self.ts.find_word("FROM", select_i or 0, where_open)
             named = i is not None and i + 1 < len(self.ts) and self.ts[i + 1].is_word("NAMED")
             kw = "FROM NAMED" if named else "FROM"
             raise self.unsupported(kw, f"{kw} is not supported; the data comes from the mappings and sources", i)
 
-        self.distinct = q.modifier == "DISTINCT"
+        # an aggregate query's pattern is a bag (its solutions are counted); its DISTINCT is a no-op, since
+        # every grouping variable is selected and each group is one answer row
+        self.distinct = q.modifier == "DISTINCT" and not aggregate
         self.time_vars = frozenset(Var(str(v)) for v in _graph_variables(q.where))
         self._collect_names()
 
         self.pos = where_open + 1 if where_open is not None else 0
         branches = self._group(q.where, None, where_open if where_open is not None else 0)
 
-        self._check_modifiers(q, where_close)
+        self._check_modifiers(q, where_close, aggregate)
 
-        projection = self._projection(q, branches, select_i, where_open, where_close)
+        aggregation = None
+        if aggregate:
+            aggregation = self._aggregation(q, branches, select_i, where_open, where_close)
+            names = [v.name for v in aggregation.group_by + aggregation.arguments]
+            located = {n: self.ts.find_var(n, select_i or 0) for n in names}
+            projection = self._answer_variables(names, located, branches)
+        else:
+            projection = self._projection(q, branches, select_i, where_open, where_close)
         return Query(
             projection=projection,
             branches=tuple(b.to_cq() for b in branches),
-            distinct=q.modifier == "DISTINCT",
+            distinct=self.distinct,
             text=self.text,
             prefixes=prefixes,
             location=self.loc(select_i),
+            aggregation=aggregation,
+            window=self._window(aggregate),
         )
 
     def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
@@ -320,19 +348,13 @@ class _Converter:
             j = self.ts.find(lambda t: t.is_punct("("), j + 1, i)
         return i if j is None else j
 
-    def _check_modifiers(self, q: CompValue, where_close: int) -> None:
-        """Solution modifiers after the WHERE clause: none is supported."""
-        if q.groupby:
-            raise self.unsupported("GROUP BY", "GROUP BY (aggregation) is not supported in continuous queries",
-                                   self.ts.find_words("GROUP BY", where_close))
-        if q.having:
-            raise self.unsupported("HAVING", "HAVING (aggregation) is not supported in continuous queries",
-                                   self.ts.find_word("HAVING", where_close))
-        if q.orderby:
+    def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:
+        """Solution modifiers after the WHERE clause: GROUP BY, HAVING and ORDER BY of an aggregate query only."""
+        if q.orderby and not aggregate:
             raise self.unsupported(
                 "ORDER BY",
-                "ORDER BY is not supported for continuous queries: answers are emitted as a stream in "
-                "application-time order; sort the results downstream",
+                "ORDER BY is not supported for continuous queries without aggregates: answers are emitted "
+                "as a stream in application-time order; sort the results downstream",
                 self.ts.find_words("ORDER BY", where_close),
             )
         if q.limitoffset:
@@ -346,6 +368,96 @@ class _Converter:
         if q.valuesClause:
             raise self.unsupported("VALUES", "VALUES is not supported; use FILTER with = and ||",
                                    self.ts.find_word("VALUES", where_close))
+
+    def _aggregation(self, q: CompValue, branches: list[_Branch], select_i: int | None, where_open: int | None,
+                     where_close: int) -> Aggregation:
+        """GROUP BY, the SELECT items, HAVING and ORDER BY of an aggregate query (SPARQL 1.1 §11)."""
+        sel = select_i or 0
+        tail_end = len(self.ts) - 1
+        group: list[Var] = []
+        group_i = self.ts.find_words("GROUP BY", where_close)
+        for g in (q.groupby.condition if q.groupby else []):
+            g = unwrap(g)
+            if not isinstance(g, Variable):
+                raise self.unsupported("GROUP BY expression", "GROUP BY an expression is not supported; group by "
+                                       "variables (bind the value in the pattern)", group_i)
+            v = Var(str(g))
+            at = self.ts.find_var(v.name, group_i or where_close)
+            if v in self.time_vars:
+                raise self.unsupported("GROUP BY time variable", f"GROUP BY {v}: {v} is application time (bound by "
+                                       "GRAPH); grouping by timestamps is not supported", at)
+            if v not in group:
+                group.append(v)
+        if not q.projection:
+            raise self.unsupported("SELECT * with aggregates", "SELECT * cannot be used with GROUP BY or aggregates; "
+                                   "list the grouping variables and the aggregates", self.ts.find_punct("*", sel, where_open))
+        bound = set().union(*(b.term_vars() for b in branches)) if branches else set()
+        items: list[SelectItem] = []
+        for item in q.projection:
+            if item.evar is None:
+                v = Var(str(item["var"]))
+                if v not in group:
+                    raise self.unsupported("ungrouped variable", f"{v} is selected but neither grouped (GROUP BY {v}) "
+                                           "nor aggregated", self.ts.find_var(v.name, sel, where_open))
+                items.append(SelectItem(v.name, v))
+                continue
+            name = str(item["evar"])
+            as_i = self.ts.find_var(name, sel, where_open)
+            open_i = self._enclosing_paren(as_i, sel) or sel
+            expr = self._value(item["expr"], open_i, as_i or open_i)
+            self._check_grouped(expr, group, open_i, as_i or open_i)
+            if Var(name) in bound or Var(name) in self.time_vars or name in [i.name for i in items]:
+                raise self.unsupported("SELECT expression", f"(… AS ?{name}): ?{name} is already bound; name the "
+                                       "expression with a new variable", as_i)
+            items.append(SelectItem(name, expr))
+        selected = {i.expression for i in items if isinstance(i.expression, Var)}
+        for g in group:
+            if g not in selected:
+                raise self.unsupported("unselected grouping variable", f"GROUP BY {g}: select every grouping variable "
+                                       "(the answer is keyed by the groups)", self.ts.find_var(g.name, group_i or where_close))
+        having = None
+        if q.having:
+            at = self.ts.find_word("HAVING", where_close)
+            end = (self.ts.find_words("ORDER BY", at) or tail_end + 1) - 1
+            try:
+                parts = tuple(condition(c, self.term) for c in q.having.condition)
+            except FilterProblem as p:
+                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, at, end)) from None
+            having = parts[0] if len(parts) == 1 else Connective("and", parts)
+            self._check_grouped(having, group, at, end)
+        order: list[tuple[str, bool]] = []
+        if q.orderby:
+            at = self.ts.find_words("ORDER BY", where_close)
+            names = [i.name for i in items]
+            for c in q.orderby.condition:
+                desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
+                e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
+                if not isinstance(e, Variable) or str(e) not in names:
+                    raise self.unsupported("ORDER BY expression", "ORDER BY of an aggregate query orders by answer "
+                                           f"columns ({', '.join('?' + n for n in names)})",
+                                           self.ts.find_var(str(e), at) if isinstance(e, Variable) else at)
+                order.append((str(e), desc))
+        aggregation = Aggregation(tuple(group), tuple(items), having, tuple(order))
+        for c in aggregation.calls:
+            if c.argument is None:
+                continue
+            at = self.ts.find_var(c.argument.name, sel)
+            if c.argument in self.time_vars:
+                raise self.unsupported("aggregate of time", f"{c}: {c.argument} is application time (bound by GRAPH); "
+                                       "aggregating timestamps is not supported", at)
+        return aggregation
+
+    def _value(self, e, start: int, end: int):
+        try:
+            return value_expression(e, self.term)
+        except FilterProblem as p:
+            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+
+    def _check_grouped(self, e, group: list[Var], start: int, end: int) -> None:
+        """A variable outside every aggregate must be a grouping variable (SPARQL 1.1 §11.4)."""
+        for v in _ungrouped(e, group):
+            raise self.unsupported("ungrouped variable", f"{v} is used outside an aggregate but not grouped "
+                                   f"(GROUP BY {v})", self.ts.find_var(v.name, start, end + 1))
 
     def _projection(
         self, q: CompValue, branches: list[_Branch], select_i: int | None, where_open: int | None, where_close: int
@@ -362,6 +474,17 @@ class _Converter:
             names = sorted(candidates, key=lambda n: (first.get(n, len(self.ts)), n))
             star = self.ts.find_punct("*", select_i or 0, where_open)
             located = {n: star for n in names}
+        out = self._answer_variables(names, located, branches)
+        if not out:
+            raise self.unsupported(
+                "empty projection", "the query has no answer variables: its WHERE clause binds no variable", select_i
+            )
+        return out
+
+    def _answer_variables(self, names: list[str], located: dict, branches: list[_Branch]) -> tuple[Var, ...]:
+        """The variables ``names`` as answer variables: bound in every branch, never time variables."""
+        bound_per_branch = [b.term_vars() for b in branches]
+        all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
         out: list[Var] = []
         for n in names:
             v = Var(n)
@@ -387,10 +510,6 @@ class _Converter:
                     located[n],
                 )
             out.append(v)
-        if not out:
-            raise self.unsupported(
-                "empty projection", "the query has no answer variables: its WHERE clause binds no variable", select_i
-            )
         return tuple(out)
 
     # ------------------------------------------------------------------ names
@@ -454,7 +573,9 @@ class _Converter:
                 branches = [b.join(_Branch(atoms)) for b in branches]
                 self.pos = end
             elif name == "Filter":
-                filters.append(self._filter(part, close_i))
+                f = self._filter(part, close_i)
+                if f is not None:  # None: the FILTER was a window only
+                    filters.append(f)
             elif name == "GraphGraphPattern":
                 at = self.pos
                 branches = self._limit(_product(branches, self._graph(part, close_i)), at)
@@ -612,6 +733,10 @@ class _Converter:
         end = self._filter_end(start)
         self.pos = end + 1
         expr = part["expr"]
+        if has_now(expr):
+            expr = self._take_windows(expr, start, end)
+            if expr is None:
+                return None
         try:
             # bag semantics needs exclusive alternatives (one answer per solution), sets do not
             dnf = (to_dnf if self.distinct else to_exclusive_dnf)(expr, self.term, MAX_BRANCHES)
@@ -623,6 +748,52 @@ class _Converter:
         except FilterProblem as p:
             raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
         return _PendingFilter(expr, start, end, dnf)
+
+    def _take_windows(self, expr, start: int, end: int):
+        """Remove the ``NOW()`` comparisons of a FILTER (its top-level ``&&`` operands) into ``self.windows``;
+        the rest of the FILTER, or None."""
+        keep = []
+        for c in conjuncts(expr):
+            if not has_now(c):
+                keep.append(c)
+                continue
+            try:
+                op, var, offset = window_condition(c, self.term)
+                if var not in self.time_vars:
+                    raise FilterProblem("NOW()", f"{var} is compared with NOW(), but only a time variable (bound by "
+                                        "GRAPH ?t) can be", Hint("var", var.name))
+                if op in ("<", "<=") and offset >= 0:
+                    continue  # a closed timestamp is never after NOW(): always true
+                if op not in (">", ">="):
+                    raise FilterProblem("NOW()", f"{var} {op} NOW() … is not a window: a window keeps the recent "
+                                        "solutions, FILTER(?t > NOW() - \"PT10M\"^^xsd:dayTimeDuration) (solutions older "
+                                        "than a duration would be a delay, which is not supported)", Hint("word", "NOW"))
+                width = -offset
+                if width < 0 or (width == 0 and op == ">"):
+                    raise FilterProblem("NOW()", f"{var} {op} NOW() + … is never true: a closed timestamp is never "
+                                        "after NOW()", Hint("word", "NOW"))
+            except FilterProblem as p:
+                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+            self.windows.append((Window(var, width, op == ">="), self._locate_hint(Hint("word", "NOW"), start, end)))
+        return conjunction(keep)
+
+    def _window(self, aggregate: bool) -> Window | None:
+        """The query's window: the narrowest of its NOW() comparisons, on its one time variable."""
+        if not self.windows:
+            return None
+        window, at = min(self.windows, key=lambda w: (w[0].width, w[0].inclusive))
+        for w, i in self.windows:
+            if w.variable != window.variable:
+                raise self.unsupported("NOW()", f"windows on two time variables ({window.variable}, {w.variable}) are "
+                                       "not supported; a window is on the one time variable of an aggregate query", i)
+        if not aggregate:
+            raise self.unsupported("NOW()", "a window (NOW()) is for aggregate queries (\"the average over the last 10 "
+                                   "minutes\"); a query without aggregates emits each answer once, when it enters", at)
+        if len(self.time_vars) > 1:
+            names = ", ".join(sorted(map(str, self.time_vars)))
+            raise self.unsupported("NOW()", f"a window over a query with several time variables ({names}) is not "
+                                   "supported yet: window an aggregate over one GRAPH ?t", at)
+        return window
 
     def _filter_end(self, start: int) -> int:
         """Last token of the FILTER at ``start``: ``FILTER (...)``, ``FILTER fn(...)``, ``FILTER [NOT] EXISTS {...}``."""
@@ -700,6 +871,16 @@ class _Converter:
                 f.start,
             )
         return out
+
+
+def _ungrouped(e, group: list[Var]) -> list[Var]:
+    if isinstance(e, Var):
+        return [] if e in group else [e]
+    if isinstance(e, (Arithmetic, Test)):
+        return _ungrouped(e.left, group) + _ungrouped(e.right, group)
+    if isinstance(e, Connective):
+        return [v for p in e.parts for v in _ungrouped(p, group)]
+    return []  # a constant, or an aggregate (its variable is aggregated)
 
 
 def _vars_of(conj: tuple[Comparison, ...]) -> set[Var]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 import pytest
 from fastapi.testclient import TestClient
@@ -385,7 +386,7 @@ def test_sse_replays_resumes_and_ends_when_stopped(tmp_path):
         assert events[-1]["event"] == "status" and json.loads(events[-1]["data"])["status"] == "stopped"
         page = c.get(f"/v1/queries/{qid}/results", params={"after": 2, "limit": 1000}, headers=AUTH).json()
         assert [json.loads(e["data"]) for e in events[:-1]] == [
-            {"emitted_at": a["emitted_at"], "binding": a["binding"]} for a in page["items"]
+            {"emitted_at": a["emitted_at"], "op": a["op"], "binding": a["binding"]} for a in page["items"]
         ]
 
 
@@ -486,3 +487,43 @@ def test_a_slow_start_blocks_no_other_request(tmp_path):
             release.set()
             t.join(10)
         assert c.get(f"/v1/queries/{a['id']}", headers=AUTH).json()["status"] == "running"
+
+
+AGGREGATE = PREFIX + (
+    "SELECT ?sensor (COUNT(*) AS ?n) (SUM(?v) AS ?total) (MAX(?v) AS ?high) WHERE {\n"
+    "  GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . }\n"
+    "  ?turbine :hasSensor ?sensor .\n"
+    "} GROUP BY ?sensor ORDER BY DESC(?total)\n"
+)
+
+
+def test_aggregate_query_current_answer_and_changelog(tmp_path):
+    """An aggregate query: GET /answer is the current table (ORDER BY order), the results are its changelog
+    (op upsert), and both equal DuckDB's GROUP BY over every fed row."""
+    ws, feeder = make_workspace(tmp_path / "ws", blocks=1, seed=3)
+    columns = ["sensor", "n", "total", "high"]
+    with TestClient(create_app(settings_for(ws))) as c:
+        q = register(c, "agg", AGGREGATE, idle_timeout=0.5)
+        assert q["verdict"] == "bounded" and "Theorem 8.5" in json.dumps(q["report"])
+        problem(c.get(f"/v1/queries/{q['id']}/answer", headers=AUTH), 409, "not_started")
+        c.post(f"/v1/queries/{q['id']}/start", headers=AUTH)
+        feeder.feed_block()
+        project = Project.load(ws)
+        expected = answers(ws, project.sources, project.compile(AGGREGATE).to_sql("duckdb"))
+        assert len(expected) > 1
+
+        def table():
+            return c.get(f"/v1/queries/{q['id']}/answer", headers=AUTH).json()
+
+        wait_for(lambda: Counter(tuple(r[k] for k in columns) for r in table()["rows"]) == expected)
+        c.post(f"/v1/queries/{q['id']}/stop", headers=AUTH)
+        body = table()
+        assert body["columns"] == columns and body["closed_upto"]
+        totals = [r["total"] for r in body["rows"]]
+        assert totals == sorted(totals, reverse=True)  # ORDER BY DESC(?total)
+        items = c.get(f"/v1/queries/{q['id']}/results", params={"limit": 1000}, headers=AUTH).json()["items"]
+        assert items and {a["op"] for a in items} == {"upsert"}
+        replayed = {a["binding"]["sensor"]: tuple(a["binding"][k] for k in columns) for a in items}
+        assert Counter(replayed.values()) == expected
+        plain = register(c, "spj", BOUNDED)
+        problem(c.get(f"/v1/queries/{plain['id']}/answer", headers=AUTH), 409, "not_an_aggregate")

@@ -84,7 +84,7 @@ def run_with_interruptions(tmp_path, seed: int, kinds: list[str], blocks: int) -
         db.close()
         # the answers: the committed part files of the query's results folder, each once, nothing staged
         committed = read_committed(state / qid / "results")
-        assert [{"seq": i, **a} for i, a in enumerate(committed, 1)] == pages
+        assert [{"seq": i, "op": a.get("op"), **a} for i, a in enumerate(committed, 1)] == pages  # op: aggregates
         assert not any((state / qid / "results" / "_staging").iterdir())
         return {"answers": n, "reconnects": es.connections - 1}
     finally:

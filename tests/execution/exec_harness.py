@@ -7,6 +7,7 @@ import datetime as dt
 import random
 from collections import Counter
 from decimal import Decimal
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -304,3 +305,31 @@ def write_static(root: Path, name: str, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+def write_seed(base: Path, src: Sources, streams: dict, statics: dict, seed: int) -> Sources:
+    """Write the streams as CSV files split at random into micro-batches; the sources with their locations."""
+    rng = random.Random(seed)
+    located = Sources(tuple(dataclasses.replace(t, location=f"data/{t.name}") for t in src.tables))
+    write_csv_batches(base / "data", random_splits(streams, seed, max_chunk=rng.randint(2, 8)), located)
+    for name, rows in statics.items():
+        if rows:
+            write_static(base / "data", name, rows)
+    return located
+
+
+def replay_changelog(records: list[dict], q, upto: dt.datetime, norm) -> Counter:
+    """The answer of an aggregate query at ``upto`` from its changelog: the last line of every group
+    (its grouping columns) emitted at or before it, a delete removing the group; rows normalised by ``norm``."""
+    plan = q.aggregate.plan
+    groups = [it.name for it in plan.items if it.expression in plan.group_by]
+    state = {}
+    for r in records:
+        if dt.datetime.fromisoformat(r["emitted_at"].rstrip("Z")) <= upto:
+            b = r["binding"]
+            key = tuple(b[c] for c in groups)
+            if r["op"] == "delete":
+                assert key in state, ("a delete of a group not in the answer", r)
+                del state[key]
+            else:
+                assert r["op"] == "upsert", r
+                state[key] = tuple(norm(b[c]) for c in q.columns)
+    return Counter(state.values())

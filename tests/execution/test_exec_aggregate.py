@@ -18,6 +18,7 @@ from execution.exec_harness import (
     Oracle,
     random_splits,
     random_streams,
+    replay_changelog,
     sources,
     write_csv_batches,
     write_static,
@@ -64,15 +65,7 @@ def _run(tmp_path, sql, seed, spark=None, **kw):
 
 
 def _replay(records, q, upto):
-    """The answer at ``upto``: the last upsert of every group (its grouping columns) emitted at or before it."""
-    groups = [it.name for it in q.aggregate.plan.items if it.function is None]
-    state = {}
-    for r in records:
-        if dt.datetime.fromisoformat(r["emitted_at"].rstrip("Z")) <= upto:
-            assert r["op"] == "upsert"
-            b = r["binding"]
-            state[tuple(b[c] for c in groups)] = tuple(_norm(b[c]) for c in q.columns)
-    return Counter(state.values())
+    return replay_changelog(records, q, upto, _norm)
 
 
 def _check_seeds(tmp_path, name, seeds, spark=None):
@@ -163,7 +156,7 @@ def test_restart_from_checkpoint_continues_the_changelog(tmp_path, name):
     assert 0 < len((tmp_path / "part.jsonl").read_text()) < len((tmp_path / "full.jsonl").read_text())
     resumed = ContinuousQuery(sql, src, None, base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "part.jsonl"),
                               backend="local", max_files_per_batch=2, checkpoint_dir=tmp_path / "ck")
-    assert resumed.aggregate.groups  # the groups came back from the checkpoint
+    assert resumed.aggregate.panes  # the groups came back from the checkpoint
     resumed.run_until_exhausted()
     resumed.close()
     assert (tmp_path / "part.jsonl").read_text() == (tmp_path / "full.jsonl").read_text()

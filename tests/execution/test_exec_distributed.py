@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from execution.exec_harness import CASES, STATIC_R, Oracle, random_splits, random_streams, sources, write_csv_batches, write_static
+from execution.exec_harness import CASES, STATIC_R, Oracle, random_streams, sources, write_seed
 from obda.execution import ContinuousQuery, JsonLinesSink, SharedScan
 from obda.model.sources import Sources
 
@@ -48,17 +48,6 @@ class Spec:
     sql: str
     distinct: bool
     report: object = None
-
-
-def write_seed(base: Path, src: Sources, streams: dict, statics: dict, seed: int) -> Sources:
-    """Write the streams as CSV files split at random into micro-batches; the sources with their locations."""
-    rng = random.Random(seed)
-    located = Sources(tuple(dataclasses.replace(t, location=f"data/{t.name}") for t in src.tables))
-    write_csv_batches(base / "data", random_splits(streams, seed, max_chunk=rng.randint(2, 8)), located)
-    for name, rows in statics.items():
-        if rows:
-            write_static(base / "data", name, rows)
-    return located
 
 
 def check_output(out: Path, columns, spec: Spec, oracle: Oracle, src: Sources, streams: dict, seed: int) -> int:
@@ -152,7 +141,7 @@ def test_harness_cases_match_duckdb_on_50_seeds(spark, tmp_path):
 def _demo_entries():
     from obda.catalog import load_catalog
 
-    return [e for e in load_catalog(ROOT / "catalogs" / "demo.yaml") if e.expected == "bounded"]
+    return [e for e in load_catalog(ROOT / "catalogs" / "demo.yaml") if e.expected == "bounded"]  # SPJ queries
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tu
     if isinstance(source, Compilation):
         selects = [m.select for m in source.members]
         distinct = bool(source.distinct)
-        columns = tuple(source.columns)
+        columns = tuple(v.name for v in source.query.projection)  # the members' (an aggregate's Q')
         views = [{a: source.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
                  for m in source.members]
     else:
