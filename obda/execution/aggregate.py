@@ -30,12 +30,13 @@ in timestamp order: its work follows the groups and the closed timestamps, not t
 
 from __future__ import annotations
 
+import heapq
 import json
 from decimal import Decimal
 from typing import Iterable
 
 from obda.analysis.aggregates import AggregatePlan
-from obda.model.query import Aggregate, Arithmetic, Literal, Test, Var
+from obda.model.query import Aggregate, Arithmetic, Literal, Comparison, Var
 from obda.execution.engine import Answer
 from obda.execution.sinks import _json_scalar, micros_to_iso
 
@@ -200,6 +201,8 @@ class Aggregator:
         # group key -> its panes: pane -> one accumulator per planned call. A pane holds a timestamp's
         # partials under a window (ts -> accumulators), else everything (one pane, 0)
         self.panes: dict[tuple, dict[int, list]] = {}
+        self._expiry: list[tuple] = []  # window: (leaves_at, seq, key, ts) of every pane, a heap
+        self._seq = 0
         self.shown: dict[tuple, dict] = {}  # group key -> the row the changelog last gave it
         self.pending: list[tuple] = []  # (ts, kind, payload) of the micro-batch
         self.lines = 0  # changelog lines emitted so far (the query's rows_out)
@@ -281,7 +284,7 @@ class Aggregator:
             return _number(e)
         if isinstance(e, Arithmetic):
             return _arith(e.op, self._eval(e.left, key, values), self._eval(e.right, key, values))
-        if isinstance(e, Test):
+        if isinstance(e, Comparison):
             return _compare(e.op, self._eval(e.left, key, values), self._eval(e.right, key, values))
         parts = [self._eval(p, key, values) for p in e.parts]  # Connective: Kleene logic
         if e.op == "and":
@@ -305,6 +308,11 @@ class Aggregator:
     def _fresh(self) -> list:
         return [_init(c.function.name) for c in self.plan.calls]
 
+    def _schedule(self, key: tuple, ts: int) -> None:
+        """Remember when the pane ``(key, ts)`` leaves the window (a heap: expiry costs what expires)."""
+        self._seq += 1
+        heapq.heappush(self._expiry, (self.plan.window.leaves_at(ts), self._seq, key, ts))
+
     def finish_batch(self, first_closed: int | None = None, closed_upto: int | None = None) -> list[dict]:
         """Apply the micro-batch's answers and partials in timestamp order; the changelog records, in order.
 
@@ -323,21 +331,18 @@ class Aggregator:
         if not plan.group_by and first_closed is not None and () not in self.panes:
             events.setdefault(first_closed, [])
             self.panes[()] = {}
-        if window is not None and closed_upto is not None:
-            for panes in self.panes.values():
-                for ts in panes:
-                    leaves = window.leaves_at(ts)
-                    if leaves <= closed_upto:
-                        events.setdefault(leaves, [])
+        if window is not None and closed_upto is not None:  # the panes leaving up to closed_upto, from the heap
+            for leaves, _, _, _ in self._expiry:
+                if leaves <= closed_upto:
+                    events.setdefault(leaves, [])
         out: list[dict] = []
         for at in sorted(events, key=lambda t: (t is not None, t or 0)):
             changed: dict[tuple, None] = {} if plan.group_by else {(): None}
             if window is not None and at is not None:  # the panes that left the window at ``at``, first
-                for key, panes in list(self.panes.items()):
-                    gone = [ts for ts in panes if window.leaves_at(ts) <= at]
-                    for ts in gone:
-                        del panes[ts]
-                    if gone:
+                while self._expiry and self._expiry[0][0] <= at:
+                    _, _, key, ts = heapq.heappop(self._expiry)
+                    panes = self.panes.get(key)
+                    if panes is not None and panes.pop(ts, None) is not None:
                         changed[key] = None
                         if not panes and plan.group_by:
                             del self.panes[key]
@@ -348,6 +353,8 @@ class Aggregator:
                 accs = panes.get(pane_key)
                 if accs is None:
                     accs = panes[pane_key] = self._fresh()
+                    if window is not None:
+                        self._schedule(key, pane_key)
                 self._apply(kind, payload, accs)
                 changed[key] = None
             for key in sorted(changed, key=repr):
@@ -383,6 +390,11 @@ class Aggregator:
 
     def restore(self, st: dict) -> None:
         self.panes = {tuple(k): {ts: list(a) for ts, a in p} for k, p in st["panes"]}
+        self._expiry, self._seq = [], 0
+        if self.plan.window is not None:
+            for key, panes in self.panes.items():
+                for ts in panes:
+                    self._schedule(key, ts)
         self.shown = {tuple(k): v for k, v in st["shown"]}
         self.lines = st["lines"]
         self.pending = []

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from obda.model.query import Aggregate, Aggregation, Arithmetic, Connective, Literal, Test, Var, Window
+from obda.model.query import Aggregate, Aggregation, Arithmetic, Connective, Literal, Comparison, Var, Window
 
 __all__ = ["aggregate_select"]
 
@@ -82,7 +82,7 @@ def _value(e, glob: bool) -> exp.Expression:
 
 
 def _condition(c, glob: bool) -> exp.Expression:
-    if isinstance(c, Test):
+    if isinstance(c, Comparison):
         return _COMPARE[c.op](this=_value(c.left, glob), expression=_value(c.right, glob))
     parts = [exp.Paren(this=_condition(p, glob)) for p in c.parts]
     out = parts[0]

@@ -114,7 +114,8 @@ FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">": "<", ">=": "<="}
 
 @dataclass(frozen=True, order=True)
 class Comparison:
-    """``left op right``; op in ``< <= = != > >=``."""
+    """``left op right``; op in ``< <= = != > >=``. In a CQ's filters the sides are terms; in an
+    aggregation's HAVING they are value expressions (an error is false)."""
 
     op: str
     left: Term
@@ -216,22 +217,6 @@ ValueExpression = Union[Var, Literal, Aggregate, Arithmetic]
 
 
 @dataclass(frozen=True)
-class Test:
-    """A HAVING comparison ``left op right`` of value expressions (an error is false)."""
-
-    op: str
-    left: ValueExpression
-    right: ValueExpression
-
-    def __post_init__(self) -> None:
-        if self.op not in COMPARISON_OPS:
-            raise ValueError(f"unknown comparison operator {self.op!r}")
-
-    def __str__(self) -> str:
-        return f"{self.left} {self.op} {self.right}"
-
-
-@dataclass(frozen=True)
 class Connective:
     """``&&`` (op ``and``) or ``||`` (op ``or``) of HAVING conditions (Kleene logic, an error is false at the top)."""
 
@@ -242,7 +227,7 @@ class Connective:
         return "(" + (" && " if self.op == "and" else " || ").join(map(str, self.parts)) + ")"
 
 
-Condition = Union[Test, Connective]
+Condition = Union[Comparison, Connective]  # a HAVING comparison's sides are value expressions
 
 
 @dataclass(frozen=True)
@@ -281,7 +266,7 @@ class Aggregation:
         def walk(e) -> None:
             if isinstance(e, Aggregate):
                 out[e] = None
-            elif isinstance(e, (Arithmetic, Test)):
+            elif isinstance(e, (Arithmetic, Comparison)):
                 walk(e.left)
                 walk(e.right)
             elif isinstance(e, Connective):

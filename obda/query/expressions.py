@@ -22,7 +22,7 @@ from typing import Callable
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
-from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Term, Test, Var
+from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Term, Var
 
 # rdflib's single-child wrappers of the expression grammar.
 _WRAPPERS = (
@@ -379,7 +379,7 @@ def condition(e, term: Callable[[Identifier], Term]):
             op = str(e["op"])
             if op in ("IN", "NOT IN"):
                 raise FilterProblem(op, f"{op} is not supported in HAVING; use comparisons with || and &&", Hint("words", op))
-            return Test(op, value_expression(e["expr"], term), value_expression(e["other"], term))
+            return Comparison(op, value_expression(e["expr"], term), value_expression(e["other"], term))
     problem = _unsupported(e)
     raise FilterProblem(problem.construct, problem.message.replace("FILTER", "HAVING"), problem.hint)
 

@@ -52,7 +52,6 @@ from obda.model.query import (
     Query,
     SelectItem,
     Term,
-    Test,
     Var,
     Window,
 )
@@ -876,7 +875,7 @@ class _Converter:
 def _ungrouped(e, group: list[Var]) -> list[Var]:
     if isinstance(e, Var):
         return [] if e in group else [e]
-    if isinstance(e, (Arithmetic, Test)):
+    if isinstance(e, (Arithmetic, Comparison)):
         return _ungrouped(e.left, group) + _ungrouped(e.right, group)
     if isinstance(e, Connective):
         return [v for p in e.parts for v in _ungrouped(p, group)]

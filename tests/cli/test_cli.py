@@ -202,3 +202,36 @@ def test_run_refuses_unbounded_without_opt_in(demo_copy, tmp_path):
     r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
                             "--allow-unbounded", "--output", str(tmp_path / "o.jsonl")])
     assert r.exit_code == 0, r.output
+
+
+def test_run_aggregate_writes_changelog_and_final_table(demo_copy, tmp_path):
+    """An aggregate query: the changelog replayed gives the --final table, in ORDER BY order."""
+    out, final = tmp_path / "changelog.jsonl", tmp_path / "answer.jsonl"
+    q = demo_copy / "queries" / "readings_per_sensor.rq"
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(out), "--final", str(final)])
+    assert r.exit_code == 0, r.output
+    assert "verdict: bounded" in r.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert lines and {x["op"] for x in lines} == {"upsert"}
+    replayed = {x["binding"]["sensor"]: x["binding"] for x in lines}
+    rows = [json.loads(line) for line in final.read_text().splitlines()]
+    assert sorted(rows, key=lambda b: b["sensor"]) == sorted(replayed.values(), key=lambda b: b["sensor"])
+    means = [b["mean"] for b in rows]
+    assert means == sorted(means, reverse=True)  # ORDER BY DESC(?mean)
+
+
+def test_run_final_needs_an_aggregate_and_until_exhausted(demo_copy, tmp_path):
+    agg = demo_copy / "queries" / "readings_per_sensor.rq"
+    r = runner.invoke(app, ["run", str(agg), "--project", str(demo_copy), "--final", str(tmp_path / "a.jsonl")])
+    assert r.exit_code == 2 and "--until-exhausted" in r.output
+    spj = demo_copy / "queries" / "hot_readings.rq"
+    r = runner.invoke(app, ["run", str(spj), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--final", str(tmp_path / "a.jsonl")])
+    assert r.exit_code == 2 and "aggregate" in r.output
+
+
+def test_analyze_window_query_says_its_memory():
+    r = runner.invoke(app, ["analyze", str(DEMO / "queries" / "mean_last_10_minutes.rq"), "--project", str(DEMO)])
+    assert r.exit_code == 0, r.output
+    assert "within the window" in r.stdout and "memory: window, per timestamp" in r.stdout

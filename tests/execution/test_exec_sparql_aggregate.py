@@ -120,3 +120,42 @@ def test_catalog_has_the_shapes_the_issue_lists():
     assert any("SUM(?v) / COUNT(?v)" in t for t in texts.values())
     assert sum("NOW()" in t for t in texts.values()) >= 3  # sliding windows
     assert len(BOUNDED) >= 15
+
+
+def _state(demo, tmp_path, name: str, timestamps: int, allow_unbounded: bool = False) -> tuple[int, int]:
+    """Run a catalog query over ``timestamps`` minutes of demo data at a fixed rate (3 rows per stream
+    and timestamp, values spread widely); its largest state (entries) and the aggregate's final size."""
+    from obda.datagen import generate_rows
+
+    entry = next(e for e in ENTRIES if e.name == name)
+    src = demo.sources
+    data = generate_rows(src, seed=1, timestamps=timestamps, rows_per_timestamp=(3, 3), value_range=(0, 10**6),
+                         sites=2, turbines_per_site=2, sensors_per_turbine=2)
+    rows = {t.name: [dict(zip([c.name for c in t.columns], r)) for r in data.rows(t.name)] for t in src.tables}
+    streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}
+    statics = {t.name: rows[t.name] for t in src.tables if not t.is_stream}
+    base = tmp_path / f"{name}-{timestamps}"
+    located = write_seed(base, src, streams, statics, 1)
+    q = ContinuousQuery(demo.compile(entry.query), located, None, base_dir=base, sink=JsonLinesSink(base / "o.jsonl"),
+                        backend="local", allow_unbounded=allow_unbounded, max_files_per_batch=2)
+    q.run_until_exhausted()
+    q.close()
+    return q.metrics.max_state_entries, q.aggregate.size
+
+
+def test_state_flat_for_bounded_and_window_queries_and_growing_for_an_unbounded_one(demo, tmp_path):
+    """Issue 15, item 3: from 1x to 10x input at a fixed rate, a bounded aggregate's state and a window's
+    state stay flat; the unbounded GROUP BY ?v (run with the opt-in) grows with the stream."""
+    sizes = {}
+    for name, unbounded in (("readings_per_sensor", False), ("mean_per_sensor_last_3_minutes", False),
+                            ("reading_values_last_minute", False), ("readings_per_value_unbounded", True)):
+        sizes[name] = [_state(demo, tmp_path, name, n, unbounded) for n in (20, 200)]
+        print(f"{name}: (peak state, final aggregate entries) at 1x, 10x = {sizes[name]}")  # -s
+    sensors = 8
+    for name in ("readings_per_sensor", "mean_per_sensor_last_3_minutes", "reading_values_last_minute"):
+        (peak1, end1), (peak10, end10) = sizes[name]
+        assert peak10 <= peak1 + 2 and end10 <= end1 + 2, (name, sizes[name])
+    assert sizes["readings_per_sensor"][1][1] == sensors  # one entry per group
+    assert sizes["mean_per_sensor_last_3_minutes"][1][1] <= sensors * 3  # panes: groups × timestamps in the window
+    (_, end1), (_, end10) = sizes["readings_per_value_unbounded"]
+    assert end10 >= 5 * end1, sizes["readings_per_value_unbounded"]
