@@ -250,8 +250,7 @@ class _Converter:
                                    self.ts.find_word("REDUCED", select_i or 0))
         aggregate = bool(q.groupby or q.having or any(
             item.evar is not None and aggregate_name(item["expr"]) for item in q.projection or []))
-        if not aggregate:
-            self._check_projection_syntax(q, select_i, where_open)
+        renames = {} if aggregate else self._renames(q, select_i, where_open)
         if q.datasetClause:
             i = self.ts.find_word("FROM", select_i or 0, where_open)
             named = i is not None and i + 1 < len(self.ts) and self.ts[i + 1].is_word("NAMED")
@@ -268,6 +267,7 @@ class _Converter:
         branches = self._group(q.where, None, where_open if where_open is not None else 0)
 
         self._check_modifiers(q, where_close, aggregate)
+        branches = self._rename(branches, renames)
 
         aggregation = None
         if aggregate:
@@ -318,25 +318,50 @@ class _Converter:
             q["where"] = traverse(q.where, visitPost=translatePath)
         return q
 
-    def _check_projection_syntax(self, q: CompValue, select_i: int | None, where_open: int | None) -> None:
-        """Reject ``(expr AS ?v)`` items (aggregates named by their function)."""
+    def _renames(self, q: CompValue, select_i: int | None, where_open: int | None) -> dict[str, tuple[str, int]]:
+        """``(?x AS ?y)`` items of a query without aggregates: ``x → (y, token)``; any other expression is refused."""
+        out: dict[str, tuple[str, int]] = {}
+        plain = {str(item["var"]) for item in q.projection or [] if item.evar is None}
         for item in q.projection or []:
             if item.evar is None:
                 continue
-            agg = aggregate_name(item["expr"])
-            if agg:
-                raise self.unsupported(
-                    agg,
-                    f"aggregate {agg} is not supported: a continuous query streams individual answers",
-                    self.ts.find_word(agg, select_i or 0, where_open),
-                )
-            i = self.ts.find_var(str(item["evar"]), select_i or 0, where_open)
+            new = str(item["evar"])
+            i = self.ts.find_var(new, select_i or 0, where_open)
             open_i = self._enclosing_paren(i, select_i or 0)
-            raise self.unsupported(
-                "SELECT expression",
-                f"SELECT (expression AS ?{item['evar']}) is not supported; project variables only",
-                open_i,
-            )
+            source = unwrap(item["expr"])
+            if not isinstance(source, Variable):
+                raise self.unsupported(
+                    "SELECT expression",
+                    f"SELECT (expression AS ?{new}) is not supported without aggregates; project variables, or "
+                    f"rename one: (?x AS ?{new})",
+                    open_i,
+                )
+            name = str(source)
+            if name in plain or name in out:
+                raise self.unsupported("SELECT expression", f"?{name} is selected twice (as itself or renamed); "
+                                       "select each variable once", open_i)
+            out[name] = (new, i)
+        return out
+
+    def _rename(self, branches: list[_Branch], renames: dict[str, tuple[str, int]]) -> list[_Branch]:
+        """Apply ``(?x AS ?y)``: ``?y`` is new to the pattern, so the solutions bind it where they bound ``?x``."""
+        if not renames:
+            return branches
+        bound = set().union(*(b.term_vars() for b in branches)) if branches else set()
+        mapping: dict[Var, Term] = {}
+        for name, (new, at) in renames.items():
+            if Var(name) in self.time_vars:
+                raise self.unsupported("projected time variable", f"time variable ?{name} (bound by GRAPH) cannot be "
+                                       "projected, renamed or not", at)
+            if Var(new) in bound or Var(new) in self.time_vars:
+                raise self.unsupported("SELECT expression", f"(?{name} AS ?{new}): ?{new} is already bound in the "
+                                       "pattern; name the column with a new variable", at)
+            mapping[Var(name)] = Var(new)
+        out = []
+        for b in branches:
+            cq = b.to_cq().substitute(mapping)
+            out.append(_Branch(cq.atoms, cq.filters))
+        return out
 
     def _enclosing_paren(self, i: int | None, start: int) -> int | None:
         """Index of the outermost '(' after ``start`` whose bracket pair contains token ``i``."""
@@ -465,7 +490,8 @@ class _Converter:
         bound_per_branch = [b.term_vars() for b in branches]
         all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
         if q.projection:
-            names = list(dict.fromkeys(str(item["var"]) for item in q.projection))
+            names = list(dict.fromkeys(str(item["evar"] if item.evar is not None else item["var"])
+                                       for item in q.projection))
             located = {n: self.ts.find_var(n, select_i or 0, where_open) for n in names}
         else:
             first = self.ts.first_var_positions(where_open or 0, where_close)
@@ -785,13 +811,14 @@ class _Converter:
             if w.variable != window.variable:
                 raise self.unsupported("NOW()", f"windows on two time variables ({window.variable}, {w.variable}) are "
                                        "not supported; a window is on the one time variable of an aggregate query", i)
-        if not aggregate:
-            raise self.unsupported("NOW()", "a window (NOW()) is for aggregate queries (\"the average over the last 10 "
-                                   "minutes\"); a query without aggregates emits each answer once, when it enters", at)
         if len(self.time_vars) > 1:
             names = ", ".join(sorted(map(str, self.time_vars)))
             raise self.unsupported("NOW()", f"a window over a query with several time variables ({names}) is not "
-                                   "supported yet: window an aggregate over one GRAPH ?t", at)
+                                   "supported yet (NOW() is then the latest of them: an interval join); window a query over one GRAPH ?t", at)
+        if not aggregate:
+            # A query without aggregates emits each answer once, at its own timestamp: ?t = NOW() is in the
+            # window when the answer enters, so the window removes nothing from the (append-only) output.
+            return None
         return window
 
     def _filter_end(self, start: int) -> int:

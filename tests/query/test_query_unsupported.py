@@ -40,7 +40,8 @@ CASES = [
     ("SUM of an expression", "SELECT ?x (¦SUM(?v * 2) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("GROUP BY time variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ?x ¦?t"),
     ("unselected grouping variable", "SELECT (COUNT(*) AS ?n) WHERE { ?x :v ?v } GROUP BY ¦?x"),
-    ("NOW()", "SELECT ?x ?v WHERE { GRAPH ?t { ?x :v ?v } FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration) }"),
+    ("NOW()", "SELECT ?x ?v WHERE { GRAPH ?t { ?x :v ?v } GRAPH ?u { ?x :w ?w } "
+              "FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration) }"),
     ("NOW()", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration "
               "|| ?v > 2) } GROUP BY ?x"),
     ("COUNT", "SELECT ?x WHERE { ?x :v ?v FILTER(¦COUNT(?v) > 1) }"),
@@ -55,7 +56,7 @@ CASES = [
     ("VALUES", "SELECT ?x WHERE { ?x a :C }\n¦VALUES ?x { :a }"),
     ("BIND", "SELECT ?x WHERE {\n  ?x :v ?v .\n  ¦BIND(?v AS ?w)\n}"),
     ("subquery", "SELECT ?x WHERE { ?x a :C {\n  ¦SELECT ?x WHERE { ?x a :D } } }"),
-    ("SELECT expression", "SELECT ?x ¦(?v AS ?w) WHERE { ?x :v ?v }"),
+    ("SELECT expression", "SELECT ?x ¦(?v * 2 AS ?w) WHERE { ?x :v ?v }"),
     ("REDUCED", "SELECT ¦REDUCED ?x WHERE { ?x a :C }"),
     ("FROM", "SELECT ?x ¦FROM <http://g/> WHERE { ?x a :C }"),
     ("FROM NAMED", "SELECT ?x ¦FROM NAMED <http://g/> WHERE { ?x a :C }"),

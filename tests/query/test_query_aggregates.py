@@ -1,0 +1,70 @@
+"""SPARQL aggregates, windows and renames in the typed query model (obda.model.query)."""
+
+from __future__ import annotations
+
+import pytest
+
+from obda.errors import UnsupportedConstructError
+from obda.model.query import Aggregate, Arithmetic, Comparison, Connective, Literal, SelectItem, Var, XSD
+from obda.query import parse_query
+
+HEAD = "PREFIX : <http://e/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+
+
+def test_aggregation_model_and_characteristic_projection():
+    q = parse_query(HEAD + "SELECT ?g (COUNT(DISTINCT ?x) AS ?n) (SUM(?x) / COUNT(*) AS ?m) WHERE { ?g :p ?x . ?g :q ?y }"
+                           " GROUP BY ?g HAVING (COUNT(*) > 2 || AVG(?y) < 1.5) ORDER BY DESC(?n) ?g")
+    a = q.aggregation
+    assert a.group_by == (Var("g"),)
+    assert a.items[0] == SelectItem("g", Var("g"))
+    assert a.items[1] == SelectItem("n", Aggregate("count_distinct", Var("x")))
+    assert a.items[2] == SelectItem("m", Arithmetic("/", Aggregate("sum", Var("x")), Aggregate("count")))
+    assert a.having == Connective("or", (Comparison(">", Aggregate("count"), Literal("2", XSD + "integer")),
+                                         Comparison("<", Aggregate("avg", Var("y")), Literal("1.5", XSD + "decimal"))))
+    assert a.order_by == (("n", True), ("g", False))
+    assert a.calls == (Aggregate("count_distinct", Var("x")), Aggregate("sum", Var("x")), Aggregate("count"),
+                       Aggregate("avg", Var("y")))
+    assert q.projection == (Var("g"), Var("x"), Var("y"))  # Q': the groups, then the aggregated variables
+    assert q.columns == ("g", "n", "m") and not q.distinct
+
+
+def test_global_aggregate_and_distinct_is_a_no_op():
+    q = parse_query(HEAD + "SELECT DISTINCT (COUNT(?x) AS ?n) WHERE { ?g :p ?x }")
+    assert q.aggregation.group_by == () and q.projection == (Var("x"),) and not q.distinct
+
+
+def test_window_width_and_inclusiveness():
+    q = parse_query(HEAD + "SELECT ?g (AVG(?x) AS ?a) WHERE { GRAPH ?t { ?g :p ?x } "
+                           "FILTER(?t >= NOW() - \"PT1H30M\"^^xsd:dayTimeDuration && ?x > 0) FILTER(?t <= NOW()) } GROUP BY ?g")
+    w = q.window
+    assert w.variable == Var("t") and w.width == 90 * 60 * 1_000_000 and w.inclusive
+    assert w.contains(100, 100 + w.width) and not w.contains(99, 100 + w.width) and w.leaves_at(0) == w.width + 1
+    assert [c for b in q.branches for c in b.filters] == [Comparison(">", Var("x"), Literal("0", XSD + "integer"))]
+
+
+def test_rename_of_a_variable_in_a_query_without_aggregates():
+    q = parse_query(HEAD + "SELECT ?g (?x AS ?y) WHERE { ?g :p ?x FILTER(?x > 1) }")
+    assert q.projection == (Var("g"), Var("y")) and q.aggregation is None
+    assert q.branches[0].filters == (Comparison(">", Var("y"), Literal("1", XSD + "integer")),)
+
+
+@pytest.mark.parametrize("text,construct", [
+    ("SELECT ?g (?x AS ?g) WHERE { ?g :p ?x }", "SELECT expression"),
+    ("SELECT ?x (?x AS ?y) WHERE { ?g :p ?x }", "SELECT expression"),
+    ("SELECT (?t AS ?y) WHERE { GRAPH ?t { ?g :p ?x } }", "projected time variable"),
+    ("SELECT (?x + 1 AS ?y) WHERE { ?g :p ?x }", "SELECT expression"),
+])
+def test_refused_renames(text, construct):
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(HEAD + text)
+    assert info.value.construct == construct and info.value.location.line == 3
+
+
+def test_window_on_a_query_without_aggregates_removes_nothing():
+    """An SPJ answer enters at its own timestamp ?t = NOW(), inside any window: each answer is emitted once, when
+    it enters, exactly as without the window (issue 15: "a window SPJ query emits each answer when it enters")."""
+    body = "SELECT ?g ?x WHERE { GRAPH ?t { ?g :p ?x } FILTER(?t > NOW() - \"PT10M\"^^xsd:dayTimeDuration && ?x > 1) }"
+    windowed = parse_query(HEAD + body)
+    plain = parse_query(HEAD + body.replace("?t > NOW() - \"PT10M\"^^xsd:dayTimeDuration && ", ""))
+    assert windowed.window is None and windowed.aggregation is None
+    assert windowed.branches == plain.branches and windowed.projection == plain.projection
