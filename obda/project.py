@@ -223,7 +223,11 @@ class Project:
                 timed = replace(query, projection=query.projection + (query.window.variable,), aggregation=None,
                                 window=None)
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology)[1]
-            sql = aggregate_select(query.aggregation, grouped, query.window)
+            sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by)
+        elif query.order_by:  # a query over static data only: its answer table, ordered
+            from obda.mapping.aggregate import ordered_table
+
+            sql = ordered_table(sql, query.order_by)
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),

@@ -192,7 +192,7 @@ def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: s
         calls = tuple(PlannedCall(c, FUNCTIONS[c.function], None if c.argument is None else where[c.argument])
                       for c in agg.calls)
         items = tuple(OutputItem(i.name, i.expression) for i in agg.items)
-        return AggregatePlan(items, calls, agg.group_by, source, report, agg.having, agg.order_by, sparql=True,
+        return AggregatePlan(items, calls, agg.group_by, source, report, agg.having, source.query.order_by, sparql=True,
                              window=source.query.window)
     node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if node.args.get("having") is not None:

@@ -373,9 +373,7 @@ class Aggregator:
     def answer(self) -> list[dict]:
         """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group)."""
         rows = [self.shown[k] for k in sorted(self.shown, key=repr)]
-        for name, desc in reversed(self.plan.order_by):
-            rows.sort(key=lambda r: _order_key(r[name]), reverse=desc)
-        return rows
+        return sorted_by(rows, self.plan.order_by, lambda r, name: r[name])
 
     @property
     def size(self) -> int:
@@ -398,6 +396,15 @@ class Aggregator:
         self.shown = {tuple(k): v for k, v in st["shown"]}
         self.lines = st["lines"]
         self.pending = []
+
+
+def sorted_by(rows, order_by: tuple[tuple[str, bool], ...], value) -> list:
+    """``rows`` in ORDER BY order (stable): ``order_by`` holds (column, descending) pairs, ``value(row, column)``
+    reads a row's value."""
+    rows = list(rows)
+    for name, desc in reversed(order_by):
+        rows.sort(key=lambda r: _order_key(value(r, name)), reverse=desc)
+    return rows
 
 
 def _order_key(v):

@@ -133,6 +133,8 @@ class ContinuousQuery:
             configure_session(spark)
         self._master = master
         self.aggregate = None  # obda.execution.aggregate.Aggregator of an aggregate query
+        # ORDER BY of a query over static data only (its answers are emitted once, as one table)
+        self.order_by = sql.query.order_by if isinstance(sql, Compilation) and sql.aggregation is None else ()
         plan = _aggregate_plan(sql, sources, dialect)
         if plan is not None:
             self.aggregate = self._start_aggregate(plan, allow_unbounded)
@@ -399,6 +401,11 @@ class ContinuousQuery:
     def _static_only(self) -> None:
         if not self.streams and not self.engine.static_done:
             answers = self.engine.static_only()
+            if self.order_by:
+                from obda.execution.aggregate import sorted_by
+
+                at = {c: i for i, c in enumerate(self.plan.columns)}
+                answers = sorted_by(answers, self.order_by, lambda a, name: a.values[at[name]])
             self.runtime.metrics.rows_out += sum(a.count for a in answers)
             self._emit(answers)
 

@@ -1,4 +1,5 @@
-"""The SQL of a SPARQL aggregate query: grouping and aggregates over the unfolded pattern.
+"""The SQL of a SPARQL answer table: an aggregate query's grouping and aggregates over the unfolded
+pattern, and the ORDER BY of a query over static data only (:func:`ordered_table`).
 
 The unfolded UNION [ALL] is the aggregation's *characteristic query* (a bag whose columns
 are the grouping variables, then the aggregated variables, named after them); the whole
@@ -24,7 +25,7 @@ from sqlglot import exp
 
 from obda.model.query import Aggregate, Aggregation, Arithmetic, Connective, Literal, Comparison, Var, Window
 
-__all__ = ["aggregate_select"]
+__all__ = ["aggregate_select", "ordered_table"]
 
 _FUNCTIONS = {"count": exp.Count, "sum": exp.Sum, "avg": exp.Avg, "min": exp.Min, "max": exp.Max,
               "sample": exp.Min}
@@ -33,7 +34,8 @@ _ARITH = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}
 ALIAS = "q"
 
 
-def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, window: Window | None = None) -> exp.Select:
+def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, window: Window | None = None,
+                     order_by: tuple[tuple[str, bool], ...] = ()) -> exp.Select:
     """``SELECT … FROM (characteristic) AS q [WHERE window] GROUP BY … [HAVING …] [ORDER BY …]``."""
     glob = not aggregation.group_by
     sel = exp.select(*(exp.alias_(_value(i.expression, glob), i.name) for i in aggregation.items))
@@ -48,9 +50,20 @@ def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, w
         sel = sel.group_by(*(_column(v.name) for v in aggregation.group_by))
     if aggregation.having is not None:
         sel = sel.having(_condition(aggregation.having, glob))
-    if aggregation.order_by:
-        sel = sel.order_by(*(exp.Ordered(this=exp.column(n), desc=d) for n, d in aggregation.order_by))
-    return sel
+    return ordered(sel, order_by)
+
+
+def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...]) -> exp.Select:
+    """The answer table of a query over static data only, ordered: ``SELECT * FROM (union) AS q ORDER BY …``."""
+    sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
+    return ordered(exp.select("*").from_(sub), order_by)
+
+
+def ordered(sel: exp.Select, order_by: tuple[tuple[str, bool], ...]) -> exp.Select:
+    """``sel ORDER BY …`` over its answer columns; SPARQL puts unbound values first, as ``NULLS FIRST`` does."""
+    if not order_by:
+        return sel
+    return sel.order_by(*(exp.Ordered(this=exp.column(n), desc=d, nulls_first=not d) for n, d in order_by))
 
 
 def _column(name: str) -> exp.Column:

@@ -245,14 +245,11 @@ class Aggregation:
     The query's WHERE clause is the :class:`Query` it belongs to, whose ``projection`` is
     then the *characteristic query* (Arasu §8.2): the grouping variables, then every
     aggregated variable, each once, as a bag. ``group_by`` is empty for one global group.
-    ``order_by``: (answer column, descending) pairs; they order the answer table (the
-    current answer, ``--final``), never the changelog, which is in application-time order.
     """
 
     group_by: tuple[Var, ...]
     items: tuple[SelectItem, ...]
     having: Condition | None = None
-    order_by: tuple[tuple[str, bool], ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -337,6 +334,10 @@ class Query:
     location: Location = field(default_factory=Location, compare=False)
     aggregation: Aggregation | None = None
     window: Window | None = None  # aggregate queries: FILTER(?t > NOW() - duration)
+    # ORDER BY: (answer column, descending) pairs. They order an answer *table*: an aggregate query's current
+    # answer (``--final``), never its changelog (application-time order); the answers of a query over static
+    # data only (no GRAPH), which are emitted once. A continuous query without aggregates has none.
+    order_by: tuple[tuple[str, bool], ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:

@@ -277,6 +277,7 @@ class _Converter:
             projection = self._answer_variables(names, located, branches)
         else:
             projection = self._projection(q, branches, select_i, where_open, where_close)
+        columns = aggregation.columns if aggregation is not None else tuple(v.name for v in projection)
         return Query(
             projection=projection,
             branches=tuple(b.to_cq() for b in branches),
@@ -286,6 +287,7 @@ class _Converter:
             location=self.loc(select_i),
             aggregation=aggregation,
             window=self._window(aggregate),
+            order_by=self._order_by(q, where_close, columns),
         )
 
     def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
@@ -373,12 +375,14 @@ class _Converter:
         return i if j is None else j
 
     def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:
-        """Solution modifiers after the WHERE clause: GROUP BY, HAVING and ORDER BY of an aggregate query only."""
-        if q.orderby and not aggregate:
+        """Solution modifiers after the WHERE clause: ORDER BY of an aggregate query or of a query over static
+        data only (a finite answer table); GROUP BY and HAVING of an aggregate query."""
+        if q.orderby and not aggregate and self.time_vars:
             raise self.unsupported(
                 "ORDER BY",
                 "ORDER BY is not supported for continuous queries without aggregates: answers are emitted "
-                "as a stream in application-time order; sort the results downstream",
+                "as a stream in application-time order; sort the results downstream (ORDER BY orders the "
+                "answer table of an aggregate query, or of a query over static data only)",
                 self.ts.find_words("ORDER BY", where_close),
             )
         if q.limitoffset:
@@ -392,6 +396,22 @@ class _Converter:
         if q.valuesClause:
             raise self.unsupported("VALUES", "VALUES is not supported; use FILTER with = and ||",
                                    self.ts.find_word("VALUES", where_close))
+
+    def _order_by(self, q: CompValue, where_close: int, columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+        """ORDER BY answer columns: (column, descending) pairs."""
+        if not q.orderby:
+            return ()
+        at = self.ts.find_words("ORDER BY", where_close)
+        order: list[tuple[str, bool]] = []
+        for c in q.orderby.condition:
+            desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
+            e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
+            if not isinstance(e, Variable) or str(e) not in columns:
+                raise self.unsupported("ORDER BY expression", "ORDER BY orders the answer table by its columns "
+                                       f"({', '.join('?' + n for n in columns)})",
+                                       self.ts.find_var(str(e), at) if isinstance(e, Variable) else at)
+            order.append((str(e), desc))
+        return tuple(order)
 
     def _aggregation(self, q: CompValue, branches: list[_Branch], select_i: int | None, where_open: int | None,
                      where_close: int) -> Aggregation:
@@ -449,19 +469,7 @@ class _Converter:
                 raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, at, end)) from None
             having = parts[0] if len(parts) == 1 else Connective("and", parts)
             self._check_grouped(having, group, at, end)
-        order: list[tuple[str, bool]] = []
-        if q.orderby:
-            at = self.ts.find_words("ORDER BY", where_close)
-            names = [i.name for i in items]
-            for c in q.orderby.condition:
-                desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
-                e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
-                if not isinstance(e, Variable) or str(e) not in names:
-                    raise self.unsupported("ORDER BY expression", "ORDER BY of an aggregate query orders by answer "
-                                           f"columns ({', '.join('?' + n for n in names)})",
-                                           self.ts.find_var(str(e), at) if isinstance(e, Variable) else at)
-                order.append((str(e), desc))
-        aggregation = Aggregation(tuple(group), tuple(items), having, tuple(order))
+        aggregation = Aggregation(tuple(group), tuple(items), having)
         for c in aggregation.calls:
             if c.argument is None:
                 continue

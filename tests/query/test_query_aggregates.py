@@ -21,7 +21,7 @@ def test_aggregation_model_and_characteristic_projection():
     assert a.items[2] == SelectItem("m", Arithmetic("/", Aggregate("sum", Var("x")), Aggregate("count")))
     assert a.having == Connective("or", (Comparison(">", Aggregate("count"), Literal("2", XSD + "integer")),
                                          Comparison("<", Aggregate("avg", Var("y")), Literal("1.5", XSD + "decimal"))))
-    assert a.order_by == (("n", True), ("g", False))
+    assert q.order_by == (("n", True), ("g", False))
     assert a.calls == (Aggregate("count_distinct", Var("x")), Aggregate("sum", Var("x")), Aggregate("count"),
                        Aggregate("avg", Var("y")))
     assert q.projection == (Var("g"), Var("x"), Var("y"))  # Q': the groups, then the aggregated variables

@@ -45,7 +45,7 @@ CASES = [
     ("NOW()", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration "
               "|| ?v > 2) } GROUP BY ?x"),
     ("COUNT", "SELECT ?x WHERE { ?x :v ?v FILTER(¦COUNT(?v) > 1) }"),
-    ("ORDER BY", "SELECT ?x WHERE { ?x a :C }\n¦ORDER BY ?x"),
+    ("ORDER BY", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n¦ORDER BY ?x"),
     ("LIMIT", "SELECT ?x WHERE { ?x a :C }\n  ¦LIMIT 10"),
     ("OFFSET", "SELECT ?x WHERE { ?x a :C } ¦OFFSET 10"),
     ("ASK", "¦ASK { ?x a :C }"),
@@ -121,11 +121,11 @@ def test_unsupported_construct_named_and_located(construct, text):
 
 def test_order_by_message_explains_continuous_queries():
     with pytest.raises(UnsupportedConstructError, match="continuous"):
-        parse_query(HEAD + "SELECT ?x WHERE { ?x a :C } ORDER BY ?x")
+        parse_query(HEAD + "SELECT ?x WHERE { GRAPH ?t { ?x a :C } } ORDER BY ?x")
 
 
 def test_first_unsupported_construct_in_text_is_reported():
-    text, line, col = marked(HEAD + "SELECT ?x WHERE { ¦OPTIONAL { ?x a :C } OPTIONAL { ?x a :D } } ORDER BY ?x")
+    text, line, col = marked(HEAD + "SELECT ?x WHERE { ¦OPTIONAL { ?x a :C } OPTIONAL { ?x a :D } } ORDER BY ?y")
     with pytest.raises(UnsupportedConstructError) as info:
         parse_query(text)
     assert (info.value.construct, info.value.location.line, info.value.location.column) == ("OPTIONAL", line, col)
