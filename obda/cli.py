@@ -172,6 +172,7 @@ def analyze(
       obda analyze demo/queries/hot_readings.rq --project demo
       obda analyze --sql "SELECT m.sensor_id FROM measurement m, maintenance e WHERE e.ts < m.ts" --sources demo/sources.yaml --format json
       obda analyze --sql "SELECT m.sensor_id, MAX(m.value) FROM measurement m WHERE 0 < m.sensor_id AND m.sensor_id < 50 GROUP BY m.sensor_id" --sources demo/sources.yaml
+      obda analyze --sql "SELECT m.value FROM maintenance e, measurement m WHERE e.ts < m.ts AND m.ts <= e.ts + INTERVAL '5' MINUTE" --sources demo/sources.yaml
     """
     from obda.analysis import analyze_query
     from obda.model.sources import load_sources

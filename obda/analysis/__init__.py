@@ -26,6 +26,7 @@ from obda.analysis.normal_form import SpjMember, _Ctx, extract, extract_select, 
 from obda.analysis.plan import SynopsisPlan, build_plan
 from obda.analysis.preprocess import ModifiedQuery, preprocess
 from obda.analysis.report import AnalysisReport, MemberReport, PartReport, ViolationReport, combine
+from obda.analysis.windows import describe_micros, member_bounds
 from obda.errors import AnalysisError, ExecutionError
 from obda.model.compilation import Compilation
 from obda.model.sources import Sources
@@ -190,12 +191,53 @@ def _member(m: SpjMember, checker: str) -> MemberReport:
                 note = f"{s.name} is a finite stream: {s.reason}"
                 if note not in notes:
                     notes.append(note)
-    return MemberReport(
+    report = MemberReport(
         index=m.index, disjunct=m.disjunct, sql=m.sql, condition=m.condition_text(), projection=m.projection_kind,
         verdict=verdict, criterion=decisive.criterion, violations=violations, streams=decisive.streams, plan=plan,
         origin=m.origin.to_dict() if m.origin else {}, parts=parts, witness=wit, hints=tuple(hints),
         notes=tuple(notes), checker=checker,
     )
+    return _interval_window(m, report) if m.differences else report
+
+
+def _interval_window(m: SpjMember, report: MemberReport) -> MemberReport:
+    """The verdict of a member with interval-join constraints (docs/analysis.md, "Interval joins").
+
+    The order criteria above judged the member with the order its constraints imply; the difference
+    constraints decide: when they bound every pair of stream timestamps, the member keeps the rows of a
+    window (bounded, memory proportional to the rows in it); otherwise the past timestamps it must keep
+    grow with the stream."""
+    b = member_bounds(m)
+    relaxed = f"{report.verdict} [{report.criterion}]"
+    if b.contradiction:
+        return replace(report, verdict=BOUNDED, criterion="unsatisfiable", violations=(), plan={},
+                       notes=report.notes + ("the interval constraints contradict each other: no answer",))
+    if b.windowed:
+        width = describe_micros(b.width)
+        plan = {a: p for a, p in report.plan.items() if a not in b.names}  # static relations: as planned
+        for a in b.names:
+            lag = b.lag(a)
+            plan[a] = ({"strategy": "window", "keeps": [f"rows of the last {describe_micros(lag)}"],
+                        "bound": f"the rows of {a} (with their timestamp) of the last {describe_micros(lag)}"}
+                       if lag > 0 else
+                       {"strategy": "pass_through", "keeps": [], "bound": "0 entries (its rows join earlier ones "
+                        "when they arrive and are never stored)"})
+        note = (f"interval join: the timestamps of one answer lie within {width} of each other; a row is dropped "
+                f"once no later row can join it (without the durations, the order alone gives: {relaxed})")
+        return replace(report, verdict=BOUNDED, criterion="interval_window", violations=(), plan=plan,
+                       hints=(), witness="", notes=report.notes + (note,),
+                       memory=f"window, per solution: the rows of the last {width} and their partial joins — "
+                              "independent of the streams' length, proportional to their rate")
+    x, y = b.unbounded_pair()
+    tx, ty = m.relation(x).timestamp, m.relation(y).timestamp
+    hint = (f"bound {tx} from above relative to {ty} (in SPARQL, on their time variables: "
+            f"FILTER(?t2 <= ?t1 + \"PT10M\"^^xsd:dayTimeDuration)): a window needs a bound both ways between "
+            "every two timestamps")
+    note = (f"interval join without a window: {tx} can be arbitrarily later than {ty}, so the timestamps the "
+            f"interval constraints compare are kept forever (without the durations, the order alone gives: {relaxed})")
+    # neither the order criteria's proof of growth nor their bound carries over to the constrained member
+    return replace(report, verdict=NOT_SHOWN, violations=(), witness="", plan={}, hints=(hint,),
+                   notes=report.notes + (note,))
 
 
 def _beyond_paper(mq: ModifiedQuery, p: PartReport) -> bool:

@@ -34,6 +34,7 @@ from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
 from obda.analysis.normal_form import SpjMember, _Ctx, from_sql, parse_sql
 from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import preprocess
+from obda.analysis.windows import describe_micros, member_bounds
 from obda.model.query import Aggregate, ValueExpression, Var
 from obda.model.sources import Sources
 
@@ -338,6 +339,12 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     char_text = f"{proj}[{', '.join(map(str, comp.query.projection))}] of the WHERE clause ({len(members)} member(s))"
     reduced_text = f"{proj}[{', '.join(map(str, agg.group_by))}] of the WHERE clause"
     report = _judge(members, [str(g) for g in agg.group_by], specs, reduced_verdict, char_text, reduced_text)
+    widths = [member_bounds(m) for m in members if m.differences]
+    if report.verdict == BOUNDED and widths and all(b.windowed for b in widths):
+        width = describe_micros(max(b.width for b in widths))
+        report = replace(report, memory="window, per solution: one entry per group (a count per value for "
+                                        "COUNT(DISTINCT)), and the interval join's rows of the last "
+                                        f"{width} (the characteristic query's state)")
     window = comp.query.window
     if window is None:
         return report

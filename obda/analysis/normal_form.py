@@ -26,6 +26,7 @@ from sqlglot.errors import ParseError, TokenError
 
 from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import BOOLEAN, NUMERIC, STRING, TIMESTAMP, Attr, Const, Element, Predicate
+from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import AnalysisError, Location
 from obda.model.compilation import MemberOrigin
 from obda.model.sources import ColumnType, Sources, Table
@@ -60,6 +61,28 @@ class Projected:
 
 
 @dataclass(frozen=True)
+class Difference:
+    """A difference constraint between two stream timestamps: ``left op right + micros`` (an interval join,
+    ``m2.ts <= m1.ts + INTERVAL '300' SECOND``). Not an LTO atom: the order it implies is added to the
+    member's predicates, and :mod:`obda.analysis.windows` decides whether the constraints bound every pair
+    of timestamps (a window)."""
+
+    left: Attr
+    op: str  # < <= = >= >
+    right: Attr
+    micros: int
+    location: Location | None = field(default=None, compare=False)
+
+    def implied_order(self) -> str | None:
+        """The order between ``left`` and ``right`` this constraint implies (``<``, ``<=``, ``>``, ``>=``), if any."""
+        return implied_order(self.op, self.micros)
+
+    def __str__(self) -> str:
+        sign = "+" if self.micros >= 0 else "-"
+        return f"{self.left} {self.op} {self.right} {sign} {abs(self.micros) / 1e6:g}s"
+
+
+@dataclass(frozen=True)
 class SpjMember:
     """One SPJ member in normal form: ``Π_{L ∪ C} σ_P(R_1 × … × S_n)`` (one disjunct of a SELECT)."""
 
@@ -74,6 +97,7 @@ class SpjMember:
     disjunct: tuple[int, int] = (0, 1)  # (i, n): i-th of n disjuncts of the WHERE clause
     contradiction: str | None = None  # why the selection is trivially false
     notes: tuple[str, ...] = field(default=())
+    differences: tuple[Difference, ...] = ()  # interval-join constraints between stream timestamps
 
     @property
     def projection_kind(self) -> str:
@@ -638,7 +662,15 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
     distinct = distinct or bool(sel.args.get("distinct"))
     where = sel.args.get("where")
     parts = list(conds) + ([where.this] if where is not None else [])
-    f = ("and", [s.formula(c) for c in parts]) if parts else True
+    parts, differences = _take_differences(parts, s)
+    if differences and distinct:
+        raise ctx.error("SELECT DISTINCT with an interval join (a timestamp compared with another one moved by a "
+                        "duration) is outside the analysable class; use a bag (SELECT) or an aggregate",
+                        differences[0][1])
+    implied = [Predicate.make(d.left, d.implied_order(), d.right, d.location) for d, _ in differences
+               if d.implied_order() is not None]
+    parts_f = [s.formula(c) for c in parts] + implied
+    f = ("and", parts_f) if parts_f else True
     proj = s.projection()
     sql = sel.sql()
     ds = _disjuncts(f, s, distinct, where.this if where is not None else sel)
@@ -654,8 +686,51 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
         members.append(SpjMember(
             index=index, sql=sql, distinct=distinct, relations=tuple(s.relations), types=dict(s.types),
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
+            differences=tuple(d for d, _ in differences),
         ))
     return members
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _take_differences(parts: list[exp.Expression], s: "_Select"):
+    """Split the top-level conjuncts into ordinary conditions and interval-join constraints
+    ``ts1 op ts2 ± INTERVAL …`` between two stream timestamps (:class:`Difference`, with their node)."""
+    rest: list[exp.Expression] = []
+    found: list[tuple[Difference, exp.Expression]] = []
+    for part in parts:
+        for c in _conjuncts(part):
+            d = _difference(c, s)
+            if d is None:
+                rest.append(c)
+            else:
+                found.append((d, c))
+    return rest, found
+
+
+def _difference(c: exp.Expression, s: "_Select") -> Difference | None:
+    try:
+        found = interval_comparison(c)
+    except ValueError as e:
+        raise s.ctx.error(f"{_snippet(c)}: {e}", c) from None
+    if found is None:
+        return None
+    other, op, col, micros = found
+    a, b = s.column(other), s.column(col)
+    for attr in (a, b):
+        rel = next(r for r in s.relations if r.alias == attr.alias)
+        if not (rel.is_stream and rel.timestamp == attr):
+            raise s.ctx.error(f"{attr} is moved by a duration or compared with a moved timestamp in "
+                              f"{_snippet(c)}; only the timestamps of two streams can form an interval join", c)
+    if a.alias == b.alias:
+        raise s.ctx.error(f"{_snippet(c)} compares a timestamp with itself moved by a duration", c)
+    return Difference(a, op, b, micros, s.ctx.loc(c))
 
 
 def extract(node: exp.Expression, sources: Sources, text: str | None = None, file: str | None = None,

@@ -90,9 +90,11 @@ class MemberReport:
     hints: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     checker: str = "polynomial"
+    memory: str = ""  # what a bounded member's state is proportional to, when it is not a constant (a window)
 
     def to_dict(self) -> dict:
         return {
+            **({"memory": self.memory} if self.memory else {}),
             "index": self.index, "disjunct": {"index": self.disjunct[0], "of": self.disjunct[1]},
             "sql": self.sql, "condition": self.condition, "projection": self.projection, "verdict": self.verdict,
             "criterion": self.criterion, "violations": [v.to_dict() for v in self.violations],
@@ -156,6 +158,8 @@ class AnalysisReport:
                     lines.append(f"      witness: {v.witness}")
                 if v.hint:
                     lines.append(f"      hint: {v.hint}")
+            if m.memory:
+                lines.append(f"  memory: {m.memory}")
             if m.verdict == BOUNDED and m.plan:
                 lines.append("  synopsis plan:")
                 for name, p in m.plan.items():

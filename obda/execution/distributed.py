@@ -99,6 +99,8 @@ def _pred(p: CrossPred, nm: _Names):
     from pyspark.sql import functions as F
 
     left, right = F.col(nm(p.left)), F.col(nm(p.right))
+    if p.offset:  # an interval join: timestamps are long microseconds here (spark_io._projection)
+        right = right + F.lit(p.offset).cast("long")
     return {
         "=": left == right,
         "!=": left != right,
@@ -156,7 +158,7 @@ class _Joiner:
                 if eq_only and eq_extra:
                     return True
                 return any(
-                    (not eq_only or p.op == "=")
+                    (not eq_only or (p.op == "=" and not p.offset))
                     and ((p.left in self.attrs and p.right in rel.attrs) or (p.right in self.attrs and p.left in rel.attrs))
                     for p in self.pending
                 )

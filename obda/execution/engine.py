@@ -121,12 +121,12 @@ _OPS = {
 }
 
 
-def _test(op: str, a, b) -> bool:
-    """SQL comparison: NULL compares false; incomparable types compare false."""
+def _test(op: str, a, b, offset: int = 0) -> bool:
+    """SQL comparison ``a op b + offset``: NULL compares false; incomparable types compare false."""
     if a is None or b is None:
         return False
     try:
-        return _OPS[op](a, b)
+        return _OPS[op](a, b + offset if offset else b)
     except TypeError:
         return False
 
@@ -141,11 +141,11 @@ def tuple_getter(positions: tuple[int, ...]) -> Callable[[tuple], tuple]:
     return itemgetter(*positions)
 
 
-Check = tuple[str, int, int]  # (op, left position, right position)
+Check = tuple[str, int, int, int]  # (op, left position, right position, offset): left op right + offset
 
 
 def _holds(checks: tuple[Check, ...], left: tuple, right: tuple) -> bool:
-    return all(_test(op, left[i], right[j]) for op, i, j in checks)
+    return all(_test(op, left[i], right[j], off) for op, i, j, off in checks)
 
 
 @dataclass(frozen=True)
@@ -189,7 +189,7 @@ def _compile(schemas: tuple[tuple[Attr, ...], ...], preds: tuple[CrossPred, ...]
         here = [p for p in pending if p.left in pos and p.right in pos]
         for p in here:
             pending.remove(p)
-        return tuple((p.op, pos[p.left], pos[p.right]) for p in here)
+        return tuple((p.op, pos[p.left], pos[p.right], p.offset) for p in here)
 
     schema = list(schemas[0])
     first_local = take_local(schema)
@@ -215,17 +215,17 @@ def _compile(schemas: tuple[tuple[Attr, ...], ...], preds: tuple[CrossPred, ...]
         eq_l, eq_r, other = [], [], []
         for p in list(pending):
             if p.left in lpos and p.right in rpos:
-                l, r, op = p.left, p.right, p.op
-            elif p.right in lpos and p.left in rpos:
-                l, r, op = p.right, p.left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(p.op, p.op)
+                l, r, op, off = p.left, p.right, p.op, p.offset
+            elif p.right in lpos and p.left in rpos:  # r op l + off  ⟺  l flip(op) r - off
+                l, r, op, off = p.right, p.left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(p.op, p.op), -p.offset
             else:
                 continue
             pending.remove(p)
-            if op == "=":
+            if op == "=" and not off:
                 eq_l.append(lpos[l])
                 eq_r.append(rpos[r])
             else:
-                other.append((op, lpos[l], rpos[r]))
+                other.append((op, lpos[l], rpos[r], off))
         new_schema = schema + list(rschema)
         needed = set(out) | {a for p in pending for a in p.attrs}
         keep = tuple(i for i, a in enumerate(new_schema) if a in needed)
@@ -323,6 +323,17 @@ def merge_into(target: Rel, delta: Counted, setsem: bool, compress: tuple[int, s
             rest_index[rest] = k
 
 
+def expire(rel: Rel, expiry: tuple[tuple[int, int], ...], closed_upto: int) -> int:
+    """Drop the entries of an interval join's synopsis that no later row can join (``Node.expiry``: an entry
+    whose timestamp at a key position plus its lag is at most ``closed_upto`` is dead). Returns how many."""
+    if not expiry or not rel.data:
+        return 0
+    dead = [k for k in rel.data if any(k[i] is not None and k[i] + lag <= closed_upto for i, lag in expiry)]
+    for k in dead:
+        rel.remove(k)
+    return len(dead)
+
+
 def compress_counted(delta: Counted, compress: tuple[int, str] | None) -> Counted:
     if compress is None or not delta:
         return delta
@@ -409,6 +420,7 @@ class MemberEngine:
                 continue
             if self._keeps_past(n.id, ts):
                 merge_into(self.past[n.id], cur[n.id], self.setsem, n.compress if self.setsem else None)
+                expire(self.past[n.id], n.expiry, ts)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, ts):
@@ -433,6 +445,7 @@ class MemberEngine:
                 continue
             if self._keeps_past(n.id, closed_upto):
                 merge_into(self.past[n.id], deltas.get(n.id, {}), self.setsem, n.compress if self.setsem else None)
+                expire(self.past[n.id], n.expiry, closed_upto)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, closed_upto):

@@ -223,6 +223,35 @@ class Cmp(Expr):
         return _CMP_CLASSES[self.op](this=self.left.to_sqlglot(amap), expression=self.right.to_sqlglot(amap))
 
 
+class Shift(Expr):
+    """``arg + INTERVAL 'n' unit`` (``-`` for a negative shift): a timestamp moved by a constant duration
+    (one side of an interval join). ``micros`` is the shift in microseconds."""
+
+    __slots__ = ("arg", "micros")
+
+    def __init__(self, arg: Expr, micros: int):
+        super().__init__()
+        self.arg = arg
+        self.micros = micros
+
+    def _parts(self) -> tuple[type, str, str]:
+        seconds, rest = divmod(abs(self.micros), 1_000_000)
+        amount, unit = (str(seconds), "SECOND") if not rest else (str(abs(self.micros)), "MICROSECOND")
+        return (exp.Add if self.micros >= 0 else exp.Sub), amount, unit
+
+    def _template(self) -> Template:
+        op, amount, unit = self._parts()
+        return _join(self.arg.template, (f" {'+' if op is exp.Add else '-'} INTERVAL '{amount}' {unit}",))
+
+    def _rename(self, ren):
+        return Shift(self.arg.rename(ren), self.micros)
+
+    def to_sqlglot(self, amap=None):
+        op, amount, unit = self._parts()
+        return op(this=self.arg.to_sqlglot(amap), expression=exp.Interval(this=exp.Literal.string(amount),
+                                                                           unit=exp.var(unit)))
+
+
 class Cast(Expr):
     """``CAST(x AS VARCHAR)`` (the text of a column in an IRI or string comparison)."""
 

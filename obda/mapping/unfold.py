@@ -52,7 +52,7 @@ from sqlglot import exp
 
 from obda.errors import BudgetError, MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion, AssertionIndex
-from obda.mapping._unfold_ir import Col, Expr, NotNull, Raw, Seq
+from obda.mapping._unfold_ir import Cmp, Col, Expr, NotNull, Raw, Seq, Shift
 from obda.mapping._unfold_optimize import (
     canonical_key,
     eliminate_self_joins,
@@ -94,7 +94,7 @@ from obda.mapping._unfold_terms import (
 from obda.model.compilation import AtomSource, MemberOrigin, SqlMember
 from obda.model.mapping import Mapping, TermMap, TermMapKind, TermType, TriplesMap
 from obda.model.ontology import Ontology
-from obda.model.query import CQ, IRI, XSD, Atom, ClassAtom, Comparison, Literal, Query, Term, Var
+from obda.model.query import CQ, IRI, XSD, Atom, ClassAtom, Comparison, Literal, Query, Shifted, Term, Var
 from obda.model.sources import ColumnType, Sources
 from obda.rewrite import AtomAlternative, expand_atom
 
@@ -339,6 +339,15 @@ def _view_atom(m: _Member, atom: Atom, use: ViewUse) -> None:
 
 
 def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
+    if isinstance(f.left, Shifted) or isinstance(f.right, Shifted):  # an interval join: timestamp columns
+        def ts(t) -> Expr:
+            tv = m.bound[t.var if isinstance(t, Shifted) else t]
+            col = tv.parts[0].val.expr  # a time variable is bound to its atom's timestamp column
+            return Shift(col, t.micros) if isinstance(t, Shifted) else col
+
+        m.conds.append(Cmp(f.op, ts(f.left), ts(f.right)))
+        return
+
     def side(t: Term) -> TermValue:
         if isinstance(t, Var):
             if t not in m.bound:
@@ -634,7 +643,7 @@ def _join_vars(cq: CQ) -> frozenset[Var]:
             count[v] += 1
     out = {v for v, c in count.items() if c > 1}
     for f in cq.filters:
-        out.update(t for t in (f.left, f.right) if isinstance(t, Var))
+        out.update(f.variables)
     return frozenset(out)
 
 

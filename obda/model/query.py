@@ -64,6 +64,24 @@ Term = Union[Var, IRI, Literal]
 
 
 @dataclass(frozen=True, order=True)
+class Shifted:
+    """``?t + duration``: a time variable moved by a constant (``micros``, negative for ``- duration``).
+
+    Only a side of a comparison between two time variables: ``?t2 <= ?t1 + "PT5M"^^xsd:dayTimeDuration``
+    (an *interval join*, a difference constraint ``?t2 - ?t1 <= 5 min``).
+    """
+
+    var: Var
+    micros: int
+
+    def __str__(self) -> str:
+        sign = "+" if self.micros >= 0 else "-"
+        seconds = f"{abs(self.micros) / 1_000_000:f}".rstrip("0").rstrip(".")
+        return f'{self.var} {sign} "PT{seconds}S"'
+
+
+
+@dataclass(frozen=True, order=True)
 class ClassAtom:
     """``cls(term)``, at application time ``time`` (None: static)."""
 
@@ -125,6 +143,12 @@ class Comparison:
         if self.op not in COMPARISON_OPS:
             raise ValueError(f"unknown comparison operator {self.op!r}")
 
+    @property
+    def variables(self) -> frozenset[Var]:
+        """The variables of a filter comparison's sides (the time variable of a :class:`Shifted` side too)."""
+        return frozenset(t.var if isinstance(t, Shifted) else t for t in (self.left, self.right)
+                         if isinstance(t, (Var, Shifted)))
+
     def flipped(self) -> "Comparison":
         return Comparison(FLIP[self.op], self.right, self.left)
 
@@ -147,7 +171,7 @@ class CQ:
             if a.time is not None:
                 out.add(a.time)
         for c in self.filters:
-            out.update(t for t in (c.left, c.right) if isinstance(t, Var))
+            out.update(c.variables)
         return frozenset(out)
 
     @property
@@ -156,6 +180,8 @@ class CQ:
 
     def substitute(self, mapping: dict[Var, Term]) -> "CQ":
         def s(t):
+            if isinstance(t, Shifted):
+                return Shifted(mapping.get(t.var, t.var), t.micros)
             return mapping.get(t, t) if isinstance(t, Var) else t
 
         atoms = []

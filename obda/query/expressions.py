@@ -22,7 +22,7 @@ from typing import Callable
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
-from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Term, Var
+from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Shifted, Term, Var
 
 # rdflib's single-child wrappers of the expression grammar.
 _WRAPPERS = (
@@ -189,7 +189,7 @@ def to_exclusive_dnf(
             return out
         if name == "RelationalExpression":
             c = _comparison(e, term)
-            if bound is not None and not {t for t in (c.left, c.right) if isinstance(t, Var)} <= bound:
+            if bound is not None and not c.variables <= bound:
                 return [] if positive else [()]  # an error: false, and its negation in our construction true
             return [(c if positive else Comparison(NEGATE[c.op], c.left, c.right),)]
     raise _unsupported(e)
@@ -209,10 +209,27 @@ def _comparison(e: CompValue, term: Callable[[Identifier], Term]) -> Comparison:
     if op in ("IN", "NOT IN"):
         raise FilterProblem(op, f"{op} is not supported in FILTER; use comparisons combined with || and &&", Hint("words", op))
     left, right = unwrap(e["expr"]), unwrap(e["other"])
+    sides = []
     for side in (left, right):
+        shifted = _shifted(side, term)
+        if shifted is not None:
+            sides.append(shifted)
+            continue
         if not isinstance(side, (Variable, URIRef, RDFLiteral)):
             raise _unsupported(side, operand=True)
-    return Comparison(op, term(left), term(right))
+        sides.append(term(side))
+    return Comparison(op, sides[0], sides[1])
+
+
+def _shifted(e, term: Callable[[Identifier], Term]) -> Shifted | None:
+    """``?t + duration`` / ``?t - duration`` (an interval join's side) as a :class:`Shifted`, else None."""
+    if not (isinstance(e, CompValue) and e.name == "AdditiveExpression" and len(e["op"]) == 1):
+        return None
+    base, other = unwrap(e["expr"]), unwrap(e["other"][0])
+    if not (isinstance(base, Variable) and isinstance(other, RDFLiteral) and str(other.datatype) in DURATION_TYPES):
+        return None
+    d = duration_micros(other)
+    return Shifted(term(base), d if str(e["op"][0]) == "+" else -d)
 
 
 def _unsupported(e, operand: bool = False) -> FilterProblem:
@@ -265,11 +282,24 @@ def time_comparison_problem(c: Comparison, time_vars: frozenset[Var]) -> FilterP
     """Why comparison ``c`` breaks the application-time rules, or None.
 
     A time variable may be compared only with another time variable or an
-    ``xsd:dateTime`` / ``xsd:date`` constant.
+    ``xsd:dateTime`` / ``xsd:date`` constant; ``?t ± duration`` only with another time variable.
     """
     for mine, other in ((c.left, c.right), (c.right, c.left)):
-        if not (isinstance(mine, Var) and mine in time_vars):
+        if isinstance(mine, Shifted):
+            if mine.var not in time_vars:
+                return FilterProblem("duration arithmetic", f"{mine.var} ± a duration: only a time variable (bound by "
+                                     "GRAPH ?t) can be moved by a duration", Hint("var", mine.var.name))
+            if not (isinstance(other, Var) and other in time_vars):
+                return FilterProblem("interval join", f"{mine.var} ± a duration is compared with {other}: compare it "
+                                     "with another time variable (?t2 <= ?t1 + \"PT5M\"^^xsd:dayTimeDuration)",
+                                     Hint("var", mine.var.name))
+            if other == mine.var:
+                return FilterProblem("interval join", f"{other} is compared with itself moved by a duration: the "
+                                     "condition is constant; compare two different time variables",
+                                     Hint("var", other.name))
             continue
+        if not (isinstance(mine, Var) and mine in time_vars) or isinstance(other, Shifted):
+            continue  # a shifted side is checked from its own side
         if isinstance(other, Var):
             if other in time_vars:
                 continue

@@ -51,6 +51,7 @@ from obda.model.query import (
     PropertyAtom,
     Query,
     SelectItem,
+    Shifted,
     Term,
     Var,
     Window,
@@ -778,6 +779,10 @@ class _Converter:
                     problem = time_comparison_problem(c, self.time_vars)
                     if problem:
                         raise problem
+                    if self.distinct and isinstance(c.right if isinstance(c.right, Shifted) else c.left, Shifted):
+                        raise FilterProblem("interval join", "SELECT DISTINCT with an interval join (a time variable "
+                                            "moved by a duration) is not supported yet; use SELECT (each answer once "
+                                            "per solution) or an aggregate", Hint("word", "FILTER"))
         except FilterProblem as p:
             raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
         return _PendingFilter(expr, start, end, dnf)
@@ -918,7 +923,7 @@ def _ungrouped(e, group: list[Var]) -> list[Var]:
 
 
 def _vars_of(conj: tuple[Comparison, ...]) -> set[Var]:
-    return {t for c in conj for t in (c.left, c.right) if isinstance(t, Var)}
+    return {v for c in conj for v in c.variables}
 
 
 def _graph_variables(where) -> list[Variable]:

@@ -21,7 +21,7 @@ This is sufficient (sound) for containment; pruning only needs soundness.
 from __future__ import annotations
 
 from obda.model.ontology import AtomicConcept
-from obda.model.query import CQ, Atom, ClassAtom, Comparison, PropertyAtom, Term, Var
+from obda.model.query import CQ, Atom, ClassAtom, Comparison, PropertyAtom, Shifted, Term, Var
 from obda.rewrite.expand import atom_concept
 from obda.rewrite.saturation import Saturation
 
@@ -87,7 +87,7 @@ def contained_in(sub: CQ, sup: CQ, answer: frozenset[Var], sat: Saturation) -> b
 
     def filters_ok() -> bool:
         for f in sup.filters:
-            g = Comparison(f.op, h.get(f.left, f.left), h.get(f.right, f.right))
+            g = Comparison(f.op, _mapped(h, f.left), _mapped(h, f.right))
             if g not in sub_filters:
                 return False
         return True
@@ -158,3 +158,10 @@ def unsatisfiable(cq: CQ, sat: Saturation) -> str | None:
 
 
 __all__ = ["contained_in", "prune", "unsatisfiable"]
+
+
+def _mapped(h: dict, t):
+    """A filter side under the homomorphism ``h`` (a shifted time variable moves with its variable)."""
+    if isinstance(t, Shifted):
+        return Shifted(h.get(t.var, t.var), t.micros)
+    return h.get(t, t)

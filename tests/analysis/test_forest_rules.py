@@ -18,6 +18,7 @@ from obda.analysis.forest import RULES, build_forest, members_of
 from obda.analysis.forest.cutoffs import finite_cutoffs
 from obda.analysis.forest.draft import start
 from obda.analysis.forest.edges import order_units
+from obda.analysis.forest.expiry import interval_expiry
 from obda.analysis.forest.extremes import compress_extremes
 from obda.analysis.forest.keys import synopsis_keys
 from obda.analysis.forest.model import FOREST
@@ -59,7 +60,7 @@ def units(d):
 
 def test_rules_are_in_pipeline_order():
     assert RULES == (merge_synchronous, order_units, place_statics, place_conditions, synopsis_keys,
-                     compress_extremes, finite_cutoffs, row_pipelines)
+                     interval_expiry, compress_extremes, finite_cutoffs, row_pipelines)
 
 
 def test_units_merge_streams_with_equal_timestamps():

@@ -333,3 +333,15 @@ def replay_changelog(records: list[dict], q, upto: dt.datetime, norm) -> Counter
                 assert r["op"] == "upsert", r
                 state[key] = tuple(norm(b[c]) for c in q.columns)
     return Counter(state.values())
+
+
+def demo_world(src: Sources, seed: int, **generate) -> tuple[dict, dict]:
+    """The demo scenario's generated rows (2 sites, 2 turbines each, 2 sensors per turbine; ``generate``: more
+    options of ``obda.datagen.generate_rows``) as (stream rows in timestamp order, static rows) per table."""
+    from obda.datagen import generate_rows
+
+    data = generate_rows(src, seed=seed, sites=2, turbines_per_site=2, sensors_per_turbine=2, **generate)
+    rows = {t.name: [dict(zip([c.name for c in t.columns], r)) for r in data.rows(t.name)] for t in src.tables}
+    streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}
+    statics = {t.name: rows[t.name] for t in src.tables if not t.is_stream}
+    return streams, statics

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from execution.exec_harness import Oracle, replay_changelog, write_seed
+from execution.exec_harness import Oracle, demo_world, replay_changelog, write_seed
 from obda.catalog import load_catalog
 from obda.execution import ContinuousQuery, JsonLinesSink
 
@@ -41,15 +41,7 @@ def norm(v):
 
 
 def seed_data(src, seed: int):
-    from obda.datagen import generate_rows
-
-    rng = random.Random(seed)
-    data = generate_rows(src, seed=seed, timestamps=rng.randint(4, 12), rows_per_timestamp=(0, 4),
-                         sites=2, turbines_per_site=2, sensors_per_turbine=2)
-    rows = {t.name: [dict(zip([c.name for c in t.columns], r)) for r in data.rows(t.name)] for t in src.tables}
-    streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}
-    statics = {t.name: rows[t.name] for t in src.tables if not t.is_stream}
-    return streams, statics
+    return demo_world(src, seed, timestamps=random.Random(seed).randint(4, 12), rows_per_timestamp=(0, 4))
 
 
 def sql_at(sql: str, now) -> str:
@@ -111,7 +103,7 @@ def test_spark_backend_changelog_equals_duckdb(spark, demo, tmp_path, entry):
 
 def test_catalog_has_the_shapes_the_issue_lists():
     """Single stream, stream with static data, two streams in time order, HAVING, COUNT DISTINCT on a bounded
-    attribute, MIN/MAX under C3, a global aggregate, expressions over aggregates."""
+    attribute, MIN/MAX under C3, a global aggregate, expressions over aggregates, interval joins."""
     texts = {e.name: " ".join(e.query.split()) for e in BOUNDED}
     assert any("HAVING" in t for t in texts.values())
     assert any("COUNT(DISTINCT" in t for t in texts.values())
@@ -119,21 +111,16 @@ def test_catalog_has_the_shapes_the_issue_lists():
     assert any("?t1 < ?t2" in t and "MAX(" in t for t in texts.values())
     assert any("SUM(?v) / COUNT(?v)" in t for t in texts.values())
     assert sum("NOW()" in t for t in texts.values()) >= 3  # sliding windows
+    assert sum('?t1 + "PT' in t for t in texts.values()) >= 2  # interval joins (one symmetric: no order)
     assert len(BOUNDED) >= 15
 
 
 def _state(demo, tmp_path, name: str, timestamps: int, allow_unbounded: bool = False) -> tuple[int, int]:
     """Run a catalog query over ``timestamps`` minutes of demo data at a fixed rate (3 rows per stream
     and timestamp, values spread widely); its largest state (entries) and the aggregate's final size."""
-    from obda.datagen import generate_rows
-
     entry = next(e for e in ENTRIES if e.name == name)
     src = demo.sources
-    data = generate_rows(src, seed=1, timestamps=timestamps, rows_per_timestamp=(3, 3), value_range=(0, 10**6),
-                         sites=2, turbines_per_site=2, sensors_per_turbine=2)
-    rows = {t.name: [dict(zip([c.name for c in t.columns], r)) for r in data.rows(t.name)] for t in src.tables}
-    streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}
-    statics = {t.name: rows[t.name] for t in src.tables if not t.is_stream}
+    streams, statics = demo_world(src, 1, timestamps=timestamps, rows_per_timestamp=(3, 3), value_range=(0, 10**6))
     base = tmp_path / f"{name}-{timestamps}"
     located = write_seed(base, src, streams, statics, 1)
     q = ContinuousQuery(demo.compile(entry.query), located, None, base_dir=base, sink=JsonLinesSink(base / "o.jsonl"),

@@ -53,7 +53,7 @@ from obda.mapping.materialise import time_graph_iri
 from obda.model.sources import ColumnType, Sources
 
 from duckdb_tables import load_csv_tables
-from integration.oracle import closed_dataset, norm, oracle_query_text, run_sql
+from integration.oracle import closed_dataset, interval_as_difference, norm, oracle_query_text, run_sql
 
 __all__ = [
     "BagOracle",
@@ -166,7 +166,7 @@ class BagOracle:
     def answers(self, text: str, columns: Sequence[str] | None = None) -> Counter:
         """The bag of answers of the SPARQL ``text``: a Counter of tuples in ``columns`` order (default: the
         query's projection)."""
-        res = self.store.query(oracle_query_text(text))
+        res = self.store.query(interval_as_difference(oracle_query_text(text)))
         names = [v.value for v in res.variables] if columns is None else list(columns)
         out: Counter = Counter()
         for sol in res:

@@ -61,6 +61,15 @@ def oracle_query_text(text: str) -> str:
     return out
 
 
+def interval_as_difference(text: str) -> str:
+    """An interval join ``?a <= ?b + "PT5M"^^xsd:dayTimeDuration`` as ``(?a - ?b) <= "PT5M"^^…``: SPARQL 1.1
+    defines no dateTime + duration (rdflib evaluates it, pyoxigraph does not), but pyoxigraph implements
+    dateTime − dateTime (a dayTimeDuration) and compares durations; both forms say the same."""
+    return re.sub(r'(\?\w+)\s*(<=|>=|<|>|=)\s*(\?\w+)\s*([+-])\s*"(-?)(P[^"]+)"\^\^(xsd:dayTimeDuration|<[^>]+>)',
+                  lambda m: f'({m[1]} - {m[3]}) {m[2]} "{"-" if (m[4] == "-") != (m[5] == "-") else ""}{m[6]}"^^{m[7]}',
+                  text)
+
+
 def closed_dataset(ds, tbox: Graph):
     """Close the default graph and each named graph separately under ``tbox`` (OWL 2 RL)."""
     from rdflib import Dataset

@@ -68,3 +68,36 @@ def test_window_on_a_query_without_aggregates_removes_nothing():
     plain = parse_query(HEAD + body.replace("?t > NOW() - \"PT10M\"^^xsd:dayTimeDuration && ", ""))
     assert windowed.window is None and windowed.aggregation is None
     assert windowed.branches == plain.branches and windowed.projection == plain.projection
+
+
+def test_interval_join_is_a_shifted_time_variable():
+    from obda.model.query import Shifted
+
+    q = parse_query(HEAD + "SELECT ?g ?x WHERE { GRAPH ?t1 { ?g :p ?x } GRAPH ?t2 { ?g :q ?y } "
+                           "FILTER(?t1 < ?t2 && ?t2 <= ?t1 + \"PT5M\"^^xsd:dayTimeDuration "
+                           "&& ?t1 >= ?t2 - \"P1DT1H\"^^xsd:duration) }")
+    (b,) = q.branches
+    assert Comparison("<=", Var("t2"), Shifted(Var("t1"), 5 * 60 * 1_000_000)) in b.filters
+    assert Comparison(">=", Var("t1"), Shifted(Var("t2"), -25 * 3600 * 1_000_000)) in b.filters
+    assert Var("t1") in b.variables and str(Shifted(Var("t1"), 1_500_000)) == '?t1 + "PT1.5S"'
+    renamed = b.substitute({Var("t1"): Var("u")})
+    assert Comparison("<=", Var("t2"), Shifted(Var("u"), 300_000_000)) in renamed.filters
+
+
+@pytest.mark.parametrize("text,construct,snippet", [
+    ("SELECT ?x WHERE { GRAPH ?t1 { ?g :p ?x } GRAPH ?t2 { ?g :q ?y } FILTER(?t2 <= ?x + \"PT5M\"^^xsd:dayTimeDuration) }",
+     "duration arithmetic", "?x"),
+    ("SELECT ?x WHERE { GRAPH ?t1 { ?g :p ?x } FILTER(?x <= ?t1 + \"PT5M\"^^xsd:dayTimeDuration) }",
+     "interval join", "?t1"),
+    ("SELECT ?x WHERE { GRAPH ?t1 { ?g :p ?x } GRAPH ?t2 { ?g :q ?y } FILTER(?t2 <= ?t1 + \"P1M\"^^xsd:duration) }",
+     "duration", "FILTER"),
+    ("SELECT DISTINCT ?x WHERE { GRAPH ?t1 { ?g :p ?x } GRAPH ?t2 { ?g :q ?y } "
+     "FILTER(?t1 < ?t2 && ?t2 <= ?t1 + \"PT5M\"^^xsd:dayTimeDuration) }", "interval join", "FILTER"),
+])
+def test_interval_join_refusals_are_located(text, construct, snippet):
+    with pytest.raises(UnsupportedConstructError) as info:
+        parse_query(HEAD + text)
+    e = info.value
+    assert e.construct == construct, e.message
+    line = (HEAD + text).splitlines()[e.location.line - 1]
+    assert line[e.location.column - 1:].startswith(snippet), (line, e.location)

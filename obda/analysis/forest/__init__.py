@@ -10,9 +10,10 @@ the order of :data:`RULES` to an immutable :class:`~obda.analysis.forest.draft.D
 3. :func:`~obda.analysis.forest.sites.place_statics` — where static relations are joined;
 4. :func:`~obda.analysis.forest.sites.place_conditions` — where comparisons are evaluated;
 5. :func:`~obda.analysis.forest.keys.synopsis_keys` — what each synopsis keeps;
-6. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
-7. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
-8. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
+6. :func:`~obda.analysis.forest.expiry.interval_expiry` — what an interval join lets synopses forget;
+7. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
+8. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
+9. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
 
 Then per-atom views get their branch pipelines (:mod:`obda.analysis.forest.views`).
 The executor (:mod:`obda.execution`) consumes the :class:`Forest` as is.
@@ -23,6 +24,7 @@ from __future__ import annotations
 from obda.analysis.forest.cutoffs import finite_cutoffs
 from obda.analysis.forest.draft import Draft, start
 from obda.analysis.forest.edges import order_units
+from obda.analysis.forest.expiry import interval_expiry
 from obda.analysis.forest.extremes import compress_extremes
 from obda.analysis.forest.keys import synopsis_keys
 from obda.analysis.forest.members import members_of
@@ -51,6 +53,7 @@ RULES = (
     place_statics,
     place_conditions,
     synopsis_keys,
+    interval_expiry,
     compress_extremes,
     finite_cutoffs,
     row_pipelines,

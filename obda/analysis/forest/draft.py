@@ -28,6 +28,7 @@ class Draft:
     forest_preds: tuple[CrossPred, ...] = ()
     out_attrs: tuple[Attr, ...] = ()
     pipelines: dict[str, Pipeline] = field(default_factory=dict)
+    kept: tuple[Attr, ...] = ()  # attributes a pipeline keeps for a key only (a timestamp that expires entries)
 
     def ancestors(self, i: int) -> list[int]:
         out = []
@@ -49,5 +50,5 @@ class Draft:
 def start(member: Member, distinct: bool, first_pipeline_id: int = 0) -> Draft:
     """The empty forest of ``member``: its cross comparisons split into timestamp and value ones."""
     d = Draft(member, distinct, first_pipeline_id, unsatisfiable=member.unsatisfiable)
-    ts = tuple(p for p in member.cross if d.is_stream_ts(p.left) and d.is_stream_ts(p.right))
+    ts = tuple(p for p in member.cross if not p.offset and d.is_stream_ts(p.left) and d.is_stream_ts(p.right))
     return replace(d, ts_preds=ts, value_preds=tuple(p for p in member.cross if p not in ts))

@@ -17,6 +17,7 @@ from sqlglot.optimizer.simplify import simplify
 
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
 from obda.analysis.normal_form import parse_sql
+from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
 from obda.model.compilation import Compilation
 from obda.model.sources import ColumnType, Sources, Table
@@ -162,6 +163,10 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         if len(owners) == 1:
             local[owners.pop()].append(_unqualify(c, resolve))
             continue
+        interval = _interval(c, resolve, aliases)
+        if interval:
+            cross.extend(interval)
+            continue
         u = unparen(c)
         op = CMP.get(type(u))
         lhs, rhs = (side(unparen(u.this)), side(unparen(u.expression))) if op else (None, None)
@@ -189,6 +194,29 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         origin=index,
         views=tuple(used_views.items()),
     )
+
+
+def _interval(c: exp.Expression, resolve, aliases: dict[str, Table]) -> list[CrossPred]:
+    """An interval join ``a.ts op b.ts ± INTERVAL …`` between two stream timestamps: its CrossPred (with the
+    offset in microseconds) and the order it implies (an edge of the forest); [] for any other condition."""
+    try:
+        found = interval_comparison(c)
+    except ValueError as e:
+        raise ExecutionError(f"condition {c.sql()!r}: {e}") from None
+    if found is None:
+        return []
+    other, op, col, micros = found
+    a, b = resolve(other), resolve(col)
+    for alias, name in (a, b):
+        t = aliases[alias]
+        if not (t.is_stream and t.timestamp and t.timestamp.lower() == name.lower()):
+            raise ExecutionError(f"condition {c.sql()!r} moves a column by a duration: only two stream timestamps "
+                                 "can be compared that way (an interval join)")
+    out = [CrossPred(a, op, b, micros)]
+    order = implied_order(op, micros)
+    if order is not None:
+        out.append(CrossPred(a, order, b))
+    return out
 
 
 def _unqualify(e: exp.Expression, resolve) -> exp.Expression:
@@ -270,7 +298,7 @@ def is_stream_ts(m: Member, attr: Attr) -> bool:
 def _expand_members(m: Member) -> list[Member]:
     """Split ``τi ≤ τj`` into ``<`` / ``=`` and ``τi ≠ τj`` into ``<`` / ``>`` (disjoint members)."""
     for i, p in enumerate(m.cross):
-        if p.op in ("<=", ">=", "!=") and is_stream_ts(m, p.left) and is_stream_ts(m, p.right):
+        if p.op in ("<=", ">=", "!=") and not p.offset and is_stream_ts(m, p.left) and is_stream_ts(m, p.right):
             alts = {"<=": ("<", "="), ">=": (">", "="), "!=": ("<", ">")}[p.op]
             out = []
             for op in alts:

@@ -36,11 +36,15 @@ FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 @dataclass(frozen=True)
 class CrossPred:
-    """``left op right`` between attributes of two different FROM aliases."""
+    """``left op right + offset`` between attributes of two different FROM aliases.
+
+    ``offset`` (an integer, microseconds) is non-zero only between two stream timestamps: an interval
+    join ``m2.ts <= m1.ts + INTERVAL '300' SECOND`` (timestamps are microseconds on both backends)."""
 
     left: Attr
     op: str
     right: Attr
+    offset: int = 0
 
     @property
     def attrs(self) -> tuple[Attr, Attr]:
@@ -51,7 +55,8 @@ class CrossPred:
         return self.op if self.left == attr else FLIP[self.op]
 
     def __str__(self) -> str:
-        return f"{self.left[0]}.{self.left[1]} {self.op} {self.right[0]}.{self.right[1]}"
+        shift = f" {'+' if self.offset > 0 else '-'} {abs(self.offset)}µs" if self.offset else ""
+        return f"{self.left[0]}.{self.left[1]} {self.op} {self.right[0]}.{self.right[1]}{shift}"
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,9 @@ class Node:
     compress: tuple[int, str] | None = None  # (position in key, 'min'|'max') for set semantics
     cutoff: int | None = None  # last possible timestamp (µs) from constant upper bounds; None: infinite
     depth: int = 0
+    # interval joins: (position in ``key`` of a stream timestamp, lag µs): an entry whose timestamp + lag is at
+    # most the last closed timestamp can no longer join a later row and is dropped (obda.analysis.windows)
+    expiry: tuple[tuple[int, int], ...] = ()
 
     def describe(self, forest: "MemberForest") -> dict:
         return {
@@ -123,6 +131,8 @@ class Node:
             + (f", {self.compress[1]} of {self.key[self.compress[0]][0]}.{self.key[self.compress[0]][1]}"
                if self.compress else ""),
             "conditions": [str(p) for p in self.preds],
+            **({"expiry": [f"{self.key[i][0]}.{self.key[i][1]} + {lag}µs" for i, lag in self.expiry]}
+               if self.expiry else {}),
         }
 
 

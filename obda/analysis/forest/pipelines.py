@@ -25,6 +25,7 @@ def row_pipelines(d: Draft) -> Draft:
         for p in d.value_preds:
             needed |= {a for a in p.attrs if a[0] == alias}
         needed |= {a for a in d.out_attrs if a[0] == alias}
+        needed |= {a for a in d.kept if a[0] == alias}
         attrs = tuple(sorted(needed))
         exprs = tuple((a, e) for a, e in m.exprs if a in needed)
         filters = m.local_of(alias) + inferred.get(alias, ())

@@ -1,0 +1,193 @@
+"""Interval join: obda against Spark Structured Streaming's stream-stream join with watermarks (issue 15).
+
+The question: readings above 90 of a turbine's sensors in the five minutes after a maintenance of that
+turbine. obda runs the SPARQL query ::
+
+    SELECT ?turbine ?v WHERE {
+      GRAPH ?t1 { ?e :onTurbine ?turbine . }
+      GRAPH ?t2 { ?m :measuredBy ?sensor ; :hasValue ?v . }
+      ?turbine :hasSensor ?sensor .
+      FILTER(?t1 < ?t2 && ?t2 <= ?t1 + "PT5M"^^xsd:dayTimeDuration && ?v > 90) }
+
+(a windowed member: the maintenance synopsis keeps, per turbine, the events of the last five minutes;
+docs/analysis.md, "Interval joins"). Spark runs what a user would write: both CSV folders as
+``readStream`` sources, the readings joined with the static sensor table, both sides
+``withWatermark("ts", "5 minutes")``, and the stream-stream join with the time-range condition
+``m.ts > e.ts AND m.ts <= e.ts + INTERVAL 5 MINUTES`` (Spark's documented way to bound join state).
+
+Both read the same files, ``--batch-files`` per stream and micro-batch, in one process and one Spark
+session (local[2]), and write their answers as JSON lines. Printed: the parameters, seconds and input rows
+per second of each side and their ratio, the state over time (obda: synopsis entries after each
+micro-batch; Spark: ``numRowsTotal`` of its state operators), the driver's peak RSS, and whether the
+answers are equal (count and an order-independent hash of the (turbine, value) multiset).
+
+    .venv/bin/python benchmarks/interval_join.py                       # 2,000,000 readings
+    .venv/bin/python benchmarks/interval_join.py --rows 200000 --files 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+QUERY = """PREFIX : <http://example.org/turbine#>
+PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
+SELECT ?turbine ?v WHERE {
+  GRAPH ?t1 { ?e :onTurbine ?turbine . }
+  GRAPH ?t2 { ?m :measuredBy ?sensor ; :hasValue ?v . }
+  ?turbine :hasSensor ?sensor .
+  FILTER(?t1 < ?t2 && ?t2 <= ?t1 + "PT%dM"^^xsd:dayTimeDuration && ?v > 90)
+}
+"""
+TURBINE_IRI = "http://example.org/turbine/data/turbine/"
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def generate(args, work: Path):
+    from obda.datagen import generate as gen
+    from obda.project import Project
+
+    project = Project.load(ROOT / "demo")
+    t0 = time.perf_counter()
+    g = gen(project.sources, work / "data", seed=args.seed, sites=args.sites, turbines_per_site=args.turbines,
+            sensors_per_turbine=args.sensors, rows=args.rows,
+            rows_per_timestamp={"measurement": (args.per_timestamp, args.per_timestamp),
+                                "maintenance": (args.maintenance, args.maintenance), "power": (0, 0), "alarm": (0, 0)},
+            step=timedelta(minutes=1), files=args.files)
+    return project, g, time.perf_counter() - t0
+
+
+def digest(pairs) -> tuple[int, str]:
+    """Count and an order-independent hash of a multiset of (turbine, value) answers."""
+    counts = Counter(pairs)
+    h = hashlib.sha256()
+    for k in sorted(counts):
+        h.update(f"{k[0]}|{k[1]}|{counts[k]}\n".encode())
+    return sum(counts.values()), h.hexdigest()[:16]
+
+
+def run_obda(spark, project, args, work: Path) -> dict:
+    from obda.execution import ContinuousQuery, JsonLinesSink
+
+    comp = project.compile(QUERY % args.window)
+    out = work / "obda_answers.jsonl"
+    q = ContinuousQuery(comp, project.sources, None, base_dir=work, sink=JsonLinesSink(out), spark=spark,
+                        max_files_per_batch=args.batch_files)
+    t0 = time.perf_counter()
+    metrics = q.run_until_exhausted()
+    secs = time.perf_counter() - t0
+    q.close()
+    with open(out) as f:
+        answers = digest((b["turbine"], int(b["v"])) for b in (json.loads(line)["binding"] for line in f))
+    return {"seconds": secs, "batches": metrics.batches, "rows_in": sum(metrics.rows_in.values()),
+            "state_over_time": [e for _, e in metrics.state_history], "answers": answers,
+            "synopsis_entries": metrics.synopsis_entries}
+
+
+def run_spark(spark, args, work: Path) -> dict:
+    """The same question as a user writes it in Spark Structured Streaming."""
+    from pyspark.sql import functions as F
+
+    def stream(name: str, schema: str):
+        return (spark.readStream.schema(schema).option("header", "true")
+                .option("maxFilesPerTrigger", args.batch_files).csv(str(work / "data" / name)))
+
+    readings = stream("measurement", "sensor_id BIGINT, value BIGINT, ts TIMESTAMP")
+    maint = stream("maintenance", "turbine_id BIGINT, kind STRING, ts TIMESTAMP")
+    sensor = spark.read.schema("id BIGINT, turbine_id BIGINT, kind STRING").option("header", "true") \
+        .csv(str(work / "data" / "sensor"))
+    delay = f"{args.window} minutes"
+    hot = (readings.where(F.col("value") > 90).join(sensor, readings.sensor_id == sensor.id)
+           .select(F.col("turbine_id").alias("m_turbine"), "value", F.col("ts").alias("m_ts"))
+           .withWatermark("m_ts", delay))
+    events = maint.select(F.col("turbine_id").alias("e_turbine"), F.col("ts").alias("e_ts")).withWatermark("e_ts", delay)
+    joined = hot.join(events, F.expr(f"m_turbine = e_turbine AND m_ts > e_ts AND m_ts <= e_ts + INTERVAL {delay}"))
+    out = work / "spark_answers"
+    ckpt = work / "spark_ckpt"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    t0 = time.perf_counter()
+    q = (joined.select(F.concat(F.lit(TURBINE_IRI), F.col("m_turbine").cast("string")).alias("turbine"),
+                       F.col("value").alias("v"))
+         .writeStream.format("json").option("path", str(out)).option("checkpointLocation", str(ckpt))
+         .outputMode("append").trigger(availableNow=True).start())
+    q.awaitTermination()
+    secs = time.perf_counter() - t0
+    progress = [p for p in q.recentProgress if p.get("numInputRows", 0) > 0]
+    state = [sum(o.get("numRowsTotal", 0) for o in (p.get("stateOperators") or [])) for p in progress]
+    rows = spark.read.json(str(out)).select("turbine", "v").collect() if any(out.glob("*.json")) else []
+    return {"seconds": secs, "batches": len(progress), "rows_in": sum(p["numInputRows"] for p in progress),
+            "state_over_time": state, "answers": digest((r["turbine"], int(r["v"])) for r in rows)}
+
+
+def _series(xs: list[int], n: int = 8) -> str:
+    if not xs:
+        return "-"
+    idx = sorted({round(i * (len(xs) - 1) / max(1, n - 1)) for i in range(n)})
+    return ", ".join(str(xs[i]) for i in idx)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=2_000_000, help="readings and maintenance events in total")
+    ap.add_argument("--per-timestamp", type=int, default=100,
+                    help="readings per timestamp (1 minute apart); at most one per sensor (the key is sensor, ts)")
+    ap.add_argument("--maintenance", type=int, default=2, help="maintenance events per timestamp")
+    ap.add_argument("--files", type=int, default=40, help="files each stream is split into, in time order")
+    ap.add_argument("--batch-files", type=int, default=4, help="files per stream and micro-batch, both sides")
+    ap.add_argument("--window", type=int, default=5, help="the interval, minutes")
+    ap.add_argument("--sites", type=int, default=2)
+    ap.add_argument("--turbines", type=int, default=5, help="turbines per site")
+    ap.add_argument("--sensors", type=int, default=10, help="sensors per turbine")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--workdir", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    from obda.execution import get_spark
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="obda-interval-bench-"))
+    shutil.rmtree(work / "data", ignore_errors=True)
+    project, g, gen_secs = generate(args, work)
+    rows = {t.name: t.rows for t in g.tables}
+    print(f"parameters: {args.rows:,} rows, {args.per_timestamp} readings and {args.maintenance} maintenance "
+          f"events per timestamp, {len(g.dataset.time_points):,} timestamps 1 min apart, "
+          f"{args.sites * args.turbines} turbines, {args.sites * args.turbines * args.sensors} sensors, {args.files} "
+          f"files per stream, {args.batch_files} files per stream and micro-batch, interval {args.window} min, master "
+          f"{args.master}, seed {args.seed} (generated in {gen_secs:.1f} s: {rows})")
+    spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
+                                         "spark.sql.session.timeZone": "UTC"})
+    spark.sparkContext.setLogLevel("ERROR")
+    obda = run_obda(spark, project, args, work)
+    spark_side = run_spark(spark, args, work)
+    rss = peak_rss_mib()
+    for name, r in (("obda", obda), ("spark structured streaming", spark_side)):
+        print(f"{name:28s} {r['seconds']:8.2f} s  {r['rows_in'] / r['seconds']:12,.0f} rows/s  "
+              f"{r['batches']} micro-batches  state over time: {_series(r['state_over_time'])} "
+              f"(max {max(r['state_over_time'], default=0)})")
+    print(f"throughput ratio obda / spark: {spark_side['seconds'] / obda['seconds']:.2f}x")
+    print(f"obda synopsis entries at the end: {obda['synopsis_entries']}; driver peak RSS (this process): {rss:.0f} MiB")
+    equal = obda["answers"] == spark_side["answers"]
+    print(f"answers: obda {obda['answers'][0]:,} ({obda['answers'][1]}), spark {spark_side['answers'][0]:,} "
+          f"({spark_side['answers'][1]}): {'EQUAL' if equal else 'DIFFERENT'}")
+    spark.stop()
+    return 0 if equal else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
