@@ -340,7 +340,13 @@ class _Select:
 
     def comparison(self, left: exp.Expression, op: str, right: exp.Expression, node: exp.Expression):
         """A typed atom, or True / False when both sides are constants."""
-        a, b = self.operand(left), self.operand(right)
+        if isinstance(_unparen(left), _ARITH) or isinstance(_unparen(right), _ARITH):
+            solved = self._solve(left, op, right, node)
+            if not isinstance(solved, tuple):
+                return solved
+            a, op, b = solved
+        else:
+            a, b = self.operand(left), self.operand(right)
         loc = self.ctx.loc(node)
         ta, tb = self._domain(a), self._domain(b)
         if ta != tb:
@@ -361,6 +367,26 @@ class _Select:
                 return Predicate.make(a, "<=", Const(NUMERIC, Fraction(fl), str(fl)), loc)
             return Predicate.make(a, ">=", Const(NUMERIC, Fraction(ce), str(ce)), loc)
         return Predicate.make(a, op, b, loc)
+
+    def _solve(self, left: exp.Expression, op: str, right: exp.Expression, node: exp.Expression):
+        """``f(col) op c`` with ``f`` linear (a BIND's number compared with a constant): ``col op' c'`` solved
+        exactly over the rationals, as ``(col, op', Const)``; True / False when no column is left."""
+        fl, fr = _linear(left), _linear(right)
+        if fl is None or fr is None:
+            raise self.ctx.error(f"condition {_snippet(node)}: arithmetic is analysable when it is linear in one "
+                                 "column compared with a constant (e.g. col * 0.3048 > 50)", node)
+        (cl, al, bl), (cr, ar, br) = fl, fr
+        if cl is not None and cr is not None and cl is not cr:
+            raise self.ctx.error(f"condition {_snippet(node)}: arithmetic over two columns is outside the "
+                                 "analysable class; compare a column (times a number) with a constant", node)
+        col = cl if cl is not None else cr
+        a, b = al - ar, br - bl  # a·col op b
+        if col is None or a == 0:
+            return _compare(Fraction(0), op, b)
+        if a < 0:
+            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}[op]
+        v = b / a
+        return self.column(col), op, Const(NUMERIC, v, str(v))
 
     def _domain(self, e: Element) -> str:
         if isinstance(e, Const):
@@ -461,6 +487,11 @@ class _Select:
             return Projected(name, "constant", (), (str(c),))
         attrs: list[Attr] = []
         consts: list[str] = []
+        if isinstance(node, _ARITH):  # a BIND's number: a function of the columns it reads
+            lin = _arith_columns(node)
+            if lin is None:
+                raise ctx.error(f"projection {_snippet(node)}: arithmetic over columns and numbers only", node)
+            return Projected(name, "template", tuple(self._proj_attr(c) for c in lin), ())
         self._template(node, attrs, consts)
         kind = "template" if consts or len(attrs) != 1 or not isinstance(node, exp.Cast) else "column"
         return Projected(name, kind, tuple(attrs), tuple(consts))
@@ -689,6 +720,77 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             differences=tuple(d for d, _ in differences),
         ))
     return members
+
+
+_ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div)
+
+
+def _unparen(e: exp.Expression) -> exp.Expression:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return e
+
+
+def _number_literal(e: exp.Expression) -> Fraction | None:
+    e = _unparen(e)
+    if isinstance(e, exp.Neg):
+        v = _number_literal(e.this)
+        return None if v is None else -v
+    if isinstance(e, exp.Literal) and not e.is_string:
+        try:
+            return Fraction(e.this)
+        except ValueError:
+            return None
+    return None
+
+
+def _linear(e: exp.Expression):
+    """``e`` as ``a·col + b`` (``(column node or None, a, b)``, rationals), or None when it is not linear in at
+    most one column. Casts to a number type and ``NULLIF(x, 0)`` of a non-zero constant are transparent."""
+    e = _unparen(e)
+    if isinstance(e, exp.Column):
+        return e, Fraction(1), Fraction(0)
+    v = _number_literal(e)
+    if v is not None:
+        return None, Fraction(0), v
+    if isinstance(e, exp.Cast) and e.to.is_type(*exp.DataType.NUMERIC_TYPES):
+        return _linear(e.this)
+    if isinstance(e, exp.Nullif) and _number_literal(e.expression) == 0:
+        inner = _linear(e.this)
+        return inner if inner is not None and inner[0] is None and inner[2] != 0 else None
+    if isinstance(e, (exp.Add, exp.Sub)):
+        l, r = _linear(e.this), _linear(e.expression)
+        if l is None or r is None or (l[0] is not None and r[0] is not None):
+            return None
+        sign = 1 if isinstance(e, exp.Add) else -1
+        return (l[0] if l[0] is not None else r[0]), l[1] + sign * r[1], l[2] + sign * r[2]
+    if isinstance(e, exp.Mul):
+        l, r = _linear(e.this), _linear(e.expression)
+        if l is None or r is None or (l[0] is not None and r[0] is not None):
+            return None
+        const, lin = (l, r) if l[0] is None else (r, l)
+        return lin[0], lin[1] * const[2], lin[2] * const[2]
+    if isinstance(e, exp.Div):
+        l, r = _linear(e.this), _linear(e.expression)
+        if l is None or r is None or r[0] is not None or r[2] == 0:
+            return None
+        return l[0], l[1] / r[2], l[2] / r[2]
+    return None
+
+
+def _arith_columns(e: exp.Expression) -> list[exp.Column] | None:
+    """The columns of ``+ - * /`` over columns and numbers (casts and NULLIF included), or None."""
+    e = _unparen(e)
+    if isinstance(e, exp.Column):
+        return [e]
+    if _number_literal(e) is not None:
+        return []
+    if isinstance(e, (exp.Cast, exp.Neg)):
+        return _arith_columns(e.this)
+    if isinstance(e, (exp.Nullif, *_ARITH)):
+        l, r = _arith_columns(e.this), _arith_columns(e.expression)
+        return None if l is None or r is None else l + r
+    return None
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:

@@ -98,6 +98,9 @@ _STR_TYPES = {"TEXT", "VARCHAR", "CHAR", "NVARCHAR", "STRING"}
 _INT_TYPES = {"INT", "BIGINT", "SMALLINT", "TINYINT"}
 
 
+_ARITH = {exp.Add: lambda a, b: a + b, exp.Sub: lambda a, b: a - b, exp.Mul: lambda a, b: a * b, exp.Div: None}
+
+
 def evaluate(e: exp.Expression, row: dict):
     """Value of a (single-table) SQL expression over a typed row (three-valued logic)."""
     if isinstance(e, exp.Paren):
@@ -160,6 +163,18 @@ def evaluate(e: exp.Expression, row: dict):
         return None if a is None else not a
     if isinstance(e, exp.Is):
         return evaluate(e.this, row) is None
+    if isinstance(e, exp.Nullif):
+        a, b = evaluate(e.this, row), evaluate(e.expression, row)
+        return None if a is None or a == b else a
+    if type(e) in _ARITH:
+        a, b = evaluate(e.this, row), evaluate(e.expression, row)
+        if a is None or b is None:
+            return None
+        if isinstance(a, float) != isinstance(b, float):  # a DECIMAL column with a double: as doubles
+            a, b = float(a), float(b)
+        if type(e) is exp.Div:
+            return None if b == 0 else a / b
+        return _ARITH[type(e)](a, b)
     ops = {
         exp.EQ: lambda a, b: a == b,
         exp.NEQ: lambda a, b: a != b,

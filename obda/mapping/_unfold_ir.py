@@ -252,6 +252,37 @@ class Shift(Expr):
                                                                            unit=exp.var(unit)))
 
 
+class Arith(Expr):
+    """``(left op right)`` over numbers (a BIND's value); ``/`` divides as decimals and a zero divisor gives NULL
+    (SPARQL's error, an unbound value), as the aggregates' SQL does."""
+
+    __slots__ = ("op", "left", "right")
+
+    def __init__(self, op: str, left: Expr, right: Expr):
+        super().__init__()
+        self.op = op
+        self.left = left
+        self.right = right
+
+    def _template(self) -> Template:
+        if self.op == "/":
+            return _join(("(CAST((",), self.left.template, (") AS DOUBLE) / NULLIF((",), self.right.template,
+                         ("), 0))",))
+        return _join(("(",), self.left.template, (f" {self.op} ",), self.right.template, (")",))
+
+    def _rename(self, ren):
+        return Arith(self.op, self.left.rename(ren), self.right.rename(ren))
+
+    def to_sqlglot(self, amap=None):
+        left, right = self.left.to_sqlglot(amap), self.right.to_sqlglot(amap)
+        if self.op == "/":
+            num = exp.Cast(this=exp.Paren(this=left), to=exp.DataType.build("DOUBLE"))
+            return exp.Paren(this=exp.Div(this=num, expression=exp.Nullif(this=exp.Paren(this=right),
+                                                                           expression=exp.Literal.number(0))))
+        cls = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}[self.op]
+        return exp.Paren(this=cls(this=left, expression=right))
+
+
 class Cast(Expr):
     """``CAST(x AS VARCHAR)`` (the text of a column in an IRI or string comparison)."""
 

@@ -52,7 +52,7 @@ from sqlglot import exp
 
 from obda.errors import BudgetError, MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion, AssertionIndex
-from obda.mapping._unfold_ir import Cmp, Col, Expr, NotNull, Raw, Seq, Shift
+from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotNull, Raw, Seq, Shift, const
 from obda.mapping._unfold_optimize import (
     canonical_key,
     eliminate_self_joins,
@@ -86,6 +86,7 @@ from obda.mapping._unfold_terms import (
     TermValue,
     Unsat,
     Val,
+    category,
     compare_terms,
     equal_terms,
     make_parts,
@@ -361,6 +362,45 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
     m.conds.extend(compare_terms(f.op, side(f.left), side(f.right)))  # filters are few: not memoised
 
 
+_DOUBLE = {XSD + "double", XSD + "float"}
+_INTEGER_TYPES = {XSD + t for t in ("integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
+                                    "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
+                                    "unsignedShort", "unsignedByte")}
+
+
+def _bind_value(m: _Member, var: Var, e) -> TermValue:
+    """The value ``BIND(e AS var)`` gives: the bound term of a variable, or a number computed in SQL (a native
+    literal whose datatype follows SPARQL's numeric promotion: integer < decimal < double; ``/`` is decimal)."""
+    if isinstance(e, Var):
+        if e not in m.bound:
+            raise UnsupportedConstructError("BIND", f"BIND({e} AS {var}): {e} is not bound by the branch")
+        return m.bound[e]
+
+    def number(x) -> tuple[Expr, str]:
+        if isinstance(x, Literal):
+            return const(exp.Literal.number(x.lexical)), x.datatype
+        if isinstance(x, Var):
+            tv = m.bound.get(x)
+            if tv is None or not tv.native or category(tv.datatype) != "numeric":
+                raise UnsupportedConstructError(
+                    "BIND", f"BIND(… AS {var}) computes with {x}, which is not a number column (a literal of a "
+                    "numeric datatype read from one column)")
+            return tv.parts[0].val.expr, tv.datatype  # type: ignore[union-attr]
+        left, lt = number(x.left)
+        right, rt = number(x.right)
+        if lt in _DOUBLE or rt in _DOUBLE:
+            dt = XSD + "double"
+        elif x.op == "/" or lt not in _INTEGER_TYPES or rt not in _INTEGER_TYPES:
+            dt = XSD + "decimal"
+        else:
+            dt = XSD + "integer"
+        return Arith(x.op, left, right), dt
+
+    value, dt = number(e)
+    ctype = {XSD + "double": ColumnType.DOUBLE, XSD + "integer": ColumnType.INTEGER}.get(dt, ColumnType.DECIMAL)
+    return TermValue(TermType.LITERAL, (Slot(Val(value, ctype), False),), dt, native=True, label=f"BIND {var}")
+
+
 def _freshen(alt_atom: Atom, original: Atom, position: int) -> Atom:
     """Rename blank-node variables an alternative introduced, so that atoms never share them by accident."""
     keep = {t for t in original.terms if isinstance(t, Var)}
@@ -400,6 +440,8 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     m = _Member(memo)
     for atom, _steps, a, kind in choice:
         _unfold_atom(m, atom, a, kind)
+    for v, e in cq.binds:
+        m.bind(v, _bind_value(m, v, e))
     for f in cq.filters:
         _filter(m, f, cq)
     branch_vars = query.branches[branch].variables if 0 <= branch < len(query.branches) else frozenset()
@@ -414,7 +456,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
             )
         bound.append((v.name, tv))
     all_steps = tuple(steps) + tuple(s for _, st, _, _ in choice for s in st)
-    expanded = CQ(tuple(atom for atom, _, _, _ in choice), cq.filters)
+    expanded = cq.with_atoms(atom for atom, _, _, _ in choice)
     conds = simplify(m.conds, m.exempt)
     entries = list(m.entries)
     sources = list(m.sources)

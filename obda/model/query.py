@@ -158,14 +158,22 @@ class Comparison:
 
 @dataclass(frozen=True)
 class CQ:
-    """A conjunctive query: atoms and a conjunction of comparisons (a branch of a UCQ)."""
+    """A conjunctive query: atoms, a conjunction of comparisons (a branch of a UCQ), and the values its ``BIND``s
+    compute: ``binds`` pairs a new variable with an expression (``+ - * /`` over the CQ's variables and numbers);
+    a filter or the projection reading that variable reads the value."""
 
     atoms: tuple[Atom, ...]
     filters: tuple[Comparison, ...] = ()
+    binds: tuple[tuple[Var, "ValueExpression"], ...] = ()
+
+    @property
+    def bind_inputs(self) -> frozenset[Var]:
+        """The variables the BIND expressions read (their values must survive rewriting, as answer variables do)."""
+        return frozenset(v for _, e in self.binds for v in value_variables(e))
 
     @property
     def variables(self) -> frozenset[Var]:
-        out: set[Var] = set()
+        out: set[Var] = set(v for v, _ in self.binds) | self.bind_inputs
         for a in self.atoms:
             out.update(t for t in a.terms if isinstance(t, Var))
             if a.time is not None:
@@ -192,10 +200,16 @@ class CQ:
             else:
                 atoms.append(replace(a, subject=s(a.subject), object=s(a.object), time=time))
         filters = tuple(Comparison(c.op, s(c.left), s(c.right)) for c in self.filters)
-        return CQ(tuple(atoms), filters)
+        binds = tuple((s(v), substitute_expression(e, mapping)) for v, e in self.binds)
+        return CQ(tuple(atoms), filters, binds)
+
+    def with_atoms(self, atoms: Iterable[Atom], filters: Iterable[Comparison] | None = None) -> "CQ":
+        """This CQ with other atoms (and filters); its BINDs are kept."""
+        return CQ(tuple(atoms), self.filters if filters is None else tuple(filters), self.binds)
 
     def __str__(self) -> str:
         parts = [str(a) for a in self.atoms] + [str(f) for f in self.filters]
+        parts += [f"BIND({e} AS {v})" for v, e in self.binds]
         return " ∧ ".join(parts)
 
 
@@ -240,6 +254,26 @@ class Arithmetic:
 
 
 ValueExpression = Union[Var, Literal, Aggregate, Arithmetic]
+
+
+def value_variables(e) -> tuple[Var, ...]:
+    """The variables of a value expression, in order."""
+    if isinstance(e, Var):
+        return (e,)
+    if isinstance(e, Arithmetic):
+        return value_variables(e.left) + value_variables(e.right)
+    if isinstance(e, Aggregate) and e.argument is not None:
+        return (e.argument,)
+    return ()
+
+
+def substitute_expression(e, mapping: dict) -> "ValueExpression":
+    """A value expression with its variables renamed by ``mapping``."""
+    if isinstance(e, Var):
+        return mapping.get(e, e)
+    if isinstance(e, Arithmetic):
+        return Arithmetic(e.op, substitute_expression(e.left, mapping), substitute_expression(e.right, mapping))
+    return e
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from obda.model.query import (
     IRI,
     RDF_TYPE,
     XSD,
+    Aggregate,
     Aggregation,
     Arithmetic,
     Atom,
@@ -55,6 +56,7 @@ from obda.model.query import (
     Term,
     Var,
     Window,
+    value_variables,
 )
 from obda.query import tokens as tk
 from obda.query.expressions import (
@@ -94,7 +96,6 @@ _UNSUPPORTED_PARTS = {
     "MinusGraphPattern": ("MINUS", "MINUS", "MINUS is non-monotonic and not supported"),
     "ServiceGraphPattern": ("SERVICE", "SERVICE", "SERVICE (federated query) is not supported"),
     "InlineData": ("VALUES", "VALUES", "VALUES is not supported; use FILTER with = and ||"),
-    "Bind": ("BIND", "BIND", "BIND is not supported"),
 }
 
 
@@ -175,15 +176,16 @@ class _Branch:
 
     atoms: tuple[Atom, ...] = ()
     filters: tuple[Comparison, ...] = ()
+    binds: tuple[tuple[Var, object], ...] = ()  # BIND(expression AS ?v), in text order
 
     def join(self, other: "_Branch") -> "_Branch":
-        return _Branch(self.atoms + other.atoms, self.filters + other.filters)
+        return _Branch(self.atoms + other.atoms, self.filters + other.filters, self.binds + other.binds)
 
     def term_vars(self) -> set[Var]:
-        return {t for a in self.atoms for t in a.terms if isinstance(t, Var)}
+        return {t for a in self.atoms for t in a.terms if isinstance(t, Var)} | {v for v, _ in self.binds}
 
     def to_cq(self) -> CQ:
-        return CQ(_dedup(self.atoms), _dedup(self.filters))
+        return CQ(_dedup(self.atoms), _dedup(self.filters), self.binds)
 
 
 def _dedup(items: Iterable) -> tuple:
@@ -363,7 +365,7 @@ class _Converter:
         out = []
         for b in branches:
             cq = b.to_cq().substitute(mapping)
-            out.append(_Branch(cq.atoms, cq.filters))
+            out.append(_Branch(cq.atoms, cq.filters, cq.binds))
         return out
 
     def _enclosing_paren(self, i: int | None, start: int) -> int | None:
@@ -606,6 +608,8 @@ class _Converter:
                 atoms = self._triples(part["triples"], time, self.pos, end)
                 branches = [b.join(_Branch(atoms)) for b in branches]
                 self.pos = end
+            elif name == "Bind":
+                branches = self._bind(part, branches, time, close_i)
             elif name == "Filter":
                 f = self._filter(part, close_i)
                 if f is not None:  # None: the FILTER was a window only
@@ -628,6 +632,38 @@ class _Converter:
         branches = self._apply_filters(branches, filters, time)
         self.pos = close_i + 1
         return branches
+
+    def _bind(self, part: CompValue, branches: list[_Branch], time: Var | None, close_i: int) -> list[_Branch]:
+        """``BIND(expression AS ?v)``: ``?v`` takes the value of ``+ - * /`` over variables bound before it in the
+        group and numbers; a filter or the projection reading ``?v`` reads that value (SPARQL 1.1 §18.2.2.5)."""
+        at = self.ts.find_word("BIND", self.pos, close_i)
+        start = at if at is not None else self.pos
+        open_i = self.ts.find_punct("(", start, close_i)
+        end = self.ts.matching(open_i) if open_i is not None else start
+        self.pos = end + 1
+        var = Var(str(part["var"]))
+        expr = self._value(part["expr"], start, end)
+        if any(isinstance(x, Aggregate) for x in _walk(expr)):
+            raise self.unsupported("BIND of an aggregate", "BIND cannot compute an aggregate; aggregate in the "
+                                   "SELECT clause with GROUP BY", at)
+        var_at = self.ts.find_var(var.name, start, end + 1)
+        if time is not None:
+            raise self.unsupported("BIND in GRAPH", "BIND inside GRAPH ?t is not supported; bind the value outside "
+                                   "the GRAPH block", at)
+        for b in branches:
+            bound = b.term_vars() | {a.time for a in b.atoms if a.time is not None}
+            if var in bound:
+                raise self.unsupported("BIND", f"BIND(… AS {var}): {var} is already bound before the BIND in its group "
+                                       "(SPARQL forbids rebinding it); name the value with a new variable", var_at)
+            for v in value_variables(expr):
+                if v in self.time_vars:
+                    raise self.unsupported("BIND", f"BIND reads the time variable {v}; arithmetic on application "
+                                           "time is not supported (compare time variables in FILTER)",
+                                           self.ts.find_var(v.name, start, end + 1))
+                if v not in bound:
+                    raise self.unsupported("BIND", f"BIND reads {v}, which no pattern before it in the group binds "
+                                           "(its value would be unbound)", self.ts.find_var(v.name, start, end + 1))
+        return [_Branch(b.atoms, b.filters, b.binds + ((var, expr),)) for b in branches]
 
     def _limit(self, branches: list[_Branch], at: int) -> list[_Branch]:
         """Fail when the DNF grows beyond MAX_BRANCHES conjunctive queries."""
@@ -899,7 +935,7 @@ class _Converter:
                     here = to_exclusive_dnf(f.expr, self.term, MAX_BRANCHES, bound=vs)
                 alternatives = [a + c for a in alternatives for c in here]
                 self._limit(alternatives, f.start)
-            out.extend(_Branch(b.atoms, b.filters + a) for a in alternatives)
+            out.extend(_Branch(b.atoms, b.filters + a, b.binds) for a in alternatives)
             self._limit(out, filters[0].start)
         if not out:
             f = filters[0]
@@ -910,6 +946,14 @@ class _Converter:
                 f.start,
             )
         return out
+
+
+def _walk(e):
+    """A value expression and its sub-expressions."""
+    yield e
+    if isinstance(e, Arithmetic):
+        yield from _walk(e.left)
+        yield from _walk(e.right)
 
 
 def _ungrouped(e, group: list[Var]) -> list[Var]:

@@ -86,12 +86,13 @@ def rewrite(query: Query, ontology: Ontology) -> tuple[RewrittenCQ, ...]:
     fresh = _Fresh(query)
     out: list[RewrittenCQ] = []
     for i, branch in enumerate(query.branches):
+        kept = answer | branch.bind_inputs  # a BIND reads them: never folded into an anonymous individual
         try:
-            cqs = rewrite_cq(branch, answer, sat, fresh, MAX_CQS_PER_BRANCH)
+            cqs = rewrite_cq(branch, kept, sat, fresh, MAX_CQS_PER_BRANCH)
         except RewritingError as e:
             raise RewritingError(f"branch {i + 1}: {e.message}", query.location) from e
         cqs = [(cq, steps) for cq, steps in cqs if unsatisfiable(cq, sat) is None]
-        for cq, steps in prune(cqs, answer, sat):
+        for cq, steps in prune(cqs, kept, sat):
             out.append(RewrittenCQ(i, cq, steps))
     return tuple(out)
 

@@ -456,7 +456,7 @@ def rewrite_cq(
 ) -> list[tuple[CQ, tuple[str, ...]]]:
     """The tree-witness rewriting of one CQ: ``(cq, steps)`` pairs, the input CQ first."""
     atoms = dedupe_atoms(cq.atoms)
-    base = CQ(atoms, cq.filters)
+    base = cq.with_atoms(atoms)
     bound = bound_terms(cq, answer)
     tws = tree_witnesses(atoms, bound, sat)
     out: list[tuple[CQ, tuple[str, ...]]] = [(base, ())]
@@ -469,6 +469,7 @@ def rewrite_cq(
             new = apply_witnesses(atoms, cq.filters, chosen, choice, answer, bound, fresh)
             if new is None:
                 continue
+            new = CQ(new.atoms, new.filters, cq.binds)  # a BIND's inputs are answer variables: never substituted
             steps = _unique(tuple(s for g in choice for s in g.steps))
             out.append((new, steps))
             if len(out) > limit:

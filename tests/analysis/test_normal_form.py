@@ -149,7 +149,7 @@ def err(sources, sql) -> AnalysisError:
     ("SELECT S.A FROM S ORDER BY S.A", "ORDER BY", None, None),
     ("SELECT ROW_NUMBER() OVER (ORDER BY S.A) FROM S", "window function", None, None),
     ("SELECT S.A FROM S WHERE ABS(S.A) < 3", "function ABS", 1, 25),
-    ("SELECT S.A FROM S WHERE S.A + 1 < 3", "outside the analysable class", None, None),
+    ("SELECT S.A FROM S WHERE S.A * S.B < 3", "linear in one column compared with a constant", None, None),
     ("SELECT M.sensor FROM M WHERE M.label LIKE 'a%'", "LIKE", None, None),
     ("SELECT S.A FROM S WHERE S.A IS NULL", "IS NULL", None, None),
     ("SELECT * FROM S", "SELECT *", None, None),
@@ -175,3 +175,15 @@ def test_error_positions_point_at_the_construct(sources):
 def test_missing_sources():
     with pytest.raises(AnalysisError, match="sources catalog"):
         analyze("SELECT 1", None)
+
+
+@pytest.mark.parametrize("cond,atom", [
+    ("S.A * 2 + 1 < 7", "S.A < 3"),
+    ("((CAST(((S.A * 9)) AS DOUBLE) / NULLIF((5), 0)) + 32) > 200", "94 <= S.A"),  # a BIND's value, integers
+    ("(S.A - 10) * -2 >= 4", "S.A <= 8"),
+    ("3 > S.A / 4", "S.A < 12"),
+])
+def test_linear_arithmetic_of_one_column_is_solved(sources, cond, atom):
+    """A BIND's number compared with a constant (NPD's ``?l * 0.3048 > 50``) is an LTO atom on the column."""
+    m = one(sources, f"SELECT S.B FROM S WHERE {cond}")
+    assert [str(p) for p in m.predicates] == [atom]

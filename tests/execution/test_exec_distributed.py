@@ -168,11 +168,11 @@ def _demo(spark, tmp_path, demo, entries, seeds, shared=False):
 
 
 # the default run: a static-only query, per-atom views, a stream-static join, a two-stream bag join,
-# a DISTINCT join, a three-stream query, a union and an interval join; -m slow: every bounded demo query
+# a DISTINCT join, a three-stream query, a union, an interval join and a BIND; -m slow: every bounded demo query
 DEFAULT_ENTRIES = {"static_turbines_in_region", "hot_temperature_sensors_distinct", "high_temperature_readings",
                    "hot_readings_after_maintenance", "turbines_hot_after_maintenance_distinct",
                    "severity_two_steps_before_hot_reading_distinct", "critical_or_very_hot",
-                   "hot_readings_within_5_minutes_of_maintenance"}
+                   "hot_readings_within_5_minutes_of_maintenance", "readings_in_fahrenheit_above_200"}
 
 
 @pytest.mark.parametrize(

@@ -101,3 +101,16 @@ def test_interval_join_refusals_are_located(text, construct, snippet):
     assert e.construct == construct, e.message
     line = (HEAD + text).splitlines()[e.location.line - 1]
     assert line[e.location.column - 1:].startswith(snippet), (line, e.location)
+
+
+def test_bind_computes_a_value_per_branch():
+    q = parse_query(HEAD + "SELECT ?g ?len WHERE { ?g :p ?w . { ?g :q ?l BIND(?l AS ?len) } UNION "
+                           "{ ?g :r ?l BIND(?l * 0.3048 AS ?len) } FILTER(?len > 50) }")
+    first, second = q.branches
+    assert first.binds == ((Var("len"), Var("l")),)
+    assert second.binds == ((Var("len"), Arithmetic("*", Var("l"), Literal("0.3048", XSD + "decimal"))),)
+    assert all(Comparison(">", Var("len"), Literal("50", XSD + "integer")) in b.filters for b in q.branches)
+    assert q.projection == (Var("g"), Var("len")) and Var("len") in first.variables
+    assert first.bind_inputs == {Var("l")}
+    renamed = second.substitute({Var("l"): Var("m")})
+    assert renamed.binds == ((Var("len"), Arithmetic("*", Var("m"), Literal("0.3048", XSD + "decimal"))),)
