@@ -30,17 +30,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import resource
 import shutil
 import sys
 import tempfile
 import time
 from collections import Counter
-from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from streaming_bench import generate, peak_rss_mib, print_sides, scenario_args, spark_session  # noqa: E402
 
 QUERY = """PREFIX : <http://example.org/turbine#>
 PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
@@ -52,24 +52,6 @@ SELECT ?turbine ?v WHERE {
 }
 """
 TURBINE_IRI = "http://example.org/turbine/data/turbine/"
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def generate(args, work: Path):
-    from obda.datagen import generate as gen
-    from obda.project import Project
-
-    project = Project.load(ROOT / "demo")
-    t0 = time.perf_counter()
-    g = gen(project.sources, work / "data", seed=args.seed, sites=args.sites, turbines_per_site=args.turbines,
-            sensors_per_turbine=args.sensors, rows=args.rows,
-            rows_per_timestamp={"measurement": (args.per_timestamp, args.per_timestamp),
-                                "maintenance": (args.maintenance, args.maintenance), "power": (0, 0), "alarm": (0, 0)},
-            step=timedelta(minutes=1), files=args.files)
-    return project, g, time.perf_counter() - t0
 
 
 def digest(pairs) -> tuple[int, str]:
@@ -135,52 +117,26 @@ def run_spark(spark, args, work: Path) -> dict:
             "state_over_time": state, "answers": digest((r["turbine"], int(r["v"])) for r in rows)}
 
 
-def _series(xs: list[int], n: int = 8) -> str:
-    if not xs:
-        return "-"
-    idx = sorted({round(i * (len(xs) - 1) / max(1, n - 1)) for i in range(n)})
-    return ", ".join(str(xs[i]) for i in idx)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000, help="readings and maintenance events in total")
-    ap.add_argument("--per-timestamp", type=int, default=100,
-                    help="readings per timestamp (1 minute apart); at most one per sensor (the key is sensor, ts)")
+    scenario_args(ap, window=5, window_help="the interval, minutes")
     ap.add_argument("--maintenance", type=int, default=2, help="maintenance events per timestamp")
-    ap.add_argument("--files", type=int, default=40, help="files each stream is split into, in time order")
-    ap.add_argument("--batch-files", type=int, default=4, help="files per stream and micro-batch, both sides")
-    ap.add_argument("--window", type=int, default=5, help="the interval, minutes")
-    ap.add_argument("--sites", type=int, default=2)
-    ap.add_argument("--turbines", type=int, default=5, help="turbines per site")
-    ap.add_argument("--sensors", type=int, default=10, help="sensors per turbine")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args(argv)
-
-    from obda.execution import get_spark
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="obda-interval-bench-"))
     shutil.rmtree(work / "data", ignore_errors=True)
-    project, g, gen_secs = generate(args, work)
+    project, g, gen_secs = generate(args, work, {"maintenance": (args.maintenance, args.maintenance)})
     rows = {t.name: t.rows for t in g.tables}
     print(f"parameters: {args.rows:,} rows, {args.per_timestamp} readings and {args.maintenance} maintenance "
           f"events per timestamp, {len(g.dataset.time_points):,} timestamps 1 min apart, "
           f"{args.sites * args.turbines} turbines, {args.sites * args.turbines * args.sensors} sensors, {args.files} "
           f"files per stream, {args.batch_files} files per stream and micro-batch, interval {args.window} min, master "
           f"{args.master}, seed {args.seed} (generated in {gen_secs:.1f} s: {rows})")
-    spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                         "spark.sql.session.timeZone": "UTC"})
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session(args.master)
     obda = run_obda(spark, project, args, work)
     spark_side = run_spark(spark, args, work)
     rss = peak_rss_mib()
-    for name, r in (("obda", obda), ("spark structured streaming", spark_side)):
-        print(f"{name:28s} {r['seconds']:8.2f} s  {r['rows_in'] / r['seconds']:12,.0f} rows/s  "
-              f"{r['batches']} micro-batches  state over time: {_series(r['state_over_time'])} "
-              f"(max {max(r['state_over_time'], default=0)})")
-    print(f"throughput ratio obda / spark: {spark_side['seconds'] / obda['seconds']:.2f}x")
+    print_sides(obda, spark_side)
     print(f"obda synopsis entries at the end: {obda['synopsis_entries']}; driver peak RSS (this process): {rss:.0f} MiB")
     equal = obda["answers"] == spark_side["answers"]
     print(f"answers: obda {obda['answers'][0]:,} ({obda['answers'][1]}), spark {spark_side['answers'][0]:,} "

@@ -29,7 +29,6 @@ at T against Spark's window ending at T + step, per sensor, averages to 1e-9).
 from __future__ import annotations
 
 import argparse
-import resource
 import shutil
 import sys
 import tempfile
@@ -37,8 +36,10 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from streaming_bench import generate, peak_rss_mib, print_sides, scenario_args, spark_session  # noqa: E402
 
 QUERY = """PREFIX : <http://example.org/turbine#>
 PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
@@ -51,24 +52,6 @@ WHERE {
 GROUP BY ?sensor
 """
 SENSOR_IRI = "http://example.org/turbine/data/sensor/"
-
-
-def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def generate(args, work: Path):
-    from obda.datagen import generate as gen
-    from obda.project import Project
-
-    project = Project.load(ROOT / "demo")
-    t0 = time.perf_counter()
-    g = gen(project.sources, work / "data", seed=args.seed, sites=args.sites, turbines_per_site=args.turbines,
-            sensors_per_turbine=args.sensors, rows=args.rows,
-            rows_per_timestamp={"measurement": (args.per_timestamp, args.per_timestamp), "maintenance": (0, 0),
-                                "power": (0, 0), "alarm": (0, 0)},
-            step=timedelta(minutes=1), files=args.files)
-    return project, g, time.perf_counter() - t0
 
 
 def run_obda(spark, project, args, work: Path) -> dict:
@@ -120,43 +103,21 @@ def run_spark(spark, args, work: Path, final_end) -> dict:
             "state_over_time": state, "answer": final}
 
 
-def _series(xs: list[int], n: int = 8) -> str:
-    if not xs:
-        return "-"
-    idx = sorted({round(i * (len(xs) - 1) / max(1, n - 1)) for i in range(n)})
-    return ", ".join(str(xs[i]) for i in idx)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=2_000_000, help="readings in total")
-    ap.add_argument("--per-timestamp", type=int, default=100,
-                    help="readings per timestamp (1 minute apart); at most one per sensor (the key is sensor, ts)")
-    ap.add_argument("--files", type=int, default=40, help="files the readings are split into, in time order")
-    ap.add_argument("--batch-files", type=int, default=4, help="files per micro-batch, both sides")
-    ap.add_argument("--window", type=int, default=10, help="window, minutes")
-    ap.add_argument("--sites", type=int, default=2)
-    ap.add_argument("--turbines", type=int, default=5, help="turbines per site")
-    ap.add_argument("--sensors", type=int, default=10, help="sensors per turbine")
-    ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--master", default="local[2]")
-    ap.add_argument("--workdir", type=Path, default=None)
+    scenario_args(ap, window=10, window_help="window, minutes")
     args = ap.parse_args(argv)
-
-    from obda.execution import get_spark
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="obda-window-bench-"))
     shutil.rmtree(work / "data", ignore_errors=True)
-    project, g, gen_secs = generate(args, work)
+    project, g, gen_secs = generate(args, work, {})
     rows = {t.name: t.rows for t in g.tables}
     times = g.dataset.time_points
     print(f"parameters: {args.rows:,} readings, {args.per_timestamp} per timestamp, {len(times):,} timestamps 1 min "
           f"apart, {args.sites * args.turbines * args.sensors} sensors, {args.files} files, {args.batch_files} files per "
           f"micro-batch, window {args.window} min, master {args.master}, seed {args.seed} (generated in "
           f"{gen_secs:.1f} s: {rows})")
-    spark = get_spark(args.master, conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false",
-                                         "spark.sql.session.timeZone": "UTC"})
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = spark_session(args.master)
     obda = run_obda(spark, project, args, work)
     from obda.execution.sinks import micros_to_iso
     import datetime as dt
@@ -164,12 +125,7 @@ def main(argv=None) -> int:
     last = dt.datetime.fromisoformat(micros_to_iso(obda["closed_upto"]).rstrip("Z"))
     spark_side = run_spark(spark, args, work, last + timedelta(minutes=1))
     rss = peak_rss_mib()
-
-    for name, r in (("obda", obda), ("spark structured streaming", spark_side)):
-        print(f"{name:28s} {r['seconds']:8.2f} s  {r['rows_in'] / r['seconds']:12,.0f} rows/s  "
-              f"{r['batches']} micro-batches  state over time: {_series(r['state_over_time'])} "
-              f"(max {max(r['state_over_time'], default=0)})")
-    print(f"throughput ratio obda / spark: {spark_side['seconds'] / obda['seconds']:.2f}x")
+    print_sides(obda, spark_side)
     print(f"obda changelog lines: {obda['changelog_lines']:,}; driver peak RSS (this process): {rss:.0f} MiB")
     a, b = obda["answer"], spark_side["answer"]
     equal = a.keys() == b.keys() and all(abs(float(a[k][0]) - float(b[k][0])) < 1e-9 and a[k][1] == b[k][1] for k in a)

@@ -202,8 +202,8 @@ class Const(Expr):
         return fast_copy(self.expr)
 
 
-class Cmp(Expr):
-    """A binary comparison ``left op right`` (op one of = != < <= > >=)."""
+class _Binary(Expr):
+    """``left op right``: the shape of comparisons and arithmetic."""
 
     __slots__ = ("op", "left", "right")
 
@@ -213,11 +213,17 @@ class Cmp(Expr):
         self.left = left
         self.right = right
 
+    def _rename(self, ren):
+        return type(self)(self.op, self.left.rename(ren), self.right.rename(ren))
+
+
+class Cmp(_Binary):
+    """A binary comparison ``left op right`` (op one of = != < <= > >=)."""
+
+    __slots__ = ()
+
     def _template(self) -> Template:
         return _join(self.left.template, (f" {_CMP_SQL[self.op]} ",), self.right.template)
-
-    def _rename(self, ren):
-        return Cmp(self.op, self.left.rename(ren), self.right.rename(ren))
 
     def to_sqlglot(self, amap=None):
         return _CMP_CLASSES[self.op](this=self.left.to_sqlglot(amap), expression=self.right.to_sqlglot(amap))
@@ -252,17 +258,20 @@ class Shift(Expr):
                                                                            unit=exp.var(unit)))
 
 
-class Arith(Expr):
-    """``(left op right)`` over numbers (a BIND's value); ``/`` divides as decimals and a zero divisor gives NULL
-    (SPARQL's error, an unbound value), as the aggregates' SQL does."""
+def arithmetic_sql(op: str, left: exp.Expression, right: exp.Expression) -> exp.Expression:
+    """SPARQL's ``left op right`` over numbers in SQL (BIND values, aggregate expressions): ``/`` divides as
+    decimals, and a zero divisor gives NULL — SPARQL's error, an unbound value."""
+    if op == "/":
+        num = exp.Cast(this=exp.Paren(this=left), to=exp.DataType.build("DOUBLE"))
+        return exp.Paren(this=exp.Div(this=num, expression=exp.Nullif(this=exp.Paren(this=right),
+                                                                       expression=exp.Literal.number(0))))
+    return exp.Paren(this={"+": exp.Add, "-": exp.Sub, "*": exp.Mul}[op](this=left, expression=right))
 
-    __slots__ = ("op", "left", "right")
 
-    def __init__(self, op: str, left: Expr, right: Expr):
-        super().__init__()
-        self.op = op
-        self.left = left
-        self.right = right
+class Arith(_Binary):
+    """``(left op right)`` over numbers (a BIND's value), as :func:`arithmetic_sql` writes it."""
+
+    __slots__ = ()
 
     def _template(self) -> Template:
         if self.op == "/":
@@ -270,17 +279,8 @@ class Arith(Expr):
                          ("), 0))",))
         return _join(("(",), self.left.template, (f" {self.op} ",), self.right.template, (")",))
 
-    def _rename(self, ren):
-        return Arith(self.op, self.left.rename(ren), self.right.rename(ren))
-
     def to_sqlglot(self, amap=None):
-        left, right = self.left.to_sqlglot(amap), self.right.to_sqlglot(amap)
-        if self.op == "/":
-            num = exp.Cast(this=exp.Paren(this=left), to=exp.DataType.build("DOUBLE"))
-            return exp.Paren(this=exp.Div(this=num, expression=exp.Nullif(this=exp.Paren(this=right),
-                                                                           expression=exp.Literal.number(0))))
-        cls = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}[self.op]
-        return exp.Paren(this=cls(this=left, expression=right))
+        return arithmetic_sql(self.op, self.left.to_sqlglot(amap), self.right.to_sqlglot(amap))
 
 
 class Cast(Expr):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from obda.mapping._unfold_ir import arithmetic_sql
 from obda.model.query import Aggregate, Aggregation, Arithmetic, Connective, Literal, Comparison, Var, Window
 
 __all__ = ["aggregate_select", "ordered_table"]
@@ -30,7 +31,6 @@ __all__ = ["aggregate_select", "ordered_table"]
 _FUNCTIONS = {"count": exp.Count, "sum": exp.Sum, "avg": exp.Avg, "min": exp.Min, "max": exp.Max,
               "sample": exp.Min}
 _COMPARE = {"<": exp.LT, "<=": exp.LTE, "=": exp.EQ, "!=": exp.NEQ, ">": exp.GT, ">=": exp.GTE}
-_ARITH = {"+": exp.Add, "-": exp.Sub, "*": exp.Mul}
 ALIAS = "q"
 
 
@@ -86,11 +86,7 @@ def _value(e, glob: bool) -> exp.Expression:
             return exp.Coalesce(this=call, expressions=[exp.Literal.number(0)])
         return call
     if isinstance(e, Arithmetic):
-        left, right = _value(e.left, glob), _value(e.right, glob)
-        if e.op == "/":
-            num = exp.Cast(this=exp.Paren(this=left), to=exp.DataType.build("DOUBLE"))
-            return exp.Div(this=num, expression=exp.Nullif(this=exp.Paren(this=right), expression=exp.Literal.number(0)))
-        return exp.Paren(this=_ARITH[e.op](this=left, expression=right))
+        return arithmetic_sql(e.op, _value(e.left, glob), _value(e.right, glob))
     raise TypeError(f"not a value expression: {e!r}")
 
 
