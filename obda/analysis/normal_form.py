@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from obda.analysis.closure import Closure, integer_satisfiable
-from obda.analysis.elements import BOOLEAN, NUMERIC, STRING, TIMESTAMP, Attr, Const, Element, Predicate
+from obda.analysis.elements import BOOLEAN, FLIP, NUMERIC, STRING, TIMESTAMP, Attr, Const, Element, Predicate
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import AnalysisError, Location
 from obda.model.compilation import MemberOrigin
@@ -340,7 +340,7 @@ class _Select:
 
     def comparison(self, left: exp.Expression, op: str, right: exp.Expression, node: exp.Expression):
         """A typed atom, or True / False when both sides are constants."""
-        if isinstance(_unparen(left), _ARITH) or isinstance(_unparen(right), _ARITH):
+        if isinstance(left.unnest(), _ARITH) or isinstance(right.unnest(), _ARITH):
             solved = self._solve(left, op, right, node)
             if not isinstance(solved, tuple):
                 return solved
@@ -384,7 +384,7 @@ class _Select:
         if col is None or a == 0:
             return _compare(Fraction(0), op, b)
         if a < 0:
-            op = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}[op]
+            op = FLIP[op]
         v = b / a
         return self.column(col), op, Const(NUMERIC, v, str(v))
 
@@ -725,14 +725,8 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
 _ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 
 
-def _unparen(e: exp.Expression) -> exp.Expression:
-    while isinstance(e, exp.Paren):
-        e = e.this
-    return e
-
-
 def _number_literal(e: exp.Expression) -> Fraction | None:
-    e = _unparen(e)
+    e = e.unnest()
     if isinstance(e, exp.Neg):
         v = _number_literal(e.this)
         return None if v is None else -v
@@ -747,7 +741,7 @@ def _number_literal(e: exp.Expression) -> Fraction | None:
 def _linear(e: exp.Expression):
     """``e`` as ``a·col + b`` (``(column node or None, a, b)``, rationals), or None when it is not linear in at
     most one column. Casts to a number type and ``NULLIF(x, 0)`` of a non-zero constant are transparent."""
-    e = _unparen(e)
+    e = e.unnest()
     if isinstance(e, exp.Column):
         return e, Fraction(1), Fraction(0)
     v = _number_literal(e)
@@ -780,7 +774,7 @@ def _linear(e: exp.Expression):
 
 def _arith_columns(e: exp.Expression) -> list[exp.Column] | None:
     """The columns of ``+ - * /`` over columns and numbers (casts and NULLIF included), or None."""
-    e = _unparen(e)
+    e = e.unnest()
     if isinstance(e, exp.Column):
         return [e]
     if _number_literal(e) is not None:
@@ -794,8 +788,7 @@ def _arith_columns(e: exp.Expression) -> list[exp.Column] | None:
 
 
 def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    while isinstance(node, exp.Paren):
-        node = node.this
+    node = node.unnest()
     if isinstance(node, exp.And):
         return _conjuncts(node.this) + _conjuncts(node.expression)
     return [node]

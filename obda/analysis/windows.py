@@ -21,11 +21,12 @@ from fractions import Fraction
 
 from sqlglot import exp
 
+from obda.analysis.elements import FLIP
+
 INF = float("inf")
 
 _UNIT_MICROS = {"MICROSECOND": 1, "MILLISECOND": 1_000, "SECOND": 1_000_000, "MINUTE": 60_000_000,
                 "HOUR": 3_600_000_000, "DAY": 86_400_000_000}
-FLIP = {"<": ">", "<=": ">=", "=": "=", ">=": "<=", ">": "<"}
 _OPS = {exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.GTE: ">=", exp.GT: ">"}
 
 
@@ -51,12 +52,6 @@ def implied_order(op: str, micros: int) -> str | None:
     return None
 
 
-def _unparen(e: exp.Expression) -> exp.Expression:
-    while isinstance(e, exp.Paren):
-        e = e.this
-    return e
-
-
 def interval_comparison(c: exp.Expression) -> tuple[exp.Column, str, exp.Column, int] | None:
     """``a op b ± INTERVAL …`` (either side moved) as ``(a, op, b, micros)`` meaning ``a op b + micros``;
     None when ``c`` is not a comparison of a column with a column moved by an interval."""
@@ -65,15 +60,15 @@ def interval_comparison(c: exp.Expression) -> tuple[exp.Column, str, exp.Column,
         return None
 
     def shifted(e):
-        e = _unparen(e)
+        e = e.unnest()
         if isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval):
-            base = _unparen(e.this)
+            base = e.this.unnest()
             if isinstance(base, exp.Column):
                 micros = interval_micros(e.expression)
                 return base, micros if isinstance(e, exp.Add) else -micros
         return None
 
-    left, right = _unparen(c.this), _unparen(c.expression)
+    left, right = c.this.unnest(), c.expression.unnest()
     sl, sr = shifted(left), shifted(right)
     if (sl is None) == (sr is None):
         return None
