@@ -7,11 +7,17 @@ Catalog file (YAML), a list of entries::
       query: |                 # inline SPARQL, or
         SELECT ...
       file: queries/q.rq       # a file relative to the catalog
+      constraints:             # optional: k-constraints for this entry, added to the sources file's
+        - name: alarm_near_reading          # (same syntax: obda/model/constraints.py)
+          referential: {from: alarm, to: measurement, on: [sensor_id]}
+          after: PT5M
+          before: PT5M
       expect:
-        verdict: bounded       # bounded | unbounded | not_shown
+        verdict: bounded       # bounded | unbounded | not_shown (the plain verdict)
+        constrained: bounded   # optional: the verdict under the declared k-constraints
         why: ...               # free text, for readers
 
-``check_catalog`` compiles and analyses each query and compares the verdict.
+``check_catalog`` compiles and analyses each query and compares the verdicts.
 """
 
 from __future__ import annotations
@@ -41,6 +47,8 @@ class CatalogEntry:
     description: str = ""
     why: str = ""
     location: Location = Location()
+    constraints: object = None  # the entry's 'constraints:' YAML node (checked against the project's sources)
+    expected_constrained: str | None = None
 
 
 @dataclass(frozen=True)
@@ -52,10 +60,13 @@ class CatalogResult:
     seconds: float
     error: str | None = None
     error_code: str | None = None
+    expected_constrained: str | None = None
+    constrained: str | None = None  # the verdict under the declared k-constraints
 
     @property
     def ok(self) -> bool:
-        return self.error is None and (self.expected is None or self.expected == self.verdict)
+        return self.error is None and (self.expected is None or self.expected == self.verdict) and (
+            self.expected_constrained is None or self.expected_constrained == self.constrained)
 
     def to_dict(self) -> dict:
         return {
@@ -67,21 +78,25 @@ class CatalogResult:
             "seconds": round(self.seconds, 4),
             "error": self.error,
             "error_code": self.error_code,
+            **({"expected_constrained": self.expected_constrained, "constrained": self.constrained}
+               if self.expected_constrained is not None or self.constrained != self.verdict else {}),
         }
 
 
-def _line_of_names(text: str) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _nodes_of_names(text: str) -> dict[str, yaml.MappingNode]:
+    out: dict[str, yaml.MappingNode] = {}
     try:
         node = yaml.compose(text)
     except yaml.YAMLError:
         return out
+    if isinstance(node, yaml.MappingNode):  # {queries: [...]}
+        node = next((v for k, v in node.value if k.value == "queries"), None)
     if isinstance(node, yaml.SequenceNode):
         for item in node.value:
             if isinstance(item, yaml.MappingNode):
                 for k, v in item.value:
                     if k.value == "name":
-                        out[str(v.value)] = item.start_mark.line + 1
+                        out[str(v.value)] = item
     return out
 
 
@@ -103,14 +118,15 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
         raw = raw["queries"]
     if not isinstance(raw, list):
         raise CatalogError("a catalog is a YAML list of {name, query, expect}", Location(str(p), 1))
-    lines = _line_of_names(text)
+    nodes = _nodes_of_names(text)
     entries: list[CatalogEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
         if not isinstance(item, dict) or "name" not in item:
             raise CatalogError(f"entry {i + 1} has no 'name'", Location(str(p)))
         name = str(item["name"])
-        loc = Location(str(p), lines.get(name))
+        node = nodes.get(name)
+        loc = Location(str(p), node.start_mark.line + 1 if node is not None else None)
         if name in seen:
             raise CatalogError(f"query name {name!r} is used twice", loc)
         seen.add(name)
@@ -128,8 +144,13 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
         verdict = expect.get("verdict") if isinstance(expect, dict) else None
         if verdict is not None and verdict not in VERDICTS:
             raise CatalogError(f"query {name!r}: expect.verdict must be one of {', '.join(VERDICTS)}", loc)
+        constrained = expect.get("constrained") if isinstance(expect, dict) else None
+        if constrained is not None and constrained not in VERDICTS:
+            raise CatalogError(f"query {name!r}: expect.constrained must be one of {', '.join(VERDICTS)}", loc)
+        cnode = next((v for k, v in node.value if k.value == "constraints"), None) if node is not None else None
         entries.append(
-            CatalogEntry(name, qtext, verdict, str(item.get("description", "")), str(expect.get("why", "")) if isinstance(expect, dict) else "", loc)
+            CatalogEntry(name, qtext, verdict, str(item.get("description", "")), str(expect.get("why", "")) if isinstance(expect, dict) else "", loc,
+                         cnode, constrained)
         )
     return entries
 
@@ -137,14 +158,22 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
 def check_entry(project, entry: CatalogEntry) -> CatalogResult:
     from obda.analysis import analyze_query
 
+    from obda.model.sources import parse_constraints
+
     t0 = time.perf_counter()
     try:
+        sources = project.sources
+        if entry.constraints is not None:
+            sources = sources.with_constraints(parse_constraints(entry.constraints, sources, entry.location.file))
         comp = project.compile(entry.query, file=f"{entry.location.file}#{entry.name}")
-        report = analyze_query(comp, project.sources)
+        report = analyze_query(comp, sources)
     except ObdaError as e:
-        return CatalogResult(entry.name, entry.expected, None, None, time.perf_counter() - t0, str(e), e.code)
+        return CatalogResult(entry.name, entry.expected, None, None, time.perf_counter() - t0, str(e), e.code,
+                             entry.expected_constrained)
     verdict = report.verdict.value if hasattr(report.verdict, "value") else str(report.verdict)
-    return CatalogResult(entry.name, entry.expected, verdict, len(comp.members), time.perf_counter() - t0)
+    constrained = getattr(report, "constrained_verdict", verdict)
+    return CatalogResult(entry.name, entry.expected, verdict, len(comp.members), time.perf_counter() - t0,
+                         expected_constrained=entry.expected_constrained, constrained=constrained)
 
 
 def check_catalog(project, entries: Sequence[CatalogEntry]) -> Iterator[CatalogResult]:
@@ -166,7 +195,8 @@ def render_junit(results: Sequence[CatalogResult], name: str = "catalog") -> str
         if r.error is not None:
             out.append(f"    <error type={quoteattr(r.error_code or 'error')} message={quoteattr(r.error)}/>")
         elif not r.ok:
-            msg = f"expected verdict {r.expected}, got {r.verdict}"
+            msg = (f"expected verdict {r.expected}, got {r.verdict}" if r.expected not in (None, r.verdict) else
+                   f"expected verdict under the k-constraints {r.expected_constrained}, got {r.constrained}")
             out.append(f"    <failure message={quoteattr(msg)}>{escape(msg)}</failure>")
         out.append("  </testcase>")
     out.append("</testsuite></testsuites>")

@@ -319,7 +319,11 @@ def run(
                       highlight=False)
     except ObdaError as e:
         _fail(e)
-    err.print(f"verdict: {report.verdict}; running {query.name} ({'until exhausted' if until_exhausted else 'Ctrl-C stops'})")
+    under = getattr(report, "constrained_verdict", report.verdict)
+    used = ", ".join(getattr(report, "constraints_used", ()))
+    err.print(f"verdict: {report.verdict}" + (f" ({under} under the k-constraints {used}: watched, violations "
+                                               "quarantined)" if under != report.verdict and used else "")
+              + f"; running {query.name} ({'until exhausted' if until_exhausted else 'Ctrl-C stops'})")
     try:
         if until_exhausted:
             metrics = cq.run_until_exhausted()
@@ -389,8 +393,9 @@ def catalog_check(
         for r in results:
             table.add_row(
                 r.name,
-                r.expected or "-",
-                r.verdict or "-",
+                (r.expected or "-") + (f" / k: {r.expected_constrained}" if r.expected_constrained else ""),
+                (r.verdict or "-") + (f" / k: {r.constrained}" if r.constrained and r.constrained != r.verdict
+                                      or r.expected_constrained else ""),
                 str(r.members) if r.members is not None else "-",
                 "[green]ok[/]" if r.ok else f"[red]{r.error or 'differs'}[/]",
             )

@@ -18,6 +18,7 @@ from typing import Union
 
 from sqlglot import exp
 
+from obda.analysis.constraints import constrained_verdict, suggestion
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED, PartOutcome, check_polynomial
 from obda.analysis.explain import hint, plain, provenance, witness
 from obda.analysis.naive import check_naive
@@ -79,7 +80,7 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
         notes.append("every member of the unfolded query was removed (unsatisfiable or duplicate): the answer is empty")
         for r in source.removed:
             notes.append(f"removed: {r}")
-    report = analyze_members(members, checker, notes)
+    report = analyze_members(members, checker, notes, sources.constraints)
     try:
         forest, error = build_forest(source, sources), None
     except ExecutionError as e:  # analysable, but the executor cannot run it: said when it is run
@@ -100,8 +101,11 @@ def analyze_query(source: Source, sources: Sources, *, file: str | None = None, 
     return analyze(source, sources, file=file)
 
 
-def analyze_members(members: list[SpjMember], checker: str = "polynomial", notes: list[str] | None = None) -> AnalysisReport:
-    reports = tuple(_member(m, checker) for m in members)
+def analyze_members(members: list[SpjMember], checker: str = "polynomial", notes: list[str] | None = None,
+                    constraints=()) -> AnalysisReport:
+    """``constraints``: the declared k-constraints (:mod:`obda.analysis.constraints`): each member not bounded
+    by itself also gets its verdict under the ones that apply to it."""
+    reports = tuple(_with_constraints(m, _member(m, checker), constraints) for m in members)
     verdict = combine(m.verdict for m in reports) if reports else BOUNDED
     return AnalysisReport(verdict, reports, tuple(notes or ()))
 
@@ -198,6 +202,19 @@ def _member(m: SpjMember, checker: str) -> MemberReport:
         notes=tuple(notes), checker=checker,
     )
     return _interval_window(m, report) if m.differences else report
+
+
+def _with_constraints(m: SpjMember, report: MemberReport, constraints) -> MemberReport:
+    """The member's verdict under the declared k-constraints (the plain verdict stays), or a hint naming the
+    constraints whose declaration would bound it."""
+    if report.verdict == BOUNDED:
+        return report
+    cv = constrained_verdict(m, report.verdict, constraints)
+    if cv is not None and cv.verdict == BOUNDED:
+        return replace(report, constrained=cv)
+    hint = suggestion(m)
+    hints = report.hints + ((hint,) if hint and hint not in report.hints else ())
+    return replace(report, constrained=cv, hints=hints)
 
 
 def _interval_window(m: SpjMember, report: MemberReport) -> MemberReport:

@@ -91,10 +91,17 @@ class MemberReport:
     notes: tuple[str, ...] = ()
     checker: str = "polynomial"
     memory: str = ""  # what a bounded member's state is proportional to, when it is not a constant (a window)
+    constrained: object = None  # obda.analysis.constraints.ConstrainedVerdict: the verdict under declared k-constraints
+
+    @property
+    def constrained_verdict(self) -> str:
+        """The verdict under the declared k-constraints (the plain one when none applies)."""
+        return self.constrained.verdict if self.constrained is not None else self.verdict
 
     def to_dict(self) -> dict:
         return {
             **({"memory": self.memory} if self.memory else {}),
+            **({"constrained": self.constrained.to_dict()} if self.constrained is not None else {}),
             "index": self.index, "disjunct": {"index": self.disjunct[0], "of": self.disjunct[1]},
             "sql": self.sql, "condition": self.condition, "projection": self.projection, "verdict": self.verdict,
             "criterion": self.criterion, "violations": [v.to_dict() for v in self.violations],
@@ -112,18 +119,33 @@ class AnalysisReport:
     forest: object = None  # obda.analysis.forest.Forest: what the executor runs (None: not executable)
     forest_error: object = None  # the ExecutionError that made the query not executable
 
-    def select_verdicts(self, n: int) -> list[str]:
-        """The verdict of each of the query's ``n`` SELECTs: the worst of its member reports (disjuncts)."""
+    @property
+    def constrained_verdict(self) -> str:
+        """The verdict under the declared k-constraints: what the executor admits while the data keeps them."""
+        return combine(m.constrained_verdict for m in self.members) if self.members else self.verdict
+
+    @property
+    def constraints_used(self) -> tuple[str, ...]:
+        """The constraints a member needs to be bounded (its synopses drop state by them)."""
+        return tuple(dict.fromkeys(n for m in self.members if m.verdict != BOUNDED and m.constrained is not None
+                                   and m.constrained.verdict == BOUNDED for n in m.constrained.constraints))
+
+    def select_verdicts(self, n: int, constrained: bool = False) -> list[str]:
+        """The verdict of each of the query's ``n`` SELECTs: the worst of its member reports (disjuncts);
+        with ``constrained``, their verdicts under the declared k-constraints."""
         out = [BOUNDED] * n
         covered = set()
         for m in self.members:
             if 0 <= m.index < n:
                 covered.add(m.index)
-                out[m.index] = combine((out[m.index], m.verdict))
+                out[m.index] = combine((out[m.index], m.constrained_verdict if constrained else m.verdict))
         return [v if i in covered else self.verdict for i, v in enumerate(out)]
 
     def to_dict(self) -> dict:
         d = {"verdict": self.verdict, "members": [m.to_dict() for m in self.members], "notes": list(self.notes)}
+        if any(m.constrained is not None for m in self.members):
+            d["constrained_verdict"] = self.constrained_verdict
+            d["constraints_used"] = list(self.constraints_used)
         if self.forest is not None:  # what the executor runs: per member, its units, keys, cut-offs, pipelines
             d["forest"] = self.forest.describe()
         elif self.forest_error is not None:
@@ -132,6 +154,10 @@ class AnalysisReport:
 
     def to_text(self) -> str:
         lines = [f"verdict: {self.verdict.upper()} ({_meaning(self.verdict)})"]
+        if any(m.constrained is not None for m in self.members):
+            used = ", ".join(self.constraints_used) or "none suffices"
+            lines.append(f"under the declared k-constraints: {self.constrained_verdict.upper()} (using: {used}; "
+                         "while the data keeps them, which the executor monitors)")
         for n in self.notes:
             lines.append(f"note: {n}")
         for m in self.members:
@@ -160,6 +186,14 @@ class AnalysisReport:
                     lines.append(f"      hint: {v.hint}")
             if m.memory:
                 lines.append(f"  memory: {m.memory}")
+            cv = m.constrained
+            if cv is not None:
+                lines.append(f"  under k-constraints {', '.join(cv.constraints)}: {cv.verdict}"
+                             + (f" — {cv.note}" if cv.note else ""))
+                if cv.memory:
+                    lines.append(f"    memory: {cv.memory}")
+                for a, keep in cv.lags:
+                    lines.append(f"    {a}: keeps {keep}")
             if m.verdict == BOUNDED and m.plan:
                 lines.append("  synopsis plan:")
                 for name, p in m.plan.items():

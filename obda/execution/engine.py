@@ -351,15 +351,21 @@ class MemberEngine:
         self.statics = {a: Rel(plan.pipelines[a].attrs, dict(statics.get(a, {}))) for a in plan.static_aliases}
         self.past: dict[int, Rel] = {n.id: Rel(n.key) for n in plan.nodes}
         self.dropped: set[int] = set()  # nodes whose past is no longer needed
+        self.relaxed = False  # a k-constraint stopped being used: constrained nodes expire by the query alone
 
     # -- state ------------------------------------------------------------------------------
     def state(self) -> dict:
-        return {"past": {i: r.data for i, r in self.past.items()}, "dropped": sorted(self.dropped)}
+        return {"past": {i: r.data for i, r in self.past.items()}, "dropped": sorted(self.dropped),
+                "relaxed": self.relaxed}
 
     def restore(self, st: dict) -> None:
         for i, d in st["past"].items():
             self.past[int(i)] = Rel(self.plan.nodes[int(i)].key, d)
         self.dropped = set(st["dropped"])
+        self.relaxed = st.get("relaxed", False)
+
+    def _expiry(self, n) -> tuple[tuple[int, int], ...]:
+        return n.plain_expiry if self.relaxed and n.constrained else n.expiry
 
     @property
     def entries(self) -> int:
@@ -420,7 +426,7 @@ class MemberEngine:
                 continue
             if self._keeps_past(n.id, ts):
                 merge_into(self.past[n.id], cur[n.id], self.setsem, n.compress if self.setsem else None)
-                expire(self.past[n.id], n.expiry, ts)
+                expire(self.past[n.id], self._expiry(n), ts)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, ts):
@@ -445,7 +451,7 @@ class MemberEngine:
                 continue
             if self._keeps_past(n.id, closed_upto):
                 merge_into(self.past[n.id], deltas.get(n.id, {}), self.setsem, n.compress if self.setsem else None)
-                expire(self.past[n.id], n.expiry, closed_upto)
+                expire(self.past[n.id], self._expiry(n), closed_upto)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, closed_upto):
@@ -567,6 +573,11 @@ class QueryEngine:
         else:
             for vals in _ordered(out):
                 answers.append(Answer(emitted_at, bind(vals), out[vals]))
+
+    def relax(self) -> None:
+        """A k-constraint stopped being used (its violation rate): keep what the query's own conditions need."""
+        for m in self.members:
+            m.relaxed = True
 
     def step(self, ts: int, cur: dict[int, Counted]) -> list[Answer]:
         """``cur``: pipeline id -> counted rows of closed timestamp ``ts``."""

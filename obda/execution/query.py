@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import logging
 import os
 import threading
@@ -14,6 +14,7 @@ from typing import Callable
 
 from obda.errors import ExecutionError
 from obda.execution import checkpoint
+from obda.execution.constraints import ConstraintWatch
 from obda.execution.engine import QueryEngine
 from obda.analysis import AnalysisReport, Forest, analyze, build_forest
 from obda.execution import views as view_rows
@@ -47,6 +48,11 @@ def member_verdicts(report, forest: Forest) -> list[str]:
         return ["unknown"] * len(forest.members)
     if isinstance(report, AnalysisReport):
         per_select = report.select_verdicts(n)
+        under = report.select_verdicts(n, constrained=True)
+        # a member bounded by the declared k-constraints runs bounded when its synopses drop state by them
+        per_select = [u if v != "bounded" and u == "bounded" and any(
+            m.constraints for m in forest.members if m.member.origin == i) else v
+            for i, (v, u) in enumerate(zip(per_select, under))]
     elif isinstance(report, (list, tuple)) and all(isinstance(v, str) for v in report):
         per_select = [v.lower() for v in report]
     else:
@@ -147,6 +153,16 @@ class ContinuousQuery:
             raise report.forest_error
         else:  # no report (or verdicts only): the analysis still plans
             forest = build_forest(sql, sources, dialect)
+        if forest.constraints and backend == "spark":
+            if forest.constraints_used:
+                raise ExecutionError(
+                    f"this query is bounded by the k-constraints {', '.join(forest.constraints_used)}, which obda "
+                    "checks row by row on the local backend only: run it with backend='local' (CLI: --backend "
+                    "local), or without the constraints (allow_unbounded=True keeps every row)")
+            log.info("k-constraints %s are watched on the local backend only", ", ".join(c.name for c in forest.constraints))
+            monitors = {pid for _, _, pid in forest.monitors}
+            forest = replace(forest, pipelines=tuple(p for p in forest.pipelines if p.id not in monitors),
+                             constraints=(), monitors=())
         self.plan: Forest = forest
         self.report = report
         self.verdicts = member_verdicts(report, self.plan)
@@ -167,7 +183,8 @@ class ContinuousQuery:
         self.streams = [t.name for t in self.plan.stream_tables()]
         self._static_quarantine: list[dict] = []
         self.engine = QueryEngine(self.plan, self._load_statics())
-        self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views)
+        watch = ConstraintWatch(self.plan) if self.plan.constraints else None
+        self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views, watch)
         self.runtime.metrics.unbounded_members = risky
         self.processed: dict[str, set[str]] = {s: set() for s in self.streams}
         self.batch_id = 0
@@ -419,7 +436,7 @@ class ContinuousQuery:
             self.finished = True
         self._emit(answers)
         self._static_only()
-        return new, [r for b in batches for r in b.quarantine]
+        return new, [r for b in batches for r in b.quarantine] + self.runtime.take_quarantine()
 
     # -- the Spark backend, in phases (a query alone, or one reader of a shared scan) -------------
     def _step_spark(self, exhausted: bool, pending: dict[str, list[str]] | None = None):

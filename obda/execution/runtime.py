@@ -67,6 +67,9 @@ class Metrics:
     state_history: list[tuple[int, int]] = field(default_factory=list)  # (batch, state entries), last 1000
     unbounded_members: list[int] = field(default_factory=list)
     driver_peak_rss_bytes: int = 0  # the driver process's peak resident memory so far
+    constraints: dict = field(default_factory=dict)  # k-constraint name -> what its watch observed (obda.execution.constraints)
+    constraint_violations: int = 0  # rows quarantined because they broke a used k-constraint
+    incomplete_since: str | None = None  # the first timestamp whose answers may miss a quarantined row's
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -95,6 +98,8 @@ class Metrics:
             "unbounded_members": list(self.unbounded_members),
             "driver_peak_rss_bytes": self.driver_peak_rss_bytes,
             "state_growth": self.state_growth(),
+            **({"constraints": self.constraints, "constraint_violations": self.constraint_violations,
+                "incomplete_since": self.incomplete_since} if self.constraints else {}),
         }
 
     def state_growth(self) -> dict | None:
@@ -124,8 +129,11 @@ class Runtime:
         idle_timeout: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         views=None,
+        constraints=None,
     ):
         self.engine = engine
+        self.constraints = constraints  # obda.execution.constraints.ConstraintWatch, or None
+        self.quarantined: list[dict] = []  # constraint violations of the closed timestamps, for the quarantine sink
         self.views = views  # obda.analysis.forest.ViewDedupe: view rows are sets per timestamp
         self.streams = list(streams)
         self.idle_timeout = idle_timeout
@@ -146,6 +154,7 @@ class Runtime:
             "closed_upto": self.closed_upto,
             "engine": self.engine.state(),
             "metrics": self.metrics,
+            "constraints": self.constraints,
         }
 
     def restore(self, st: dict) -> None:
@@ -154,6 +163,8 @@ class Runtime:
         self.closed_upto = st["closed_upto"]
         self.engine.restore(st["engine"])
         self.metrics = st["metrics"]
+        if st.get("constraints") is not None:
+            self.constraints = st["constraints"]
         now = self.clock()
         self.last_progress = {s: now for s in self.streams}
 
@@ -222,6 +233,8 @@ class Runtime:
             self.first_closed = closing[0]
         for ts in closing:
             groups = self.buffer.pop(ts)
+            if self.constraints is not None:
+                groups = self._admit(ts, groups)
             if self.views is not None:
                 groups = view_rows.project(self.views, ts, groups)
             answers.extend(self.engine.step(ts, groups))
@@ -230,6 +243,27 @@ class Runtime:
         self.metrics.closed_upto = w
         self.metrics.rows_out += sum(a.count for a in answers)
         return answers
+
+    def _admit(self, ts: int, groups: dict) -> dict:
+        """The closed timestamp's rows without those that break a used k-constraint (quarantined)."""
+        groups, quarantine = self.constraints.admit(ts, groups)
+        m = self.metrics
+        if quarantine:
+            self.quarantined.extend(quarantine)
+            m.constraint_violations += sum(q["rows"] for q in quarantine)
+        if self.constraints.relaxed:
+            self.engine.relax()
+        m.constraints = self.constraints.report(ts)
+        since = self.constraints.incomplete_since
+        if since is not None and m.incomplete_since is None:
+            from obda.execution.rows import micros_to_iso
+
+            m.incomplete_since = micros_to_iso(since)
+        return groups
+
+    def take_quarantine(self) -> list[dict]:
+        out, self.quarantined = self.quarantined, []
+        return out
 
     def buffered_entries(self) -> int:
         return sum(len(rows) for slot in self.buffer.values() for rows in slot.values())

@@ -13,6 +13,11 @@ File format (YAML)::
       sensor:
         kind: static
         columns: {id: integer, kind: string, turbine_id: integer}
+    constraints:                     # optional: k-constraints (obda/model/constraints.py)
+      - name: alarm_near_reading
+        referential: {from: alarm, to: measurement, on: [sensor_id]}
+        after: PT5M
+        before: PT5M
 
 Column types: integer, decimal, double, string, boolean, timestamp.
 Table and column names are matched case-insensitively (SQL semantics);
@@ -21,7 +26,7 @@ the spelling of the file is kept for output.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
 from typing import Mapping
@@ -29,6 +34,7 @@ from typing import Mapping
 import yaml
 
 from obda.errors import ExecutionError, Location, SourcesError
+from obda.model.constraints import CLUSTERED, KINDS, ORDERED, REFERENTIAL, Constraint, Monitoring, parse_duration
 
 
 class ColumnType(str, Enum):
@@ -115,6 +121,17 @@ class Table:
 class Sources:
     tables: tuple[Table, ...]
     file: str | None = None
+    constraints: tuple[Constraint, ...] = ()
+
+    def constraint(self, name: str) -> Constraint | None:
+        return next((c for c in self.constraints if c.name == name), None)
+
+    def with_constraints(self, extra: tuple[Constraint, ...]) -> "Sources":
+        """These sources with ``extra`` constraints added (a catalog entry's own); names stay unique."""
+        for c in extra:
+            if self.constraint(c.name) is not None:
+                raise SourcesError(f"constraint {c.name!r} is already declared in the sources file", c.location)
+        return replace(self, constraints=self.constraints + tuple(extra))
 
     def table(self, name: str) -> Table | None:
         low = name.strip('"').lower()
@@ -179,12 +196,14 @@ def parse_sources(text: str, file: str | None = None) -> Sources:
         raise SourcesError(f"sources file is not valid YAML: {getattr(e, 'problem', e)}", loc) from e
     if root is None:
         raise SourcesError("sources file is empty; expected a 'tables:' mapping", Location(file, 1))
-    tables_node = None
+    tables_node = constraints_node = None
     for k, v in _mapping_items(root, file, "the sources file"):
         if k.value == "tables":
             tables_node = v
+        elif k.value == "constraints":
+            constraints_node = v
         else:
-            raise SourcesError(f"unknown top-level key {k.value!r}; expected 'tables'", _loc(file, k))
+            raise SourcesError(f"unknown top-level key {k.value!r}; expected 'tables' or 'constraints'", _loc(file, k))
     if tables_node is None:
         raise SourcesError("missing 'tables:' mapping", _loc(file, root))
     tables: list[Table] = []
@@ -195,7 +214,156 @@ def parse_sources(text: str, file: str | None = None) -> Sources:
             raise SourcesError(f"table {name!r} is declared twice", _loc(file, name_node))
         seen.add(name.lower())
         tables.append(_parse_table(name, name_node, body, file))
-    return Sources(tuple(tables), file)
+    sources = Sources(tuple(tables), file)
+    if constraints_node is not None:
+        sources = replace(sources, constraints=parse_constraints(constraints_node, sources, file))
+    return sources
+
+
+def parse_constraints(node: yaml.Node, sources: Sources, file: str | None) -> tuple[Constraint, ...]:
+    """The ``constraints:`` list of a sources file (or of a catalog entry), checked against ``sources``."""
+    if not isinstance(node, yaml.SequenceNode):
+        raise SourcesError("'constraints' must be a list of constraints (- name: …)", _loc(file, node))
+    out: list[Constraint] = []
+    for item in node.value:
+        c = _parse_constraint(item, sources, file)
+        if any(o.name == c.name for o in out) or sources.constraint(c.name) is not None:
+            raise SourcesError(f"constraint {c.name!r} is declared twice", c.location)
+        out.append(c)
+    return tuple(out)
+
+
+_MONITORING = {"margin", "sample", "window", "max_violation_rate", "bloom_bits"}
+
+
+def _parse_constraint(node: yaml.Node, sources: Sources, file: str | None) -> Constraint:
+    fields = {str(k.value): (k, v) for k, v in _mapping_items(node, file, "a constraint")}
+    allowed = {"name", "after", "before", "within", "rows", *KINDS, *_MONITORING}
+    for key, (k, _) in fields.items():
+        if key not in allowed:
+            raise SourcesError(f"constraint: unknown key {key!r} (expected name, one of {', '.join(KINDS)}, "
+                               f"after/before (referential) or within, and {', '.join(sorted(_MONITORING))})", _loc(file, k))
+    if "name" not in fields:
+        raise SourcesError("constraint without a 'name'", _loc(file, node))
+    name = str(fields["name"][1].value)
+    at = _loc(file, fields["name"][1])
+    kinds = [k for k in KINDS if k in fields]
+    if len(kinds) != 1:
+        raise SourcesError(f"constraint {name!r}: give exactly one of {', '.join(KINDS)} (got {kinds or 'none'})", at)
+    kind = kinds[0]
+    if "rows" in fields:
+        raise SourcesError(f"constraint {name!r}: k in rows is not supported: obda's constraints are in application "
+                           "time; give k as a duration (after/before/within: PT5M)", _loc(file, fields["rows"][0]))
+
+    def duration(key: str) -> int | None:
+        if key not in fields:
+            return None
+        v = fields[key][1]
+        us = parse_duration(v.value) if isinstance(v, yaml.ScalarNode) else None
+        if us is None:
+            raise SourcesError(f"constraint {name!r}: {key} {getattr(v, 'value', v)!r} is not a duration: write an "
+                               "xsd:dayTimeDuration such as PT5M, PT30S or P1DT2H (no years or months)", _loc(file, v))
+        return us
+
+    spec = fields[kind][1]
+    parts = {str(k.value): (k, v) for k, v in _mapping_items(spec, file, f"constraint {name!r}: {kind}")}
+    if kind == REFERENTIAL:
+        expected = ("from", "to", "on")
+        if "within" in fields:
+            raise SourcesError(f"constraint {name!r}: a referential constraint has 'after' and/or 'before' "
+                               "(how much later / earlier the joining row arrives), not 'within'",
+                               _loc(file, fields["within"][0]))
+        after, before = duration("after"), duration("before")
+        if after is None and before is None:
+            raise SourcesError(f"constraint {name!r}: give 'after' (the joining '{_scalar(parts.get('to'))}' row "
+                               "arrives at most this much later) and/or 'before' (at most this much earlier)", at)
+    else:
+        expected = ("stream", "column")
+        for side in ("after", "before"):
+            if side in fields:
+                raise SourcesError(f"constraint {name!r}: a {kind} constraint has 'within', not '{side}'",
+                                   _loc(file, fields[side][0]))
+        after = before = duration("within")
+        if after is None:
+            raise SourcesError(f"constraint {name!r}: missing 'within' (a duration such as PT2M)", at)
+    for key, (k, _) in parts.items():
+        if key not in expected:
+            raise SourcesError(f"constraint {name!r}: unknown key {key!r} in {kind} (expected {', '.join(expected)})",
+                               _loc(file, k))
+    for key in expected:
+        if key not in parts:
+            raise SourcesError(f"constraint {name!r}: {kind} needs {', '.join(expected)} (missing {key!r})",
+                               _loc(file, spec))
+
+    def stream(key: str) -> Table:
+        v = parts[key][1]
+        t = sources.table(_scalar(parts[key]))
+        if t is None:
+            raise SourcesError(f"constraint {name!r}: {key} {v.value!r} is not a table of the sources file", _loc(file, v))
+        if not t.is_stream:
+            raise SourcesError(f"constraint {name!r}: {t.name!r} is static; k-constraints describe how streams "
+                               "arrive", _loc(file, v))
+        return t
+
+    def column(t: Table, v: yaml.Node) -> str:
+        c = t.column(str(v.value)) if isinstance(v, yaml.ScalarNode) else None
+        if c is None:
+            raise SourcesError(f"constraint {name!r}: {getattr(v, 'value', v)!r} is not a column of {t.name!r}",
+                               _loc(file, v))
+        if c.name == t.timestamp:
+            raise SourcesError(f"constraint {name!r}: {c.name!r} is the timestamp of {t.name!r}; a k-constraint is on "
+                               "another column (the timestamps are ordered by the application-time marker)",
+                               _loc(file, v))
+        return c.name
+
+    if kind == REFERENTIAL:
+        left, right = stream("from"), stream("to")
+        on_node = parts["on"][1]
+        items = on_node.value if isinstance(on_node, yaml.SequenceNode) else [on_node]
+        on: list[tuple[str, str]] = []
+        for item in items:
+            if isinstance(item, yaml.MappingNode):  # {from_column: to_column}
+                for k, v in item.value:
+                    on.append((column(left, k), column(right, v)))
+            else:
+                on.append((column(left, item), column(right, item)))
+        if not on:
+            raise SourcesError(f"constraint {name!r}: 'on' names no column", _loc(file, on_node))
+        for (a, b), item in zip(on, items):
+            ta, tb = left.column(a).type, right.column(b).type
+            if ta != tb and not (ta.is_numeric and tb.is_numeric):
+                raise SourcesError(f"constraint {name!r}: {left.name}.{a} ({ta.value}) and {right.name}.{b} "
+                                   f"({tb.value}) cannot be equal: a join needs comparable types", _loc(file, item))
+    else:
+        left = right = stream("stream")
+        col = column(left, parts["column"][1])
+        if kind == ORDERED and left.column(col).type.value in ("string", "boolean"):
+            raise SourcesError(f"constraint {name!r}: ordered arrival needs a numeric or timestamp column, "
+                               f"{left.name}.{col} is {left.column(col).type.value}", _loc(file, parts["column"][1]))
+        on = [(col, col)]
+    mon = {}
+    for key in _MONITORING:
+        if key not in fields:
+            continue
+        v = fields[key][1]
+        if key == "window":
+            mon[key] = duration("window")
+            continue
+        try:
+            mon[key] = int(v.value) if key == "bloom_bits" else float(v.value)
+        except (TypeError, ValueError):
+            raise SourcesError(f"constraint {name!r}: {key} {v.value!r} is not a number", _loc(file, v)) from None
+        ok = {"margin": mon[key] >= 1, "sample": 0 <= mon[key] <= 1, "max_violation_rate": 0 <= mon[key] <= 1,
+              "bloom_bits": 1024 <= mon[key] <= 1 << 33}[key]
+        if not ok:
+            rng = {"margin": "at least 1", "sample": "between 0 and 1", "max_violation_rate": "between 0 and 1",
+                   "bloom_bits": "between 1024 and 2^33"}[key]
+            raise SourcesError(f"constraint {name!r}: {key} must be {rng}, not {v.value}", _loc(file, v))
+    return Constraint(name, kind, left.name, right.name, tuple(on), after, before, Monitoring(**mon), at)
+
+
+def _scalar(entry) -> str:
+    return "" if entry is None else str(entry[1].value)
 
 
 def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | None) -> Table:

@@ -14,6 +14,7 @@ from pathlib import Path
 import duckdb
 import sqlglot
 
+from obda.execution.constraints import ConstraintWatch
 from obda.execution.engine import QueryEngine
 from obda.analysis.forest import build_forest
 from obda.execution import views as view_rows
@@ -246,7 +247,8 @@ def drive(sql, src: Sources, batches: list[dict[str, list]], static=None, on_clo
     plan, engine = engine_for(sql, src, static)
     streams = [t.name for t in plan.stream_tables()]
     kw = {"clock": clock} if clock else {}
-    rt = Runtime(engine, streams, idle_timeout, views=plan.views, **kw)
+    watch = ConstraintWatch(plan) if plan.constraints else None
+    rt = Runtime(engine, streams, idle_timeout, views=plan.views, constraints=watch, **kw)
     out: list = []
     for i, batch in enumerate(batches):
         closed = rt.closed_upto

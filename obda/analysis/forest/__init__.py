@@ -60,15 +60,16 @@ RULES = (
 )
 
 
-def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, rules=RULES) -> MemberForest:
-    """The forest of one member: every rule of ``rules`` in order."""
-    d: Draft = start(member, distinct, first_pipeline_id)
+def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, rules=RULES,
+                  constraints: tuple = ()) -> MemberForest:
+    """The forest of one member: every rule of ``rules`` in order (``constraints``: the declared k-constraints)."""
+    d: Draft = start(member, distinct, first_pipeline_id, constraints)
     for rule in rules:
         d = rule(d)
     return MemberForest(
         member=member, distinct=distinct, nodes=d.nodes, roots=d.roots, forest_statics=d.forest_statics,
         forest_preds=d.forest_preds, out_attrs=d.out_attrs, pipelines=d.pipelines,
-        unsatisfiable=d.unsatisfiable, absorbed=d.absorbed,
+        unsatisfiable=d.unsatisfiable, absorbed=d.absorbed, constraints=d.constraints_used,
     )
 
 
@@ -78,7 +79,7 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
     forests: list[MemberForest] = []
     planned = []
     for m in members:
-        mf = member_forest(m, distinct, first_pipeline_id=len(planned))
+        mf = member_forest(m, distinct, first_pipeline_id=len(planned), constraints=sources.constraints)
         forests.append(mf)
         planned.extend(mf.pipelines.values())
     branch_of: dict[int, int] = {}
@@ -98,7 +99,20 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
         positions[p.id] = pos
         branch_of.update((i, p.id) for i in rows_of)
         joins.extend(js)
-    return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)))
+    read = {p.table.name.lower() for p in pipelines if p.table.is_stream}
+    watched = [c for c in sources.constraints if c.left.lower() in read and c.right.lower() in read]
+    monitors = []
+    for c in watched:  # the raw rows of each side, projected on the constraint's columns (no filter)
+        sides = ((c.left, tuple(a for a, _ in c.on)), (c.right, tuple(b for _, b in c.on)))
+        for side, cols in sides[:1 if c.left == c.right else 2]:
+            table = sources.table(side)
+            alias = f"~{c.name}:{table.name}"
+            pipelines.append(Pipeline(next_id, -1, alias, table, (), tuple((alias, col) for col in cols)))
+            monitors.append((c.name, table.name, next_id))
+            next_id += 1
+    used = tuple(c.name for c in watched if any(c.name in mf.constraints for mf in forests))
+    return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)),
+                  tuple(watched), tuple(monitors), used)
 
 
 __all__ = [

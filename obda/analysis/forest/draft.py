@@ -29,6 +29,8 @@ class Draft:
     out_attrs: tuple[Attr, ...] = ()
     pipelines: dict[str, Pipeline] = field(default_factory=dict)
     kept: tuple[Attr, ...] = ()  # attributes a pipeline keeps for a key only (a timestamp that expires entries)
+    constraints: tuple = ()  # the declared k-constraints (obda.model.constraints.Constraint)
+    constraints_used: tuple[str, ...] = ()  # those the synopses drop state by (rule interval_expiry)
 
     def ancestors(self, i: int) -> list[int]:
         out = []
@@ -47,8 +49,8 @@ class Draft:
         return is_stream_ts(self.member, attr)
 
 
-def start(member: Member, distinct: bool, first_pipeline_id: int = 0) -> Draft:
+def start(member: Member, distinct: bool, first_pipeline_id: int = 0, constraints: tuple = ()) -> Draft:
     """The empty forest of ``member``: its cross comparisons split into timestamp and value ones."""
-    d = Draft(member, distinct, first_pipeline_id, unsatisfiable=member.unsatisfiable)
+    d = Draft(member, distinct, first_pipeline_id, unsatisfiable=member.unsatisfiable, constraints=constraints)
     ts = tuple(p for p in member.cross if not p.offset and d.is_stream_ts(p.left) and d.is_stream_ts(p.right))
     return replace(d, ts_preds=ts, value_preds=tuple(p for p in member.cross if p not in ts))

@@ -117,6 +117,10 @@ class Node:
     # interval joins: (position in ``key`` of a stream timestamp, lag µs): an entry whose timestamp + lag is at
     # most the last closed timestamp can no longer join a later row and is dropped (obda.analysis.windows)
     expiry: tuple[tuple[int, int], ...] = ()
+    # k-constraints: ``expiry`` counts on them; ``plain_expiry`` is what the query's own conditions allow (used
+    # once a constraint stops being used at run time; () when they allow nothing)
+    plain_expiry: tuple[tuple[int, int], ...] = ()
+    constrained: bool = False
 
     def describe(self, forest: "MemberForest") -> dict:
         return {
@@ -133,6 +137,7 @@ class Node:
             "conditions": [str(p) for p in self.preds],
             **({"expiry": [f"{self.key[i][0]}.{self.key[i][1]} + {lag}µs" for i, lag in self.expiry]}
                if self.expiry else {}),
+            **({"expiry_by_constraints": True} if self.constrained else {}),
         }
 
 
@@ -167,6 +172,7 @@ class MemberForest:
     pipelines: dict[str, Pipeline]  # alias -> pipeline (streams and statics)
     unsatisfiable: bool = False
     absorbed: tuple[CrossPred, ...] = ()
+    constraints: tuple[str, ...] = ()  # the k-constraints its synopses drop state by
 
     @property
     def stream_aliases(self) -> tuple[str, ...]:
@@ -192,6 +198,7 @@ class MemberForest:
             "roots": [list(self.nodes[r].aliases) for r in self.roots],
             "absorbed_time_predicates": [str(p) for p in self.absorbed],
             "forest_conditions": [str(p) for p in self.forest_preds],
+            **({"constraints": list(self.constraints)} if self.constraints else {}),
         }
 
 
@@ -237,6 +244,9 @@ class Forest:
     columns: tuple[str, ...]
     pipelines: tuple[Pipeline, ...]  # what runs per row: source-table pipelines and per-branch view pipelines
     views: ViewDedupe = field(default_factory=ViewDedupe)
+    constraints: tuple = ()  # the declared k-constraints on its streams, watched at run time (model.constraints)
+    monitors: tuple[tuple[str, str, int], ...] = ()  # (constraint, table, pipeline id): the raw rows it watches
+    constraints_used: tuple[str, ...] = ()  # those some member drops state by
 
     def stream_tables(self) -> list[Table]:
         seen: dict[str, Table] = {}

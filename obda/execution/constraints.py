@@ -1,0 +1,380 @@
+"""k-constraints at run time: watched, exploited, and nothing lost silently (docs/analysis.md, "k-constraints").
+
+The synopses of a member bounded only by declared constraints (``Node.constrained``) drop a row once the
+constraints say no later row can join it.  A row that arrives later anyway would have joined state that is
+gone, so **before** the engine sees a closed timestamp, :class:`ConstraintWatch` checks every row of the
+constrained streams against the rows seen earlier (Babu et al. 2004 §4.3, §5.3, in application time):
+
+* a row whose key was seen on the reference side more than ``k`` earlier **violates** the constraint.  It is
+  taken out of the query's input (every alias of its stream), counted, and written to the quarantine with
+  the constraint named; the query's status says its answers may be incomplete since that timestamp.  So
+  the answers are exactly the query over the rows that keep the constraints (tests/execution/
+  test_constraints_exec.py checks it against DuckDB).
+* Keys are kept exactly for ``margin · k`` (the paper's ``c``): distances up to there are measured; a
+  share ``sample`` of the keys (``p``, chosen by hash) is kept for the window ``W`` to measure larger ones.
+  Keys that leave go into a Bloom filter (no false negatives; the false-positive rate is reported): a later
+  row with such a key is a violation whose distance is only known to exceed ``margin · k``.
+* The estimated ``k`` is the largest distance seen in the last ``W``; the violation rate is over the rows of
+  the last ``W``.  Above ``max_violation_rate`` the constraint stops being used (the paper's ``k_u = ∞``):
+  the synopses keep what the query's own conditions need from then on, and only rows that would join state
+  dropped before are quarantined.
+
+Memory: the keys of the last ``margin · k`` (plus the sampled ones of the last ``W``), one Bloom filter per
+reference stream and one entry per timestamp of the last ``W`` — all independent of the streams' length.
+OA(k) is monitored the same way (a row below the largest value seen more than ``k`` earlier violates it)
+but is not used to drop state, so its violations are counted, not quarantined.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+from obda.execution.engine import Counted
+from obda.model.constraints import ORDERED, Constraint, format_duration
+
+MIN_ROWS_FOR_RATE = 20  # the violation rate decides nothing before this many rows in the window
+
+
+class Bloom:
+    """A Bloom filter of keys (tuples): no false negatives; ``fp_rate`` estimates the false positives."""
+
+    def __init__(self, bits: int, hashes: int = 7):
+        self.m, self.k, self.n = bits, hashes, 0
+        self.bits = bytearray((bits + 7) // 8)
+
+    def _positions(self, key) -> list[int]:
+        h = hashlib.blake2b(repr(key).encode(), digest_size=16).digest()
+        a, b = int.from_bytes(h[:8], "little"), int.from_bytes(h[8:], "little") | 1
+        return [(a + i * b) % self.m for i in range(self.k)]
+
+    def add(self, key) -> None:
+        for p in self._positions(key):
+            self.bits[p >> 3] |= 1 << (p & 7)
+        self.n += 1
+
+    def __contains__(self, key) -> bool:
+        return all(self.bits[p >> 3] & (1 << (p & 7)) for p in self._positions(key))
+
+    @property
+    def fp_rate(self) -> float:
+        return (1 - math.exp(-self.k * self.n / self.m)) ** self.k
+
+
+def _sampled(key, p: float) -> bool:
+    if p <= 0:
+        return False
+    h = int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "little")
+    return h < p * 2 ** 64
+
+
+@dataclass
+class _Reference:
+    """The keys of one stream as a reference side: first timestamp per key, oldest first."""
+
+    horizon: int  # exact for this long (margin · k)
+    window: int  # sampled keys: this long
+    sample: float
+    bloom: Bloom
+    first: dict = field(default_factory=dict)
+    order: deque = field(default_factory=deque)  # (first ts, key) in insertion (= timestamp) order
+    sampled: dict = field(default_factory=dict)
+    sampled_order: deque = field(default_factory=deque)
+
+    def seen(self, key):
+        """``(first ts or None, known)``: the key's first timestamp if kept; ``known`` False for a Bloom hit."""
+        t = self.first.get(key)
+        if t is None:
+            t = self.sampled.get(key)
+        if t is not None:
+            return t, True
+        return (None, key in self.bloom) if self.bloom.n else (None, False)
+
+    def add(self, ts: int, key) -> None:
+        if key not in self.first and key not in self.sampled and not (self.bloom.n and key in self.bloom):
+            self.first[key] = ts
+            self.order.append((ts, key))
+
+    def evict(self, now: int, dropped) -> None:
+        """Keys older than the horizon leave the exact map (into the sample or the Bloom filter)."""
+        while self.order and self.order[0][0] < now - self.horizon:
+            t, key = self.order.popleft()
+            del self.first[key]
+            if dropped(t):
+                self.bloom.add(key)
+            if _sampled(key, self.sample):
+                self.sampled[key] = t
+                self.sampled_order.append((t, key))
+        while self.sampled_order and self.sampled_order[0][0] < now - self.window:
+            _, key = self.sampled_order.popleft()
+            del self.sampled[key]
+
+    @property
+    def size(self) -> int:
+        return len(self.first) + len(self.sampled)
+
+
+@dataclass
+class _Check:
+    """Rows of ``table`` checked against the earlier rows of ``reference`` with ``bound`` (one side of a constraint)."""
+
+    side: str
+    table: str
+    reference: str
+    bound: int
+    window: int
+    maxima: deque = field(default_factory=deque)  # (ts, distance) with decreasing distances: the sliding max
+    beyond_margin: int = 0  # violations whose distance is only known to exceed the margin (Bloom hits)
+
+    def observe(self, ts: int, d: int) -> None:
+        while self.maxima and self.maxima[-1][1] <= d:
+            self.maxima.pop()
+        self.maxima.append((ts, d))
+
+    def estimate(self, now: int) -> int:
+        while self.maxima and self.maxima[0][0] < now - self.window:
+            self.maxima.popleft()
+        return self.maxima[0][1] if self.maxima else 0
+
+
+class Watch:
+    """One declared constraint at run time (see the module docstring)."""
+
+    def __init__(self, c: Constraint, lags: dict[str, int], used: bool):
+        self.c, self.used, self.lags = c, used, lags
+        mon = c.monitoring
+        self.window = c.window
+        self.checks = [_Check(s, c.right if s == "after" else c.left, c.left if s == "after" else c.right, v,
+                              self.window) for s, v in c.bounds()]
+        if c.left == c.right:
+            self.checks = self.checks[:1]
+        self.refs: dict[str, _Reference] = {}
+        for ch in self.checks:
+            r = self.refs.get(ch.reference)
+            horizon = int(mon.margin * ch.bound)
+            if r is None:
+                self.refs[ch.reference] = _Reference(horizon, max(self.window, horizon), mon.sample, Bloom(mon.bloom_bits))
+            else:
+                r.horizon = max(r.horizon, horizon)
+        self.in_use = used
+        self.disabled_at: int | None = None  # last timestamp closed while the constraint was used
+        self.violations = 0  # rows quarantined (they would have joined dropped state)
+        self.breaches = 0  # rows beyond the declared bound
+        self.rows = 0
+        self.first_violation: int | None = None  # the first breach
+        self.first_quarantined: int | None = None
+        self.recent: deque = deque()  # (ts, rows, violations)
+        self.ordered = _Ordered(c) if c.kind == ORDERED else None
+
+    # -- the check of one closed timestamp --------------------------------------------------------
+    def check(self, ts: int, rows: dict[str, Counted]) -> dict[str, set]:
+        """``rows``: table -> {key: count} of the closed timestamp ``ts`` (raw rows on the constraint's columns).
+        Returns table -> the keys whose rows violate (to quarantine when the constraint drops state)."""
+        if self.ordered is not None:  # monitored only: nothing is dropped by it, so nothing is quarantined
+            n, bad = self.ordered.check(ts, rows.get(self.c.left, {}))
+            self._count(ts, n, bad)
+            return {}
+        bad: dict[str, set] = {}
+        breaches = 0
+        for ch in self.checks:
+            ref = self.refs[ch.reference]
+            for key, count in rows.get(ch.table, {}).items():
+                first, known = ref.seen(key)
+                if first is not None:
+                    d = ts - first
+                    ch.observe(ts, d)
+                    beyond = d > ch.bound
+                    dropped = first + self.lags.get(ch.reference, 0) <= (self.disabled_at or 0)
+                elif known:  # a Bloom hit: seen more than margin · k ago
+                    beyond = dropped = True
+                    ch.beyond_margin += count
+                    ch.observe(ts, ref.horizon + 1)
+                else:
+                    beyond = dropped = False
+                breaches += count if beyond else 0
+                if beyond if self.in_use else dropped:
+                    bad.setdefault(ch.table, set()).add(key)
+        n = sum(sum(rows.get(t, {}).values()) for t in {ch.table for ch in self.checks})
+        v = sum(rows[t][k] for t, keys in bad.items() for k in keys)
+        self.violations += v
+        if v and self.used and self.first_quarantined is None:
+            self.first_quarantined = ts
+        self._count(ts, n, breaches)
+        for table, ref in self.refs.items():
+            for key in rows.get(table, {}):
+                if key not in bad.get(table, ()):
+                    ref.add(ts, key)
+            lag = self.lags.get(table, 0)
+            ref.evict(ts, (lambda t: True) if self.in_use else (lambda t, lag=lag: t + lag <= self.disabled_at))
+        if self.in_use and self._rate() > self.c.monitoring.max_violation_rate:
+            self.in_use = False
+            self.disabled_at = ts
+        return bad
+
+    def _count(self, ts: int, n: int, v: int) -> None:
+        """``v`` of the ``n`` rows of ``ts`` arrived beyond the declared bound (breaches: the observed adherence)."""
+        self.rows += n
+        self.breaches += v
+        if v and self.first_violation is None and self.used:
+            self.first_violation = ts
+        self.recent.append((ts, n, v))
+        while self.recent and self.recent[0][0] < ts - self.window:
+            self.recent.popleft()
+
+    def _rate(self) -> float:
+        n = sum(r[1] for r in self.recent)
+        return sum(r[2] for r in self.recent) / n if n >= MIN_ROWS_FOR_RATE else 0.0
+
+    # -- what is reported ----------------------------------------------------------------------------
+    def estimates(self, now: int) -> dict[str, int]:
+        if self.ordered is not None:
+            return {"within": self.ordered.estimate(now)}
+        return {ch.side if self.c.kind != "clustered" else "within": ch.estimate(now) for ch in self.checks}
+
+    def report(self, now: int | None) -> dict:
+        from obda.execution.rows import micros_to_iso as ts_text
+
+        now = now if now is not None else 0
+        return {
+            "constraint": self.c.describe(), "kind": self.c.kind,
+            "declared": {s: format_duration(v) for s, v in self.c.bounds()} if self.c.kind == "referential"
+            else {"within": format_duration(self.c.within)},
+            "estimated": {s: format_duration(v) for s, v in self.estimates(now).items()},
+            "estimated_us": self.estimates(now),
+            "beyond_margin": sum(ch.beyond_margin for ch in self.checks),
+            "rows": self.rows, "breaches": self.breaches, "violations": self.violations,
+            "breach_rate": round(self.breaches / self.rows, 6) if self.rows else 0.0,
+            "recent_breach_rate": round(self._rate(), 6),
+            "used_by_query": self.used, "in_use": self.in_use,
+            "disabled_at": ts_text(self.disabled_at) if self.disabled_at is not None else None,
+            "first_breach": ts_text(self.first_violation) if self.first_violation is not None else None,
+            "incomplete_since": ts_text(self.first_quarantined) if self.first_quarantined is not None else None,
+            "monitor_keys": sum(r.size for r in self.refs.values()) + (self.ordered.size if self.ordered else 0),
+            "bloom_keys": sum(r.bloom.n for r in self.refs.values()),
+            "bloom_false_positive_rate": max((r.bloom.fp_rate for r in self.refs.values()), default=0.0),
+        }
+
+
+class _Ordered:
+    """OA(k) on one column: a row below the largest value seen more than ``k`` earlier violates it (§6.3)."""
+
+    def __init__(self, c: Constraint):
+        self.k = c.within
+        self.window = c.window
+        self.pending: deque = deque()  # (ts, max value at ts) of the last k
+        self.floor = None  # the largest value of the rows more than k ago
+        self.maxima: deque = deque()  # (ts, scrambling distance) sliding max over W
+        self.history: deque = deque()  # (ts, max value at ts) of the last W: to measure distances beyond k
+
+    def check(self, ts: int, rows: Counted) -> tuple[int, int]:
+        while self.pending and self.pending[0][0] < ts - self.k:
+            t, v = self.pending.popleft()
+            self.floor = v if self.floor is None else max(self.floor, v)
+        n = bad = 0
+        for key, count in rows.items():
+            value = key[0]
+            n += count
+            if value is None:
+                continue
+            if self.floor is not None and value < self.floor:
+                bad += count
+            d = max((ts - t for t, v in self.history if v > value), default=0)
+            if d:
+                while self.maxima and self.maxima[-1][1] <= d:
+                    self.maxima.pop()
+                self.maxima.append((ts, d))
+        values = [k[0] for k in rows if k[0] is not None]
+        if values:
+            self.pending.append((ts, max(values)))
+            self.history.append((ts, max(values)))
+        while self.history and self.history[0][0] < ts - self.window:
+            self.history.popleft()
+        return n, bad
+
+    def estimate(self, now: int) -> int:
+        while self.maxima and self.maxima[0][0] < now - self.window:
+            self.maxima.popleft()
+        return self.maxima[0][1] if self.maxima else 0
+
+    @property
+    def size(self) -> int:
+        return len(self.pending) + len(self.history)
+
+
+class ConstraintWatch:
+    """Every declared constraint on a query's streams (:attr:`Forest.constraints`), checked per closed timestamp."""
+
+    def __init__(self, forest):
+        from obda.errors import ExecutionError
+
+        lags: dict[str, int] = {}
+        for mf in forest.members:
+            for n in mf.nodes:
+                if n.constrained:
+                    for pos, lag in n.expiry:
+                        t = mf.member.table(n.key[pos][0]).name
+                        lags[t] = min(lags.get(t, lag), lag)
+        used = set(forest.constraints_used)
+        self.watches = {c.name: Watch(c, lags, c.name in used) for c in forest.constraints}
+        self.monitors = forest.monitors
+        self.removal: dict[tuple[str, str], list[tuple[int, tuple[int, ...]]]] = {}
+        for c in forest.constraints:
+            if c.name not in used:
+                continue
+            for table, cols in ((c.left, [a for a, _ in c.on]), (c.right, [b for _, b in c.on])):
+                spots = []
+                for p in forest.pipelines:
+                    if p.table.name != table or p.member < 0:
+                        continue
+                    at = [p.attrs.index((p.alias, col)) if (p.alias, col) in p.attrs else None for col in cols]
+                    if None in at:
+                        raise ExecutionError(f"constraint {c.name!r}: stream {table!r} is read through a view "
+                                             "(rr:sqlQuery) by this query; k-constraints apply to streams read directly",
+                                             c.location)
+                    spots.append((p.id, tuple(at)))
+                self.removal[(c.name, table)] = spots
+        self.relaxed = False
+
+    def admit(self, ts: int, groups: dict[int, Counted]) -> tuple[dict[int, Counted], list[dict]]:
+        """The groups of closed timestamp ``ts`` without the rows that violate a used constraint, and their
+        quarantine records (pipeline ids of the monitors are consumed here)."""
+        from obda.execution.rows import micros_to_iso
+
+        rows: dict[str, dict[str, Counted]] = {}
+        for name, table, pid in self.monitors:
+            rows.setdefault(name, {})[table] = groups.pop(pid, None) or {}
+        quarantine = []
+        for name, w in self.watches.items():
+            was = w.in_use
+            bad = w.check(ts, rows.get(name, {}))
+            if was and not w.in_use:
+                self.relaxed = True
+            if not w.used:
+                continue
+            for table, keys in bad.items():
+                c = w.c
+                cols = [a for a, _ in c.on] if table == c.left else [b for _, b in c.on]
+                for key in keys:
+                    quarantine.append({
+                        "stream": table, "constraint": name, "ts": micros_to_iso(ts),
+                        "key": dict(zip(cols, key)), "rows": rows[name][table][key],
+                        "reason": f"constraint violation: {name} ({c.describe()}): a row with this key arrived "
+                                  "beyond the declared bound of an earlier one, so it may miss answers with rows "
+                                  "already dropped; quarantined, with its answers",
+                    })
+                for pid, at in self.removal.get((name, table), ()):
+                    g = groups.get(pid)
+                    if g:
+                        for k in [k for k in g if tuple(k[i] for i in at) in keys]:
+                            del g[k]
+        return groups, quarantine
+
+    def report(self, now: int | None) -> dict:
+        return {name: w.report(now) for name, w in self.watches.items()}
+
+    @property
+    def incomplete_since(self) -> int | None:
+        ts = [w.first_quarantined for w in self.watches.values() if w.first_quarantined is not None]
+        return min(ts) if ts else None

@@ -1,0 +1,290 @@
+"""k-constraints at run time (issue 17): exploited, monitored, nothing lost silently.
+
+The generator below shares nothing with obda: it places the rows of every key of two streams within the
+declared band of each other (or, for a violating seed, some rows late), and a brute-force reference says
+which rows break the declared constraint (a row more than ``after`` later than an accepted row of the other
+stream with its key, or more than ``before`` earlier; a violating row is not accepted).  DuckDB computes the
+query over all rows minus those; obda must give exactly that, and quarantine exactly those rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections import Counter
+
+import duckdb
+import pytest
+
+from execution.exec_harness import counter_of, drive
+from obda.analysis import analyze
+from obda.model.sources import Sources
+
+BASE = dt.datetime(2024, 3, 1)
+SQL = ("SELECT r.sensor AS sensor, r.value AS value, a.severity AS severity FROM reading AS r, alarm AS a "
+       "WHERE r.rid = a.rid")
+
+
+def sources(after: int, before: int, rate: float = 1.0, margin: float = 2.0, extra: str = "") -> Sources:
+    return Sources.from_yaml(f"""
+tables:
+  reading: {{kind: stream, timestamp: ts, columns: {{rid: integer, sensor: integer, value: integer, ts: timestamp}}}}
+  alarm: {{kind: stream, timestamp: ts, columns: {{rid: integer, severity: integer, ts: timestamp}}}}
+constraints:
+  - name: alarm_near_reading
+    referential: {{from: reading, to: alarm, on: [rid]}}
+    after: PT{after}S
+    before: PT{before}S
+    max_violation_rate: {rate}
+    margin: {margin}
+{extra}""")
+
+
+def generate(seed: int, after: int, before: int, steps: int, late: float = 0.0, keys_per_step: int = 2):
+    """Rows of ``reading`` and ``alarm`` (timestamps in seconds): every key's rows lie within the band; with
+    ``late`` > 0 a share of the rows arrives beyond it."""
+    rng = random.Random(seed)
+    rows = {"reading": [], "alarm": []}
+    span = min(after, before)
+    rid = 0
+    for step in range(steps):
+        for _ in range(rng.randint(0, keys_per_step)):
+            rid += 1
+            for table in ("reading", "alarm"):
+                for _ in range(rng.randint(0, 2)):
+                    t = step + rng.randint(0, span)
+                    if rng.random() < late:
+                        t = step + rng.randint(span + 1, span + 3 * max(after, before) + 2)
+                    row = {"rid": rid, "ts": t}
+                    if table == "reading":
+                        row.update(sensor=rng.randint(1, 4), value=rng.randint(0, 99))
+                    else:
+                        row["severity"] = rng.randint(1, 3)
+                    rows[table].append(row)
+    return rows
+
+
+def reference_violations(rows, after: int, before: int) -> set[tuple[str, int, int]]:
+    """(table, ts, rid) of the rows that break RI(reading → alarm on rid, after, before), by brute force."""
+    accepted = {"reading": [], "alarm": []}
+    bad = set()
+    for t in sorted({r["ts"] for rs in rows.values() for r in rs}):
+        now = {name: [r for r in rs if r["ts"] == t] for name, rs in rows.items()}
+        for name, other, bound in (("alarm", "reading", after), ("reading", "alarm", before)):
+            for r in now[name]:
+                if any(o["rid"] == r["rid"] and t - o["ts"] > bound for o in accepted[other]):
+                    bad.add((name, t, r["rid"]))
+        for name, rs in now.items():
+            accepted[name] += [r for r in rs if (name, t, r["rid"]) not in bad]
+    return bad
+
+
+def duck(rows, excluded=frozenset()) -> Counter:
+    con = duckdb.connect()
+    con.execute("CREATE TABLE reading (rid BIGINT, sensor BIGINT, value BIGINT, ts TIMESTAMP)")
+    con.execute("CREATE TABLE alarm (rid BIGINT, severity BIGINT, ts TIMESTAMP)")
+    for r in rows["reading"]:
+        if ("reading", r["ts"], r["rid"]) not in excluded:
+            con.execute("INSERT INTO reading VALUES (?, ?, ?, ?)", [r["rid"], r["sensor"], r["value"], BASE + dt.timedelta(seconds=r["ts"])])
+    for r in rows["alarm"]:
+        if ("alarm", r["ts"], r["rid"]) not in excluded:
+            con.execute("INSERT INTO alarm VALUES (?, ?, ?)", [r["rid"], r["severity"], BASE + dt.timedelta(seconds=r["ts"])])
+    return Counter(tuple(x) for x in con.execute(SQL).fetchall())
+
+
+def batches(rows, seed: int):
+    """Micro-batches in arrival (timestamp) order, cut at random."""
+    rng = random.Random(seed + 1)
+    flat = sorted(((r["ts"], name, r) for name, rs in rows.items() for r in rs), key=lambda x: x[0])
+    out, cur = [], {"reading": [], "alarm": []}
+    for ts, name, r in flat:
+        row = dict(r, ts=BASE + dt.timedelta(seconds=ts))
+        cur[name].append(row)
+        if rng.random() < 0.3:
+            out.append(cur)
+            cur = {"reading": [], "alarm": []}
+    out.append(cur)
+    return out
+
+
+def quarantined(rt) -> set[tuple[str, int, int]]:
+    out = set()
+    for q in rt.take_quarantine():
+        ts = dt.datetime.fromisoformat(q["ts"].replace("Z", "")).replace(tzinfo=None)
+        out.add((q["stream"], int((ts - BASE).total_seconds()), q["key"]["rid"]))
+    return out
+
+
+def test_the_constraint_bounds_the_query_and_the_plain_verdict_stays():
+    report = analyze(SQL, sources(3, 2))
+    assert report.verdict == "unbounded" and report.constrained_verdict == "bounded"
+    assert report.constraints_used == ("alarm_near_reading",)
+    (m,) = report.members
+    assert m.constrained.lags == (("r", "rows of the last 3 s"), ("a", "rows of the last 2 s"))  # alarms come ≤ 3 s after
+    assert "under the declared k-constraints: BOUNDED" in report.to_text()
+    bare = analyze(SQL, Sources(sources(3, 2).tables))  # no constraint declared
+    assert bare.constrained_verdict == "unbounded"
+    assert any("declaring RI(reading → alarm on rid" in h or "declaring RI(alarm → reading on rid" in h
+               for h in bare.members[0].hints)
+    one_sided = analyze(SQL, Sources.from_yaml("""
+tables:
+  reading: {kind: stream, timestamp: ts, columns: {rid: integer, sensor: integer, value: integer, ts: timestamp}}
+  alarm: {kind: stream, timestamp: ts, columns: {rid: integer, severity: integer, ts: timestamp}}
+constraints:
+  - {name: ri, referential: {from: reading, to: alarm, on: [rid]}, after: PT3S}
+"""))
+    assert one_sided.constrained_verdict == "unbounded"
+    assert "ri has no 'before' bound" in one_sided.members[0].constrained.note
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_data_that_keeps_the_constraint_gives_every_answer(seed):
+    rng = random.Random(seed)
+    after, before = rng.randint(0, 4), rng.randint(0, 4)
+    rows = generate(seed, after, before, steps=25)
+    assert not reference_violations(rows, after, before)
+    rt, out = drive(SQL, sources(after, before), batches(rows, seed))
+    assert counter_of(out) == duck(rows)
+    assert rt.metrics.constraint_violations == 0 and not rt.take_quarantine()
+    assert rt.metrics.constraints["alarm_near_reading"]["in_use"]
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_violations_are_quarantined_exactly_and_explain_every_missing_answer(seed):
+    rng = random.Random(1000 + seed)
+    after, before = rng.randint(0, 4), rng.randint(0, 4)
+    rows = generate(seed, after, before, steps=25, late=0.15)
+    expected = reference_violations(rows, after, before)
+    rt, out = drive(SQL, sources(after, before), batches(rows, seed))
+    got = quarantined(rt)
+    assert got == expected
+    assert rt.metrics.constraint_violations == sum(
+        1 for name, rs in rows.items() for r in rs if (name, r["ts"], r["rid"]) in expected)
+    assert counter_of(out) == duck(rows, expected)
+    if expected:
+        first = min(t for _, t, _ in expected)
+        assert rt.metrics.incomplete_since.startswith((BASE + dt.timedelta(seconds=first)).isoformat()[:19])
+
+
+def test_a_constraint_violated_too_often_stops_being_used_and_loses_nothing_more():
+    rows = generate(7, 2, 2, steps=60, late=0.5)
+    rt, out = drive(SQL, sources(2, 2, rate=0.05), batches(rows, 7))
+    report = rt.metrics.constraints["alarm_near_reading"]
+    assert not report["in_use"] and report["disabled_at"] is not None
+    assert rt.engine.members[0].relaxed
+    got = quarantined(rt)
+    assert got  # rows that would join state dropped before the constraint stopped being used
+    assert counter_of(out) == duck(rows, got)  # the quarantine explains every missing answer
+    assert len(got) < len(reference_violations(rows, 2, 2))  # later ones join the rows kept since
+
+
+def test_state_is_flat_with_the_constraint_and_grows_without():
+    def state(steps, constrained):
+        rows = generate(3, 2, 2, steps=steps, keys_per_step=3)
+        src = sources(2, 2) if constrained else Sources(sources(2, 2).tables)
+        rt, _ = drive(SQL, src, batches(rows, 3))
+        return rt.metrics.synopsis_entries
+
+    flat = [state(n, True) for n in (100, 1000)]
+    grown = [state(n, False) for n in (100, 1000)]
+    assert flat[1] <= flat[0] + 12, flat
+    assert grown[1] > 8 * grown[0], grown
+
+
+# -- monitoring: the estimated k follows the real one (Babu et al. §4.4, Fig. 9: five patterns) ------------
+
+PATTERNS = {
+    "constant": lambda s: 6,
+    "gradual_increase": lambda s: 2 + s // 15,
+    "gradual_drop": lambda s: 12 - s // 15,
+    "quick_increase": lambda s: 3 if s < 80 else 14,
+    "quick_drop": lambda s: 14 if s < 80 else 3,
+}
+
+
+def delayed(pattern, steps: int = 160, seed: int = 5):
+    """Every step: keys whose alarm follows the reading by a delay up to the real k(step), one of them by k."""
+    rng = random.Random(seed)
+    rows, real, rid = {"reading": [], "alarm": []}, {}, 0
+    for s in range(steps):
+        k = pattern(s)
+        for j in range(3):
+            rid += 1
+            d = k if j == 0 else rng.randint(0, k)
+            rows["reading"].append({"rid": rid, "sensor": 1, "value": j, "ts": s})
+            rows["alarm"].append({"rid": rid, "severity": 1, "ts": s + d})
+            real.setdefault(s + d, []).append(d)
+    return rows, real
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_the_estimated_k_follows_the_real_one(name):
+    declared, window = 8, 20
+    src = sources(declared, 0, rate=1.0, margin=2.5, extra=f"    window: PT{window}S\n")
+    rows, real = delayed(PATTERNS[name])
+    seen = []
+
+    def watch(rt, _out):
+        r = rt.metrics.constraints.get("alarm_near_reading")
+        if r and rt.closed_upto is not None:
+            seen.append((int((from_micros(rt.closed_upto) - BASE).total_seconds()), r["estimated_us"]["after"] // 10**6,
+                         r["breaches"]))
+
+    drive(SQL, src, [{"reading": [dict(r, ts=BASE + dt.timedelta(seconds=r["ts"])) for r in rows["reading"] if r["ts"] == t],
+                      "alarm": [dict(r, ts=BASE + dt.timedelta(seconds=r["ts"])) for r in rows["alarm"] if r["ts"] == t]}
+                     for t in range(0, 200)], on_close=watch)
+    # the estimate is exactly the largest delay among the alarms of the last W (all within margin · k)
+    checked = 0
+    for t, est, _ in seen:
+        if t < window or t > 150:
+            continue
+        expected = max((d for u in range(t - window, t + 1) for d in real.get(u, [])), default=0)
+        assert est == expected, (name, t, est, expected)
+        checked += 1
+    assert checked > 100
+    trace = {t: est for t, est, _ in seen}
+    pat = PATTERNS[name]
+    # it follows the real k within one window: at t it is the real k of some step of the last W + k
+    for t in range(60, 150, 10):
+        assert min(pat(s) for s in range(t - window - 14, t + 1)) <= trace[t] <= max(pat(s) for s in range(t - window - 14, t + 1))
+    breaches = seen[-1][2]
+    real_breaches = sum(1 for ds in real.values() for d in ds if d > declared)
+    assert breaches == real_breaches  # the rate of violations stays visible
+    assert (breaches > 0) == (max(pat(s) for s in range(160)) > declared)
+
+
+def from_micros(us: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=us)
+
+
+def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_path):
+    from obda.errors import ExecutionError
+    from obda.execution import ContinuousQuery, MemorySink
+
+    rows = generate(11, 2, 2, steps=30, late=0.1)
+    for name, rs in rows.items():
+        d = tmp_path / name
+        d.mkdir()
+        cols = ["rid", "sensor", "value", "ts"] if name == "reading" else ["rid", "severity", "ts"]
+        lines = [",".join(cols)] + [",".join(str(BASE + dt.timedelta(seconds=r[c])) if c == "ts" else str(r[c])
+                                             for c in cols) for r in sorted(rs, key=lambda r: r["ts"])]
+        (d / "part-00000.csv").write_text("\n".join(lines) + "\n")
+    src = sources(2, 2)
+    src = Sources(tuple(__import__("dataclasses").replace(t, location=t.name, format="csv") for t in src.tables),
+                  None, src.constraints)
+    with pytest.raises(ExecutionError, match="local backend only"):
+        ContinuousQuery(SQL, src, base_dir=tmp_path, backend="spark")
+    sink = MemorySink()
+    q = ContinuousQuery(SQL, src, base_dir=tmp_path, backend="local", sink=sink)  # no allow_unbounded needed
+    q.run_until_exhausted()
+    q.close()
+    expected = reference_violations(rows, 2, 2)
+    metrics = q.metrics.to_dict()
+    assert metrics["constraint_violations"] == sum(
+        1 for name, rs in rows.items() for r in rs if (name, r["ts"], r["rid"]) in expected)
+    watch = metrics["constraints"]["alarm_near_reading"]
+    assert watch["in_use"] and watch["violations"] == metrics["constraint_violations"]
+    records = [r for r in q.quarantine.records if r.get("constraint")]
+    assert {(r["stream"], r["key"]["rid"]) for r in records} == {(n, k) for n, _, k in expected}
+    got = Counter(tuple(a["binding"][c] for c in ("sensor", "value", "severity")) for a in sink.drain())
+    assert got == duck(rows, expected)
