@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from obda.analysis.elements import Attr
 from obda.analysis.report import BOUNDED
 from obda.analysis.windows import Bounds, close, constraint, describe_micros
-from obda.model.constraints import Constraint, format_duration
+from obda.model.constraints import Constraint
 
 
 @dataclass(frozen=True)
@@ -188,9 +188,4 @@ def _attrs_of(eq: _Classes, alias: str) -> list[Attr]:
     return [a for a in list(eq.parent) if isinstance(a, Attr) and a.alias == alias]
 
 
-def describe_use(u: Use) -> str:
-    c = u.constraint
-    return f"{c.name}: {c.describe()} on {u.x}, {u.y}"
-
-
-__all__ = ["ConstrainedVerdict", "Use", "constrained_verdict", "suggestion", "uses", "equalities", "format_duration"]
+__all__ = ["ConstrainedVerdict", "Use", "constrained_verdict", "suggestion", "uses", "equalities"]
