@@ -211,7 +211,8 @@ def create_app(settings: Settings) -> FastAPI:
     def register_query(body: m.RegisterRequest, request: Request) -> m.QueryCreated:
         """Register a continuous query: compiled and analysed now, run with `POST /v1/queries/{id}/start`.
 
-        A query that is not shown bounded is refused (422) unless `allow_unbounded` is true.
+        A query that is not shown bounded, even under the declared k-constraints, is refused (422) unless
+        `allow_unbounded` is true.
         """
         comp, report = service.compile(body.query)
         q = service.registry.register(body.name, comp, report, allow_unbounded=body.allow_unbounded,
@@ -390,7 +391,8 @@ def _jsonable(obj):
 def _info(q: RegisteredQuery, request: Request) -> m.QueryInfo:
     base = f"/v1/queries/{q.id}"
     return m.QueryInfo(
-        id=q.id, name=q.name, status=q.status, verdict=q.verdict, query=q.text,
+        id=q.id, name=q.name, status=q.status, verdict=q.verdict, constrained_verdict=q.constrained_verdict,
+        constraints=q.constraints, query=q.text,
         sql=q.compilation.to_sql("spark") if q.compilation is not None else "",
         columns=list(q.compilation.columns) if q.compilation is not None else [],
         distinct=q.compilation.distinct if q.compilation is not None else False, allow_unbounded=q.allow_unbounded,

@@ -85,6 +85,10 @@ class QueryInfo(BaseModel):
     name: str
     status: Status
     verdict: Verdict
+    constrained_verdict: Verdict = Field(description="the verdict under the k-constraints declared in the sources "
+                                                     "file; the query runs without allow_unbounded when it is bounded")
+    constraints: list[str] = Field(default=[], description="the declared k-constraints that bound the query: its "
+                                   "synopses drop state by them, and metrics.constraints says how well they hold")
     query: str
     sql: str
     columns: list[str]
@@ -97,7 +101,10 @@ class QueryInfo(BaseModel):
     error: str | None = Field(None, description="why the query failed, if it did")
     results: int = Field(description="answers produced so far (the seq of the newest answer)")
     metrics: dict[str, Any] | None = Field(None, description="executor metrics: rows in per stream, rows out, late, "
-                                                             "invalid, state entries/bytes, batch latency")
+                                                             "invalid, state entries/bytes, batch latency; with "
+                                                             "k-constraints, per constraint its estimated k, breaches "
+                                                             "and use (constraints), constraint_violations and "
+                                                             "incomplete_since")
     links: Links
 
 

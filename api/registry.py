@@ -52,8 +52,12 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def verdict_of(report) -> str:
+def verdict_of(report, constrained: bool = False) -> str:
+    """The report's verdict; with ``constrained``, its verdict under the declared k-constraints (the same
+    for a report without them)."""
     v = getattr(report, "verdict", None)
+    if constrained:
+        v = getattr(report, "constrained_verdict", v)
     return str(getattr(v, "value", v)).lower()
 
 
@@ -80,6 +84,16 @@ class RegisteredQuery:
     @property
     def verdict(self) -> str:
         return verdict_of(self.report) if self.report is not None else "not_shown"
+
+    @property
+    def constrained_verdict(self) -> str:
+        """The verdict under the declared k-constraints (the executor admits the query by it)."""
+        return verdict_of(self.report, constrained=True) if self.report is not None else "not_shown"
+
+    @property
+    def constraints(self) -> list[str]:
+        """The declared k-constraints that bound the query (its synopses drop state by them)."""
+        return list(getattr(self.report, "constraints_used", ()) or ())
 
     @property
     def error(self) -> str | None:
@@ -216,12 +230,12 @@ class QueryRegistry:
     def register(self, name: str, compilation: Compilation, report, *, allow_unbounded: bool = False,
                  idle_timeout: float | None = None) -> RegisteredQuery:
         """Keep an analysed query under a fresh id; refuse an unbounded one without the opt-in."""
-        verdict = verdict_of(report)
+        verdict = verdict_of(report, constrained=True)  # a query bounded by declared k-constraints runs bounded
         if verdict != "bounded" and not allow_unbounded:
             raise ExecutionError(
                 f"the query is {verdict.replace('_', ' ')}: it is not shown to run in bounded memory, its state may "
                 "grow with the streams. Register it with allow_unbounded=true to run it anyway, or see the report "
-                "(POST /v1/analyze) for why and how to bound it."
+                "(POST /v1/analyze) for why and how to bound it (a hint may name a k-constraint to declare)."
             )
         with self._lock:
             if len(self._queries) >= self.settings.max_registered:

@@ -172,10 +172,15 @@ class Watch:
     def check(self, ts: int, rows: dict[str, Counted]) -> dict[str, set]:
         """``rows``: table -> {key: count} of the closed timestamp ``ts`` (raw rows on the constraint's columns).
         Returns table -> the keys whose rows violate (to quarantine when the constraint drops state)."""
+        if not any(rows.get(t) for t in (self.c.left, self.c.right)):
+            return {}  # nothing to check: what follows depends only on the timestamps that bring rows
         if self.ordered is not None:  # monitored only: nothing is dropped by it, so nothing is quarantined
             n, bad = self.ordered.check(ts, rows.get(self.c.left, {}))
             self._count(ts, n, bad)
             return {}
+        for table, ref in self.refs.items():  # keys more than margin · k old leave the exact map
+            lag = self.lags.get(table, 0)
+            ref.evict(ts, (lambda t: True) if self.in_use else (lambda t, lag=lag: t + lag <= self.disabled_at))
         bad: dict[str, set] = {}
         breaches = 0
         for ch in self.checks:
@@ -206,8 +211,6 @@ class Watch:
             for key in rows.get(table, {}):
                 if key not in bad.get(table, ()):
                     ref.add(ts, key)
-            lag = self.lags.get(table, 0)
-            ref.evict(ts, (lambda t: True) if self.in_use else (lambda t, lag=lag: t + lag <= self.disabled_at))
         if self.in_use and self._rate() > self.c.monitoring.max_violation_rate:
             self.in_use = False
             self.disabled_at = ts
@@ -228,6 +231,12 @@ class Watch:
         return sum(r[2] for r in self.recent) / n if n >= MIN_ROWS_FOR_RATE else 0.0
 
     # -- what is reported ----------------------------------------------------------------------------
+    def _estimate_text(self, side: str, us: int) -> str:
+        """An estimated k as a duration; ``more than …`` when it is only known to exceed the margin."""
+        ch = next((c for c in self.checks if c.side == side), self.checks[0] if self.checks else None)
+        horizon = self.refs[ch.reference].horizon if ch is not None and self.ordered is None else None
+        return f"more than {format_duration(horizon)}" if horizon is not None and us > horizon else format_duration(us)
+
     def estimates(self, now: int) -> dict[str, int]:
         if self.ordered is not None:
             return {"within": self.ordered.estimate(now)}
@@ -241,7 +250,7 @@ class Watch:
             "constraint": self.c.describe(), "kind": self.c.kind,
             "declared": {s: format_duration(v) for s, v in self.c.bounds()} if self.c.kind == "referential"
             else {"within": format_duration(self.c.within)},
-            "estimated": {s: format_duration(v) for s, v in self.estimates(now).items()},
+            "estimated": {s: self._estimate_text(s, v) for s, v in self.estimates(now).items()},
             "estimated_us": self.estimates(now),
             "beyond_margin": sum(ch.beyond_margin for ch in self.checks),
             "rows": self.rows, "breaches": self.breaches, "violations": self.violations,
@@ -272,6 +281,8 @@ class _Ordered:
         while self.pending and self.pending[0][0] < ts - self.k:
             t, v = self.pending.popleft()
             self.floor = v if self.floor is None else max(self.floor, v)
+        while self.history and self.history[0][0] < ts - self.window:
+            self.history.popleft()
         n = bad = 0
         for key, count in rows.items():
             value = key[0]
@@ -289,8 +300,6 @@ class _Ordered:
         if values:
             self.pending.append((ts, max(values)))
             self.history.append((ts, max(values)))
-        while self.history and self.history[0][0] < ts - self.window:
-            self.history.popleft()
         return n, bad
 
     def estimate(self, now: int) -> int:
@@ -339,12 +348,27 @@ class ConstraintWatch:
 
     def admit(self, ts: int, groups: dict[int, Counted]) -> tuple[dict[int, Counted], list[dict]]:
         """The groups of closed timestamp ``ts`` without the rows that violate a used constraint, and their
-        quarantine records (pipeline ids of the monitors are consumed here)."""
+        quarantine records (the local backend: the groups of every pipeline of the timestamp)."""
+        bad, quarantine = self.check(ts, groups)
+        for (name, table), keys in bad.items():
+            for pid, at in self.removal.get((name, table), ()):
+                g = groups.get(pid)
+                if g:
+                    for k in [k for k in g if tuple(k[i] for i in at) in keys]:
+                        del g[k]
+        return groups, quarantine
+
+    def check(self, ts: int, groups: dict[int, Counted]) -> tuple[dict[tuple[str, str], set], list[dict]]:
+        """Check the rows of closed timestamp ``ts`` (``groups``: pipeline id → counted rows; the monitors'
+        are consumed here).  Returns ``(constraint, stream) → keys`` of the rows to take out of the query's
+        input (their key columns are the constraint's, in its order) and the quarantine records.  Both
+        backends call it once per closed timestamp with rows, in timestamp order."""
         from obda.execution.rows import micros_to_iso
 
         rows: dict[str, dict[str, Counted]] = {}
         for name, table, pid in self.monitors:
             rows.setdefault(name, {})[table] = groups.pop(pid, None) or {}
+        out: dict[tuple[str, str], set] = {}
         quarantine = []
         for name, w in self.watches.items():
             was = w.in_use
@@ -364,12 +388,8 @@ class ConstraintWatch:
                                   "beyond the declared bound of an earlier one, so it may miss answers with rows "
                                   "already dropped; quarantined, with its answers",
                     })
-                for pid, at in self.removal.get((name, table), ()):
-                    g = groups.get(pid)
-                    if g:
-                        for k in [k for k in g if tuple(k[i] for i in at) in keys]:
-                            del g[k]
-        return groups, quarantine
+                out[(name, table)] = set(keys)
+        return out, quarantine
 
     def report(self, now: int | None) -> dict:
         return {name: w.report(now) for name, w in self.watches.items()}

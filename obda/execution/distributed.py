@@ -453,7 +453,7 @@ def _decoder(dtype):
     return lambda s: s
 
 
-def collect_tagged(parts: list, stream: bool = True):
+def collect_tagged(parts: list, stream: bool = True, by_time: bool = False):
     """Collect several small DataFrames of different schemas in **one** Spark job.
 
     ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
@@ -463,6 +463,7 @@ def collect_tagged(parts: list, stream: bool = True):
     cost on a small cluster is mostly per job (planning, scheduling), not per row.
     ``stream=False``: one ``collect`` instead (for parts bounded by the state; the job's
     observed metrics, :func:`obda.execution.scan.observed_stats`, are then reported).
+    ``by_time``: sorted by ``__at`` first (then by tag), so that a consumer can work one timestamp at a time.
     """
     from pyspark.sql import functions as F
 
@@ -478,7 +479,7 @@ def collect_tagged(parts: list, stream: bool = True):
     union = frames[0]
     for f in frames[1:]:
         union = union.unionByName(f)
-    ordered = union.coalesce(1).sortWithinPartitions("__k", AT)
+    ordered = union.coalesce(1).sortWithinPartitions(*((AT, "__k") if by_time else ("__k", AT)))
     for k, at, vals in ordered.toLocalIterator() if stream else ordered.collect():
         dec = decoders[k]
         yield k, at, tuple(d(v) for d, v in zip(dec, vals))

@@ -20,7 +20,7 @@ from obda.analysis import AnalysisReport, Forest, analyze, build_forest
 from obda.execution import views as view_rows
 from obda.execution.rows import process_rows, read_file_rows, static_rows
 from obda.execution.runtime import Metrics, Runtime, TableBatch, peak_rss_bytes
-from obda.execution.scan import Scan
+from obda.execution.scan import Scan, flag_column, key_column
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
 from obda.model.compilation import Compilation
@@ -153,16 +153,6 @@ class ContinuousQuery:
             raise report.forest_error
         else:  # no report (or verdicts only): the analysis still plans
             forest = build_forest(sql, sources, dialect)
-        if forest.constraints and backend == "spark":
-            if forest.constraints_used:
-                raise ExecutionError(
-                    f"this query is bounded by the k-constraints {', '.join(forest.constraints_used)}, which obda "
-                    "checks row by row on the local backend only: run it with backend='local' (CLI: --backend "
-                    "local), or without the constraints (allow_unbounded=True keeps every row)")
-            log.info("k-constraints %s are watched on the local backend only", ", ".join(c.name for c in forest.constraints))
-            monitors = {pid for _, _, pid in forest.monitors}
-            forest = replace(forest, pipelines=tuple(p for p in forest.pipelines if p.id not in monitors),
-                             constraints=(), monitors=())
         self.plan: Forest = forest
         self.report = report
         self.verdicts = member_verdicts(report, self.plan)
@@ -491,8 +481,8 @@ class ContinuousQuery:
         from obda.execution.scan import observed_stats
 
         engine = self.engine
-        if sum(1 for p in self.plan.pipelines if p.table.is_stream) != 1:
-            return None
+        if sum(1 for p in self.plan.pipelines if p.table.is_stream) != 1 or self.runtime.constraints is not None:
+            return None  # (k-constraints: their check is a job of its own, before the answers')
         if not engine.static_done and any(
             not m.plan.unsatisfiable and not m.plan.nodes and m.plan.forest_statics for m in engine.members
         ):
@@ -603,6 +593,7 @@ class ContinuousQuery:
             closing.closes = True
             if projected is None or batch.first_ts is None or batch.first_ts > hi:
                 return closing
+            projected = self._check_constraints(projected, batch)
         if self._distributed is None:
             self._distributed = SparkForest(self.spark, self.plan, self.engine, self.ns)
         keep_upto = (lo if lo is not None else _NO_TIME) if open_ended else hi
@@ -625,6 +616,61 @@ class ContinuousQuery:
         elif answers is not None:
             closing.frame = answers
         return closing
+
+    def _check_constraints(self, projected, batch: "_Batch"):
+        """The Spark backend's k-constraint check of the closing range ``(lo, hi]``, before its answers.
+
+        One job brings the rows the monitors read (the constrained streams on the constraints' columns),
+        counted per timestamp and key and sorted by timestamp; the driver checks them one closed timestamp
+        at a time with the same :class:`~obda.execution.constraints.ConstraintWatch` as the local backend
+        (what it holds at once: one timestamp's keys, and the keys that violate).  The rows of a violating
+        key are then taken out of every pipeline of their stream, by a broadcast join with those keys, so
+        the range's answers and synopsis updates are the local backend's (tests/execution/
+        test_constraints_exec.py runs both)."""
+        rt = self.runtime
+        watch = rt.constraints
+        if watch is None:
+            return projected
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from obda.execution.answers import AT
+        from obda.execution.distributed import TS, collect_tagged
+
+        ns, lo, hi = self.ns, batch.lo, batch.hi
+        ts = F.col(TS)
+        in_range = ts.isNotNull() & (ts <= F.lit(hi)) & ((ts > F.lit(lo)) if lo is not None else F.lit(True))
+        width = {p.id: len(p.attrs) for p in self.plan.pipelines}
+        keys = {pid: [key_column(pid, j, ns) for j in range(width[pid])] for _, _, pid in watch.monitors}
+        pids = [pid for _, _, pid in watch.monitors]
+        parts = [projected.where(in_range & F.coalesce(F.col(flag_column(pid, ns)), F.lit(False)))
+                 .groupBy(ts.alias(AT), *keys[pid]).count() for pid in pids]
+        bad: dict[tuple[str, str], set] = {}
+        at_ts, groups = None, {}
+        for tag, at, vals in [*collect_tagged(parts, by_time=True), (None, None, None)]:
+            if at != at_ts and at_ts is not None:  # one closed timestamp, checked
+                for slot, ks in rt.check_constraints(at_ts, groups).items():
+                    bad.setdefault(slot, set()).update((at_ts,) + k for k in ks)
+                groups = {}
+            if tag is not None:
+                at_ts = at
+                groups.setdefault(pids[tag], {})[vals[:-1]] = vals[-1]
+        batch.quarantine.extend(rt.take_quarantine())
+        monitor = {(name, table): pid for name, table, pid in watch.monitors}
+        for i, ((name, table), rows) in enumerate(bad.items()):
+            pid = monitor[(name, table)]
+            fields = [projected.schema[TS]] + [projected.schema[k] for k in keys[pid]]
+            names = [f"__b{i}_{j}" for j in range(len(fields))]
+            frame = self.spark.createDataFrame(sorted(rows, key=repr), T.StructType(
+                [T.StructField(n, f.dataType, True) for n, f in zip(names, fields)])).withColumn(f"__b{i}", F.lit(True))
+            cond = ts == F.col(names[0])
+            for k, n in zip(keys[pid], names[1:]):
+                cond = cond & F.col(k).eqNullSafe(F.col(n))
+            masked = {flag_column(p, ns) for p, _ in watch.removal.get((name, table), ())}
+            joined = projected.join(F.broadcast(frame), cond, "left")
+            projected = joined.select(*[(F.col(c) & F.col(f"__b{i}").isNull()).alias(c) if c in masked else F.col(c)
+                                        for c in projected.columns])
+        return projected
 
     def _emit_static_first(self, first_ts: int | None) -> None:
         """Answers of members over static tables only: once, at the first closed timestamp with rows."""

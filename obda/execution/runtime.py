@@ -247,6 +247,17 @@ class Runtime:
     def _admit(self, ts: int, groups: dict) -> dict:
         """The closed timestamp's rows without those that break a used k-constraint (quarantined)."""
         groups, quarantine = self.constraints.admit(ts, groups)
+        self._watched(ts, quarantine)
+        return groups
+
+    def check_constraints(self, ts: int, groups: dict) -> dict:
+        """The Spark backend's check of closed timestamp ``ts`` (``groups``: the monitors' rows): the keys to
+        take out of the range's rows, ``(constraint, stream) → keys`` (:meth:`ConstraintWatch.check`)."""
+        bad, quarantine = self.constraints.check(ts, groups)
+        self._watched(ts, quarantine)
+        return bad
+
+    def _watched(self, ts: int, quarantine: list[dict]) -> None:
         m = self.metrics
         if quarantine:
             self.quarantined.extend(quarantine)
@@ -259,7 +270,6 @@ class Runtime:
             from obda.execution.rows import micros_to_iso
 
             m.incomplete_since = micros_to_iso(since)
-        return groups
 
     def take_quarantine(self) -> list[dict]:
         out, self.quarantined = self.quarantined, []

@@ -303,6 +303,39 @@ def test_run_results_equal_a_full_history_evaluation(tmp_path, query, columns):
         assert page["last_seq"] == len(items) and page["next_after"] is None
 
 
+#: readings_and_alarms_any_time of catalogs/demo.yaml: unbounded, bounded under an RI constraint
+ANY_TIME = PREFIX + "SELECT ?sensor ?v WHERE {\n  GRAPH ?t1 { ?m :measuredBy ?sensor ; :hasValue ?v . }\n" \
+    "  GRAPH ?t2 { ?a :raisedBy ?sensor . }\n}\n"
+
+
+def test_a_query_bounded_by_a_k_constraint_runs_without_the_opt_in_and_reports_it(tmp_path):
+    """Declared in the sources file, the constraint admits the query; GET shows both verdicts, the constraint
+    used, and its watch in the metrics; the answers are DuckDB's over every fed row (the data keeps it)."""
+    ws, feeder = make_workspace(tmp_path / "ws", blocks=1, seed=4)
+    with open(ws / "sources.yaml", "a") as f:
+        f.write("constraints:\n  - name: alarm_near_reading\n"
+                "    referential: {from: measurement, to: alarm, on: [sensor_id]}\n    after: P1D\n    before: P1D\n")
+    with TestClient(create_app(settings_for(ws))) as c:
+        q = register(c, "any_time", ANY_TIME, idle_timeout=1.0)  # no allow_unbounded
+        assert (q["verdict"], q["constrained_verdict"], q["constraints"]) == ("unbounded", "bounded", ["alarm_near_reading"])
+        assert c.post(f"/v1/queries/{q['id']}/start", headers=AUTH).json()["status"] == "running"
+        feeder.feed_block()
+        project = Project.load(ws)
+        expected = answers(ws, project.sources, project.compile(ANY_TIME).to_sql("duckdb"))
+        assert sum(expected.values()) > 0
+        wait_for(lambda: c.get(f"/v1/queries/{q['id']}", headers=AUTH).json()["results"] >= sum(expected.values()),
+                 timeout=30)
+        info = c.get(f"/v1/queries/{q['id']}", headers=AUTH).json()
+        watch = info["metrics"]["constraints"]["alarm_near_reading"]
+        assert watch["in_use"] and watch["used_by_query"] and watch["rows"] > 0 and watch["violations"] == 0
+        assert watch["declared"] == {"after": "P1D", "before": "P1D"} and set(watch["estimated"]) == {"after", "before"}
+        assert info["metrics"]["constraint_violations"] == 0 and info["metrics"]["incomplete_since"] is None
+        c.post(f"/v1/queries/{q['id']}/stop", headers=AUTH)
+        items = c.get(f"/v1/queries/{q['id']}/results", params={"limit": 1000}, headers=AUTH).json()["items"]
+        assert api_answers(items, ["sensor", "v"]) == expected
+        problem(c.post("/v1/queries", json={"name": "plain", "query": UNBOUNDED}, headers=AUTH), 422, "execution_error")
+
+
 def test_stop_resume_keeps_state_and_sequence(tmp_path):
     ws, feeder = make_workspace(tmp_path / "ws", blocks=1, seed=5)
     with TestClient(create_app(settings_for(ws))) as c:

@@ -204,6 +204,31 @@ def test_run_refuses_unbounded_without_opt_in(demo_copy, tmp_path):
     assert r.exit_code == 0, r.output
 
 
+@pytest.mark.parametrize("k", ["P1D", "PT1M"])
+def test_run_of_a_query_bounded_by_a_k_constraint_prints_its_watch(demo_copy, tmp_path, k):
+    """The sources file's RI admits the query without --allow-unbounded; the summary has the constrained
+    verdict and the watch; with a k the generated data breaks, the breaking rows are in the quarantine."""
+    with open(demo_copy / "sources.yaml", "a") as f:
+        f.write(f"constraints:\n  - name: alarm_near_reading\n"
+                f"    referential: {{from: measurement, to: alarm, on: [sensor_id]}}\n    after: {k}\n    before: {k}\n")
+    q = _catalog_query("readings_and_alarms_any_time", tmp_path)
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(tmp_path / "o.jsonl"), "--checkpoint", str(tmp_path / "ck")])
+    assert r.exit_code == 0, r.output
+    assert "verdict: unbounded (bounded under the k-constraints alarm_near_reading" in r.output
+    metrics = json.loads(r.output.strip().splitlines()[-1])
+    watch = metrics["constraints"]["alarm_near_reading"]
+    assert watch["rows"] > 0 and watch["declared"] == {"after": k, "before": k}
+    records = [json.loads(x) for x in (tmp_path / "ck" / "quarantine.jsonl").read_text().splitlines()] \
+        if (tmp_path / "ck" / "quarantine.jsonl").exists() else []
+    named = [x for x in records if x.get("constraint") == "alarm_near_reading"]
+    assert metrics.get("constraint_violations", 0) == watch["violations"] == sum(x["rows"] for x in named)
+    if k == "P1D":
+        assert not named and watch["in_use"] and metrics["incomplete_since"] is None
+    else:
+        assert named and metrics["incomplete_since"] and watch["breaches"] > 0
+
+
 def test_run_aggregate_writes_changelog_and_final_table(demo_copy, tmp_path):
     """An aggregate query: the changelog replayed gives the --final table, in ORDER BY order."""
     out, final = tmp_path / "changelog.jsonl", tmp_path / "answer.jsonl"

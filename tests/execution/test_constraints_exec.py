@@ -258,7 +258,6 @@ def from_micros(us: int) -> dt.datetime:
 
 
 def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_path):
-    from obda.errors import ExecutionError
     from obda.execution import ContinuousQuery, MemorySink
 
     rows = generate(11, 2, 2, steps=30, late=0.1)
@@ -272,8 +271,6 @@ def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_pa
     src = sources(2, 2)
     src = Sources(tuple(__import__("dataclasses").replace(t, location=t.name, format="csv") for t in src.tables),
                   None, src.constraints)
-    with pytest.raises(ExecutionError, match="local backend only"):
-        ContinuousQuery(SQL, src, base_dir=tmp_path, backend="spark")
     sink = MemorySink()
     q = ContinuousQuery(SQL, src, base_dir=tmp_path, backend="local", sink=sink)  # no allow_unbounded needed
     q.run_until_exhausted()
@@ -288,3 +285,53 @@ def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_pa
     assert {(r["stream"], r["key"]["rid"]) for r in records} == {(n, k) for n, _, k in expected}
     got = Counter(tuple(a["binding"][c] for c in ("sensor", "value", "severity")) for a in sink.drain())
     assert got == duck(rows, expected)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("seed,late,rate", [(21, 0.0, 1.0), (22, 0.15, 1.0), (23, 0.15, 1.0), (24, 0.5, 0.05)])
+def test_the_spark_backend_checks_the_constraints_as_the_local_one(spark, tmp_path, seed, late, rate):
+    """Spark: the violations found on the driver before each range's answers, their rows masked out of the
+    range; the same answers (DuckDB minus the quarantine), quarantine and observed k as the local backend."""
+    import json
+
+    from execution.exec_harness import write_csv_batches
+    from obda.execution import ContinuousQuery, JsonLinesSink
+
+    rng = random.Random(seed)
+    after, before = rng.randint(1, 4), rng.randint(1, 4)
+    rows = generate(seed, after, before, steps=40, late=late)
+    src = sources(after, before, rate=rate)
+    src = Sources(tuple(__import__("dataclasses").replace(t, location=f"data/{t.name}") for t in src.tables),
+                  None, src.constraints)
+    write_csv_batches(tmp_path / "data", batches(rows, seed), src)
+    runs = {}
+    for backend in ("spark", "local"):
+        q = ContinuousQuery(SQL, src, base_dir=tmp_path, backend=backend, spark=spark, max_files_per_batch=3,
+                            sink=JsonLinesSink(tmp_path / f"{backend}.jsonl"),
+                            quarantine=tmp_path / f"{backend}-quarantine.jsonl")
+        q.run_until_exhausted()
+        q.close()
+        lines = (tmp_path / f"{backend}.jsonl").read_text().splitlines()
+        records = [json.loads(x) for x in (tmp_path / f"{backend}-quarantine.jsonl").read_text().splitlines()]
+        runs[backend] = (q, Counter(lines), [r for r in records if r.get("constraint")])
+    (q, lines, records), (lq, local_lines, local_records) = runs["spark"], runs["local"]
+    assert lines == local_lines and records == local_records
+    got = set()
+    for r in records:
+        ts = dt.datetime.fromisoformat(r["ts"].replace("Z", "")).replace(tzinfo=None)
+        got.add((r["stream"], int((ts - BASE).total_seconds()), r["key"]["rid"]))
+    answers = Counter(tuple(json.loads(x)["binding"][c] for c in ("sensor", "value", "severity"))
+                      for x in lines.elements())
+    assert answers == duck(rows, got) and sum(answers.values()) > 0
+    metrics, local = q.metrics.to_dict(), lq.metrics.to_dict()
+    assert metrics["constraint_violations"] == local["constraint_violations"] == sum(
+        r["rows"] for r in records)
+    watch, local_watch = metrics["constraints"]["alarm_near_reading"], local["constraints"]["alarm_near_reading"]
+    for field in ("estimated_us", "breaches", "violations", "in_use", "disabled_at", "incomplete_since"):
+        assert watch[field] == local_watch[field], field
+    if rate < 1:
+        assert not watch["in_use"] and q.engine.members[0].relaxed
+    elif late:
+        assert got == reference_violations(rows, after, before) and got
+    else:
+        assert not got and watch["in_use"]
