@@ -144,7 +144,9 @@ def run(label: str, k: int | None, data_k: int, args) -> dict:
     rss = peak_rss_bytes()
     report = rt.metrics.constraints.get(NAME, {})
     extra = (f"; constraint in use: {report.get('in_use')}, Bloom false-positive rate "
-             f"{report.get('bloom_false_positive_rate', 0):.1e}" if report else "")
+             f"{report.get('bloom_false_positive_rate', 0):.1e}, departed keys remembered since "
+             f"{report.get('remembered_since') or 'the start'} ({report.get('forgotten_keys', 0):,} forgotten)"
+             if report else "")
     print(f"{label}: {rows:,} rows in {busy:.1f} s of obda time ({rows / busy:,.0f} rows/s, {batch} micro-batches), "
           f"driver peak RSS {rss / 2**20:,.0f} MiB{extra}", flush=True)
     return {"label": label, "rows": rows, "points": points, "rate": rows / busy, "rss": rss, "answers": answers,

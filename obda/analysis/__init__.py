@@ -18,7 +18,7 @@ from typing import Union
 
 from sqlglot import exp
 
-from obda.analysis.constraints import constrained_verdict, suggestion
+from obda.analysis.constraints import constrained_verdict, ordered_note, suggestion
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED, PartOutcome, check_polynomial
 from obda.analysis.explain import hint, plain, provenance, witness
 from obda.analysis.naive import check_naive
@@ -209,6 +209,9 @@ def _with_constraints(m: SpjMember, report: MemberReport, constraints) -> Member
     constraints whose declaration would bound it."""
     if report.verdict == BOUNDED:
         return report
+    note = ordered_note(m, constraints)
+    if note:
+        report = replace(report, notes=report.notes + (note,))
     cv = constrained_verdict(m, report.verdict, constraints)
     if cv is not None and cv.verdict == BOUNDED:
         return replace(report, constrained=cv)

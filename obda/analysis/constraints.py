@@ -8,7 +8,8 @@ difference constraints ``τ_y − τ_x ≤ after`` and ``τ_x − τ_y ≤ befor
 (:mod:`obda.analysis.windows`).  When the closure then bounds every pair of timestamps, the member keeps the
 rows of a window — **bounded under the constraints**, proportional to what arrives within k.  The plain
 verdict stays the member's verdict: the constrained one holds only while the data keeps the constraints,
-which the executor monitors (:mod:`obda.execution.constraints`).  OA(k) is monitored only.
+which the executor monitors (:mod:`obda.execution.constraints`).  OA(k) bounds values, not timestamps: it
+lets the executor drop state (:mod:`obda.analysis.forest.order`) but changes no verdict (``ordered_note``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from obda.analysis.elements import Attr
 from obda.analysis.report import BOUNDED
 from obda.analysis.windows import Bounds, close, constraint, describe_micros
-from obda.model.constraints import Constraint
+from obda.model.constraints import ORDERED, Constraint
 
 
 @dataclass(frozen=True)
@@ -184,8 +185,29 @@ def suggestion(m) -> str | None:
             "of each other, so each row is kept only that long (the executor checks the data keeps it)")
 
 
+def ordered_note(m, constraints) -> str | None:
+    """A note for member ``m`` when a declared OA(k) is on a column it joins on: the executor drops state by
+    it (forest rule ``order_expiry``), though it bounds no verdict."""
+    streams, _, eq = _member_parts(m)
+    names = []
+    for c in constraints:
+        if c.kind != ORDERED:
+            continue
+        col = c.on[0][0]
+        for x, table in streams:
+            if table.lower() == c.left.lower() and any(
+                    a.alias != x and eq.same(a, Attr(x, col)) for a in list(eq.parent) if isinstance(a, Attr)):
+                names.append(c.describe())
+                break
+    if not names:
+        return None
+    return (f"{', '.join(names)}: at run time the synopses drop the rows whose join value is below the stream's "
+            "value watermark (its largest value more than k ago), and rows that break it are quarantined; it "
+            "bounds no verdict (the joined streams' values could drift apart)")
+
+
 def _attrs_of(eq: _Classes, alias: str) -> list[Attr]:
     return [a for a in list(eq.parent) if isinstance(a, Attr) and a.alias == alias]
 
 
-__all__ = ["ConstrainedVerdict", "Use", "constrained_verdict", "suggestion", "uses", "equalities"]
+__all__ = ["ConstrainedVerdict", "Use", "constrained_verdict", "ordered_note", "suggestion", "uses", "equalities"]

@@ -12,17 +12,20 @@ constrained streams against the rows seen earlier (Babu et al. 2004 §4.3, §5.3
   test_constraints_exec.py checks it against DuckDB).
 * Keys are kept exactly for ``margin · k`` (the paper's ``c``): distances up to there are measured; a
   share ``sample`` of the keys (``p``, chosen by hash) is kept for the window ``W`` to measure larger ones.
-  Keys that leave go into a Bloom filter (no false negatives; the false-positive rate is reported): a later
-  row with such a key is a violation whose distance is only known to exceed ``margin · k``.
+  Keys that leave go into Bloom filters (:class:`Departed`: no false negatives, a false-positive rate kept
+  below about 4·10⁻⁹ and reported): a later row with such a key is a violation whose distance is only
+  known to exceed ``margin · k``.  The filters are generations of a fixed size: once the oldest is dropped,
+  the metrics say since when departed keys are remembered (``remembered_since``).
 * The estimated ``k`` is the largest distance seen in the last ``W``; the violation rate is over the rows of
   the last ``W``.  Above ``max_violation_rate`` the constraint stops being used (the paper's ``k_u = ∞``):
   the synopses keep what the query's own conditions need from then on, and only rows that would join state
   dropped before are quarantined.
 
-Memory: the keys of the last ``margin · k`` (plus the sampled ones of the last ``W``), one Bloom filter per
+Memory: the keys of the last ``margin · k`` (plus the sampled ones of the last ``W``), ``bloom_bits`` per
 reference stream and one entry per timestamp of the last ``W`` — all independent of the streams' length.
-OA(k) is monitored the same way (a row below the largest value seen more than ``k`` earlier violates it)
-but is not used to drop state, so its violations are counted, not quarantined.
+OA(k) (:class:`_Ordered`): the value watermark of the stream — its largest value more than ``k`` ago —
+says which synopsis entries no later row can join (forest rule ``order_expiry``); a row below it breaks
+the constraint and is quarantined the same way, while the query drops entries by it.
 """
 
 from __future__ import annotations
@@ -41,14 +44,15 @@ MIN_ROWS_FOR_RATE = 20  # the violation rate decides nothing before this many ro
 class Bloom:
     """A Bloom filter of keys (tuples): no false negatives; ``fp_rate`` estimates the false positives."""
 
-    def __init__(self, bits: int, hashes: int = 7):
+    def __init__(self, bits: int, hashes: int = 7):  # hashes ≤ 8 (one 64-byte digest)
         self.m, self.k, self.n = bits, hashes, 0
         self.bits = bytearray((bits + 7) // 8)
 
     def _positions(self, key) -> list[int]:
-        h = hashlib.blake2b(repr(key).encode(), digest_size=16).digest()
-        a, b = int.from_bytes(h[:8], "little"), int.from_bytes(h[8:], "little") | 1
-        return [(a + i * b) % self.m for i in range(self.k)]
+        # one independent 64-bit hash per position (double hashing makes keys collide on all positions
+        # together with probability ~2n/m², which dominates the false positives of a small filter)
+        h = hashlib.blake2b(repr(key).encode(), digest_size=8 * self.k).digest()
+        return [int.from_bytes(h[8 * i: 8 * i + 8], "little") % self.m for i in range(self.k)]
 
     def add(self, key) -> None:
         for p in self._positions(key):
@@ -61,6 +65,46 @@ class Bloom:
     @property
     def fp_rate(self) -> float:
         return (1 - math.exp(-self.k * self.n / self.m)) ** self.k
+
+
+class Departed:
+    """The keys that left the exact map, in a few generations of Bloom filters (``bits`` in all).
+
+    One filter that keeps every key fills up: after enough keys every lookup is a hit, and every new key
+    would look like a violation.  So the newest generation takes keys until its false-positive rate
+    reaches ``fp_target``; then a fresh one starts and, beyond ``generations``, the oldest is forgotten.
+    Memory stays ``bits``; a lookup's false-positive rate stays below ``generations · fp_target``; what is
+    given up is reported: a key that left before ``remembered_since`` is no longer recognised."""
+
+    def __init__(self, bits: int, generations: int = 4, fp_target: float = 1e-9):
+        self.per = max(1024, bits // generations)
+        self.generations, self.fp_target = generations, fp_target
+        self.filters: deque = deque()  # (timestamp of its first key, Bloom), oldest first
+        self.forgotten = 0  # keys of the generations dropped
+        self.remembered_since: int | None = None  # None: nothing forgotten yet
+
+    def add(self, ts: int, key) -> None:
+        if not self.filters or self.filters[-1][1].fp_rate >= self.fp_target:
+            self.filters.append((ts, Bloom(self.per)))
+            if len(self.filters) > self.generations:
+                _, old = self.filters.popleft()
+                self.forgotten += old.n
+                self.remembered_since = self.filters[0][0]
+        self.filters[-1][1].add(key)
+
+    def __contains__(self, key) -> bool:
+        return any(key in b for _, b in reversed(self.filters))
+
+    @property
+    def n(self) -> int:
+        return sum(b.n for _, b in self.filters)
+
+    @property
+    def fp_rate(self) -> float:
+        miss = 1.0
+        for _, b in self.filters:
+            miss *= 1 - b.fp_rate
+        return 1 - miss
 
 
 def _sampled(key, p: float) -> bool:
@@ -77,7 +121,7 @@ class _Reference:
     horizon: int  # exact for this long (margin · k)
     window: int  # sampled keys: this long
     sample: float
-    bloom: Bloom
+    departed: Departed
     first: dict = field(default_factory=dict)
     order: deque = field(default_factory=deque)  # (first ts, key) in insertion (= timestamp) order
     sampled: dict = field(default_factory=dict)
@@ -90,10 +134,10 @@ class _Reference:
             t = self.sampled.get(key)
         if t is not None:
             return t, True
-        return (None, key in self.bloom) if self.bloom.n else (None, False)
+        return (None, key in self.departed) if self.departed.n else (None, False)
 
     def add(self, ts: int, key) -> None:
-        if key not in self.first and key not in self.sampled and not (self.bloom.n and key in self.bloom):
+        if key not in self.first and key not in self.sampled and not (self.departed.n and key in self.departed):
             self.first[key] = ts
             self.order.append((ts, key))
 
@@ -103,7 +147,7 @@ class _Reference:
             t, key = self.order.popleft()
             del self.first[key]
             if dropped(t):
-                self.bloom.add(key)
+                self.departed.add(t, key)
             if _sampled(key, self.sample):
                 self.sampled[key] = t
                 self.sampled_order.append((t, key))
@@ -155,7 +199,7 @@ class Watch:
             r = self.refs.get(ch.reference)
             horizon = int(mon.margin * ch.bound)
             if r is None:
-                self.refs[ch.reference] = _Reference(horizon, max(self.window, horizon), mon.sample, Bloom(mon.bloom_bits))
+                self.refs[ch.reference] = _Reference(horizon, max(self.window, horizon), mon.sample, Departed(mon.bloom_bits))
             else:
                 r.horizon = max(r.horizon, horizon)
         self.in_use = used
@@ -167,6 +211,7 @@ class Watch:
         self.first_quarantined: int | None = None
         self.recent: deque = deque()  # (ts, rows, violations)
         self.ordered = _Ordered(c) if c.kind == ORDERED else None
+        self.disabled_mark = None  # OA: the value watermark when the constraint stopped being used
 
     # -- the check of one closed timestamp --------------------------------------------------------
     def check(self, ts: int, rows: dict[str, Counted]) -> dict[str, set]:
@@ -174,10 +219,24 @@ class Watch:
         Returns table -> the keys whose rows violate (to quarantine when the constraint drops state)."""
         if not any(rows.get(t) for t in (self.c.left, self.c.right)):
             return {}  # nothing to check: what follows depends only on the timestamps that bring rows
-        if self.ordered is not None:  # monitored only: nothing is dropped by it, so nothing is quarantined
-            n, bad = self.ordered.check(ts, rows.get(self.c.left, {}))
-            self._count(ts, n, bad)
-            return {}
+        if self.ordered is not None:
+            bad, n, breaches = self._check_order(ts, rows.get(self.c.left, {}))
+        else:
+            bad, n, breaches = self._check_keys(ts, rows)
+        v = sum(rows[t][k] for t, keys in bad.items() for k in keys)
+        self.violations += v
+        if v and self.used and self.first_quarantined is None:
+            self.first_quarantined = ts
+        self._count(ts, n, breaches)
+        if self.in_use and self._rate() > self.c.monitoring.max_violation_rate:
+            self.in_use = False
+            self.disabled_at = ts
+            if self.ordered is not None:  # entries below it may be gone: later rows below it are quarantined
+                self.disabled_mark = self.ordered.watermark(ts)
+        return bad
+
+    def _check_keys(self, ts: int, rows: dict[str, Counted]) -> tuple[dict[str, set], int, int]:
+        """RI, CA: each row against the first row of its key on the reference side."""
         for table, ref in self.refs.items():  # keys more than margin · k old leave the exact map
             lag = self.lags.get(table, 0)
             ref.evict(ts, (lambda t: True) if self.in_use else (lambda t, lag=lag: t + lag <= self.disabled_at))
@@ -202,19 +261,24 @@ class Watch:
                 if beyond if self.in_use else dropped:
                     bad.setdefault(ch.table, set()).add(key)
         n = sum(sum(rows.get(t, {}).values()) for t in {ch.table for ch in self.checks})
-        v = sum(rows[t][k] for t, keys in bad.items() for k in keys)
-        self.violations += v
-        if v and self.used and self.first_quarantined is None:
-            self.first_quarantined = ts
-        self._count(ts, n, breaches)
         for table, ref in self.refs.items():
             for key in rows.get(table, {}):
                 if key not in bad.get(table, ()):
                     ref.add(ts, key)
-        if self.in_use and self._rate() > self.c.monitoring.max_violation_rate:
-            self.in_use = False
-            self.disabled_at = ts
-        return bad
+        return bad, n, breaches
+
+    def _check_order(self, ts: int, rows: Counted) -> tuple[dict[str, set], int, int]:
+        """OA: a row below the stream's value watermark breaks it; while the constraint is used, synopsis
+        entries below the watermark are dropped, so such a row is quarantined (after: below the watermark
+        of the timestamp the constraint stopped being used)."""
+        n, below = self.ordered.check(ts, rows)
+        if self.in_use:
+            keys = below
+        elif self.disabled_mark is not None:
+            keys = {k for k in rows if k[0] is not None and k[0] < self.disabled_mark}
+        else:
+            keys = set()
+        return ({self.c.left: keys} if keys and self.used else {}), n, sum(rows[k] for k in below)
 
     def _count(self, ts: int, n: int, v: int) -> None:
         """``v`` of the ``n`` rows of ``ts`` arrived beyond the declared bound (breaches: the observed adherence)."""
@@ -261,36 +325,56 @@ class Watch:
             "first_breach": ts_text(self.first_violation) if self.first_violation is not None else None,
             "incomplete_since": ts_text(self.first_quarantined) if self.first_quarantined is not None else None,
             "monitor_keys": sum(r.size for r in self.refs.values()) + (self.ordered.size if self.ordered else 0),
-            "bloom_keys": sum(r.bloom.n for r in self.refs.values()),
-            "bloom_false_positive_rate": max((r.bloom.fp_rate for r in self.refs.values()), default=0.0),
+            "bloom_keys": sum(r.departed.n for r in self.refs.values()),
+            "bloom_false_positive_rate": max((r.departed.fp_rate for r in self.refs.values()), default=0.0),
+            # keys that left the margin before this are forgotten (constant memory): a row with one is not caught
+            "remembered_since": _since(r.departed.remembered_since for r in self.refs.values()),
+            "forgotten_keys": sum(r.departed.forgotten for r in self.refs.values()),
         }
 
 
+def _since(values) -> str | None:
+    from obda.execution.rows import micros_to_iso
+
+    known = [v for v in values if v is not None]
+    return micros_to_iso(max(known)) if known else None
+
+
 class _Ordered:
-    """OA(k) on one column: a row below the largest value seen more than ``k`` earlier violates it (§6.3)."""
+    """OA(k) on one column (§6.2–6.3, in application time): the value watermark at ``C`` is the largest value
+    of the rows at or before ``C − k``; a row at ``ts`` below the watermark at ``ts − 1`` breaks the constraint
+    (a row more than ``k`` earlier has a larger value).  Its scrambling distance — how much later it comes
+    than the latest larger value — is measured over the last ``W``."""
 
     def __init__(self, c: Constraint):
         self.k = c.within
         self.window = c.window
         self.pending: deque = deque()  # (ts, max value at ts) of the last k
-        self.floor = None  # the largest value of the rows more than k ago
+        self.floor = None  # the largest value of the rows before the last k
         self.maxima: deque = deque()  # (ts, scrambling distance) sliding max over W
         self.history: deque = deque()  # (ts, max value at ts) of the last W: to measure distances beyond k
 
-    def check(self, ts: int, rows: Counted) -> tuple[int, int]:
-        while self.pending and self.pending[0][0] < ts - self.k:
-            t, v = self.pending.popleft()
+    def watermark(self, closed: int):
+        """The largest value of the rows at or before ``closed − k`` (None: none yet): no row after ``closed``
+        has a smaller one while the constraint holds.  ``closed`` never decreases between calls."""
+        while self.pending and self.pending[0][0] <= closed - self.k:
+            _, v = self.pending.popleft()
             self.floor = v if self.floor is None else max(self.floor, v)
+        return self.floor
+
+    def check(self, ts: int, rows: Counted) -> tuple[int, set]:
+        """The rows of ``ts``: how many, and the keys (values) below the watermark."""
+        floor = self.watermark(ts - 1)
         while self.history and self.history[0][0] < ts - self.window:
             self.history.popleft()
-        n = bad = 0
+        n, below = 0, set()
         for key, count in rows.items():
             value = key[0]
             n += count
             if value is None:
                 continue
-            if self.floor is not None and value < self.floor:
-                bad += count
+            if floor is not None and value < floor:
+                below.add(key)
             d = max((ts - t for t, v in self.history if v > value), default=0)
             if d:
                 while self.maxima and self.maxima[-1][1] <= d:
@@ -300,7 +384,7 @@ class _Ordered:
         if values:
             self.pending.append((ts, max(values)))
             self.history.append((ts, max(values)))
-        return n, bad
+        return n, below
 
     def estimate(self, now: int) -> int:
         while self.maxima and self.maxima[0][0] < now - self.window:
@@ -393,6 +477,11 @@ class ConstraintWatch:
 
     def report(self, now: int | None) -> dict:
         return {name: w.report(now) for name, w in self.watches.items()}
+
+    def watermarks(self, closed: int) -> dict:
+        """OA constraint → its value watermark at ``closed`` while the query drops state by it (else None)."""
+        return {name: w.ordered.watermark(closed) if w.used and w.in_use else None
+                for name, w in self.watches.items() if w.ordered is not None}
 
     @property
     def incomplete_since(self) -> int | None:

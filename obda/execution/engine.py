@@ -334,6 +334,22 @@ def expire(rel: Rel, expiry: tuple[tuple[int, int], ...], closed_upto: int) -> i
     return len(dead)
 
 
+def expire_by_order(rel: Rel, groups: tuple[tuple[tuple[int, str], ...], ...], marks: dict) -> int:
+    """Drop the entries that ordered arrival says no later row can join (``Node.value_expiry``): in every
+    group, some key position holds a value below its OA constraint's watermark (``marks``: constraint →
+    the largest value of its stream more than k ago, None while unknown or once the constraint is not
+    used).  Returns how many."""
+    if not groups or not rel.data:
+        return 0
+    live = [[(i, marks[name]) for i, name in g if marks.get(name) is not None] for g in groups]
+    if not all(live):
+        return 0
+    dead = [k for k in rel.data if all(any(k[i] is not None and k[i] < w for i, w in g) for g in live)]
+    for k in dead:
+        rel.remove(k)
+    return len(dead)
+
+
 def compress_counted(delta: Counted, compress: tuple[int, str] | None) -> Counted:
     if compress is None or not delta:
         return delta
@@ -352,6 +368,7 @@ class MemberEngine:
         self.past: dict[int, Rel] = {n.id: Rel(n.key) for n in plan.nodes}
         self.dropped: set[int] = set()  # nodes whose past is no longer needed
         self.relaxed = False  # a k-constraint stopped being used: constrained nodes expire by the query alone
+        self.marks: dict = {}  # OA constraint -> its value watermark (set by the runtime's ConstraintWatch)
 
     # -- state ------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -366,6 +383,10 @@ class MemberEngine:
 
     def _expiry(self, n) -> tuple[tuple[int, int], ...]:
         return n.plain_expiry if self.relaxed and n.constrained else n.expiry
+
+    def _expire(self, n, closed_upto: int) -> None:
+        expire(self.past[n.id], self._expiry(n), closed_upto)
+        expire_by_order(self.past[n.id], n.value_expiry, self.marks)
 
     @property
     def entries(self) -> int:
@@ -426,7 +447,7 @@ class MemberEngine:
                 continue
             if self._keeps_past(n.id, ts):
                 merge_into(self.past[n.id], cur[n.id], self.setsem, n.compress if self.setsem else None)
-                expire(self.past[n.id], self._expiry(n), ts)
+                self._expire(n, ts)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, ts):
@@ -451,7 +472,7 @@ class MemberEngine:
                 continue
             if self._keeps_past(n.id, closed_upto):
                 merge_into(self.past[n.id], deltas.get(n.id, {}), self.setsem, n.compress if self.setsem else None)
-                expire(self.past[n.id], self._expiry(n), closed_upto)
+                self._expire(n, closed_upto)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, closed_upto):
@@ -573,6 +594,11 @@ class QueryEngine:
         else:
             for vals in _ordered(out):
                 answers.append(Answer(emitted_at, bind(vals), out[vals]))
+
+    def set_marks(self, marks: dict) -> None:
+        """The OA constraints' value watermarks at the last closed timestamp (:func:`expire_by_order`)."""
+        for m in self.members:
+            m.marks = marks
 
     def relax(self) -> None:
         """A k-constraint stopped being used (its violation rate): keep what the query's own conditions need."""

@@ -656,6 +656,7 @@ class ContinuousQuery:
                 at_ts = at
                 groups.setdefault(pids[tag], {})[vals[:-1]] = vals[-1]
         batch.quarantine.extend(rt.take_quarantine())
+        self.engine.set_marks(watch.watermarks(hi))  # for the synopses' expiry at hi (OA)
         monitor = {(name, table): pid for name, table, pid in watch.monitors}
         for i, ((name, table), rows) in enumerate(bad.items()):
             pid = monitor[(name, table)]

@@ -264,6 +264,7 @@ class Runtime:
             m.constraint_violations += sum(q["rows"] for q in quarantine)
         if self.constraints.relaxed:
             self.engine.relax()
+        self.engine.set_marks(self.constraints.watermarks(ts))
         m.constraints = self.constraints.report(ts)
         since = self.constraints.incomplete_since
         if since is not None and m.incomplete_since is None:

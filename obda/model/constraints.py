@@ -101,7 +101,8 @@ class Constraint:
 
     @property
     def exploitable(self) -> bool:
-        """RI and CA bound the distance between joining timestamps; OA is monitored only."""
+        """RI and CA bound the distance between joining timestamps; OA bounds values (it drops state by a
+        value watermark, obda.analysis.forest.order, but bounds no verdict)."""
         return self.kind in (REFERENTIAL, CLUSTERED)
 
     @property

@@ -252,8 +252,11 @@ def _parse_constraint(node: yaml.Node, sources: Sources, file: str | None) -> Co
         raise SourcesError(f"constraint {name!r}: give exactly one of {', '.join(KINDS)} (got {kinds or 'none'})", at)
     kind = kinds[0]
     if "rows" in fields:
-        raise SourcesError(f"constraint {name!r}: k in rows is not supported: obda's constraints are in application "
-                           "time; give k as a duration (after/before/within: PT5M)", _loc(file, fields["rows"][0]))
+        raise SourcesError(f"constraint {name!r}: k in rows is not supported: in application time a count of rows "
+                           "bounds no state (how long k rows take depends on the streams' rates) and does not combine "
+                           "with the query's time windows; give k as a duration (after/before/within: PT5M) that "
+                           "covers k rows at the streams' slowest rate (the metrics report the k observed)",
+                           _loc(file, fields["rows"][0]))
 
     def duration(key: str) -> int | None:
         if key not in fields:

@@ -22,6 +22,7 @@ from obda.analysis.forest.expiry import interval_expiry
 from obda.analysis.forest.extremes import compress_extremes
 from obda.analysis.forest.keys import synopsis_keys
 from obda.analysis.forest.model import FOREST
+from obda.analysis.forest.order import order_expiry
 from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
@@ -58,9 +59,40 @@ def units(d):
     return {n.id: n.aliases for n in d.nodes}
 
 
+def test_order_expiry_drops_entries_below_the_parents_value_watermark():
+    """OA(k) on t.d: an entry of a unit that waits for t rows (its parent, or another root) and keys on an
+    attribute equated with t.d is dead below t's watermark; none without the equality, none for DISTINCT."""
+    from dataclasses import replace
+
+    from obda.model.sources import parse_constraints
+    import yaml
+
+    oa = parse_constraints(yaml.compose("- {name: t_in_order, ordered: {stream: t, column: d}, within: PT1M}"),
+                           SOURCES, None)
+
+    def rule(sql):
+        members, distinct, _ = members_of(sql, SOURCES)
+        d = replace(start(members[0], distinct), constraints=oa)
+        for r in RULES[: RULES.index(order_expiry)]:
+            d = r(d)
+        before = repr(d)
+        out = order_expiry(d)
+        assert repr(d) == before
+        return out
+
+    child = rule("SELECT m1.a AS a FROM s AS m1, t AS m2 WHERE m1.a = m2.d AND m1.ts < m2.ts")
+    s_node = next(n for n in child.nodes if n.aliases == ("m1",))
+    t_node = next(n for n in child.nodes if n.aliases == ("m2",))
+    assert s_node.value_expiry == (((s_node.key.index(("m1", "a")), "t_in_order"),),) and not t_node.value_expiry
+    roots = rule("SELECT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d")
+    assert [bool(n.value_expiry) for n in roots.nodes] == [n.aliases == ("m1",) for n in roots.nodes]
+    assert not any(n.value_expiry for n in rule("SELECT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.b < m2.d").nodes)
+    assert not any(n.value_expiry for n in rule("SELECT DISTINCT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d").nodes)
+
+
 def test_rules_are_in_pipeline_order():
     assert RULES == (merge_synchronous, order_units, place_statics, place_conditions, synopsis_keys,
-                     interval_expiry, compress_extremes, finite_cutoffs, row_pipelines)
+                     interval_expiry, order_expiry, compress_extremes, finite_cutoffs, row_pipelines)
 
 
 def test_units_merge_streams_with_equal_timestamps():

@@ -79,39 +79,48 @@ def reference_violations(rows, after: int, before: int) -> set[tuple[str, int, i
     return bad
 
 
-def duck(rows, excluded=frozenset()) -> Counter:
+SCHEMA = {"reading": ("rid BIGINT", "sensor BIGINT", "value BIGINT"), "alarm": ("rid BIGINT", "severity BIGINT")}
+
+
+def duck(rows, excluded=frozenset(), sql: str = SQL, schema=SCHEMA, key: str = "rid") -> Counter:
+    """DuckDB's answer over ``rows`` without the ``excluded`` (table, ts, key value) rows."""
     con = duckdb.connect()
-    con.execute("CREATE TABLE reading (rid BIGINT, sensor BIGINT, value BIGINT, ts TIMESTAMP)")
-    con.execute("CREATE TABLE alarm (rid BIGINT, severity BIGINT, ts TIMESTAMP)")
-    for r in rows["reading"]:
-        if ("reading", r["ts"], r["rid"]) not in excluded:
-            con.execute("INSERT INTO reading VALUES (?, ?, ?, ?)", [r["rid"], r["sensor"], r["value"], BASE + dt.timedelta(seconds=r["ts"])])
-    for r in rows["alarm"]:
-        if ("alarm", r["ts"], r["rid"]) not in excluded:
-            con.execute("INSERT INTO alarm VALUES (?, ?, ?)", [r["rid"], r["severity"], BASE + dt.timedelta(seconds=r["ts"])])
-    return Counter(tuple(x) for x in con.execute(SQL).fetchall())
+    for name, cols in schema.items():
+        con.execute(f"CREATE TABLE {name} ({', '.join(cols)}, ts TIMESTAMP)")
+        names = [c.split()[0] for c in cols]
+        for r in rows[name]:
+            if (name, r["ts"], r[key]) not in excluded:
+                con.execute(f"INSERT INTO {name} VALUES ({', '.join('?' * (len(names) + 1))})",
+                            [r[c] for c in names] + [BASE + dt.timedelta(seconds=r["ts"])])
+    return Counter(tuple(x) for x in con.execute(sql).fetchall())
 
 
 def batches(rows, seed: int):
     """Micro-batches in arrival (timestamp) order, cut at random."""
     rng = random.Random(seed + 1)
     flat = sorted(((r["ts"], name, r) for name, rs in rows.items() for r in rs), key=lambda x: x[0])
-    out, cur = [], {"reading": [], "alarm": []}
+    out, cur = [], {name: [] for name in rows}
     for ts, name, r in flat:
         row = dict(r, ts=BASE + dt.timedelta(seconds=ts))
         cur[name].append(row)
         if rng.random() < 0.3:
             out.append(cur)
-            cur = {"reading": [], "alarm": []}
+            cur = {name: [] for name in rows}
     out.append(cur)
     return out
 
 
-def quarantined(rt) -> set[tuple[str, int, int]]:
+def quarantined(rt, key: str = "rid") -> set[tuple[str, int, int]]:
+    return records_of(rt.take_quarantine(), key)
+
+
+def records_of(records, key: str = "rid") -> set[tuple[str, int, int]]:
+    """(stream, ts in seconds, key value) of the quarantine records that name a constraint."""
     out = set()
-    for q in rt.take_quarantine():
-        ts = dt.datetime.fromisoformat(q["ts"].replace("Z", "")).replace(tzinfo=None)
-        out.add((q["stream"], int((ts - BASE).total_seconds()), q["key"]["rid"]))
+    for q in records:
+        if q.get("constraint"):
+            ts = dt.datetime.fromisoformat(q["ts"].replace("Z", "")).replace(tzinfo=None)
+            out.add((q["stream"], int((ts - BASE).total_seconds()), q["key"][key]))
     return out
 
 
@@ -287,28 +296,23 @@ def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_pa
     assert got == duck(rows, expected)
 
 
-@pytest.mark.spark
-@pytest.mark.parametrize("seed,late,rate", [(21, 0.0, 1.0), (22, 0.15, 1.0), (23, 0.15, 1.0), (24, 0.5, 0.05)])
-def test_the_spark_backend_checks_the_constraints_as_the_local_one(spark, tmp_path, seed, late, rate):
-    """Spark: the violations found on the driver before each range's answers, their rows masked out of the
-    range; the same answers (DuckDB minus the quarantine), quarantine and observed k as the local backend."""
+def both_backends(spark, tmp_path, sql, src, rows, seed, **kw):
+    """Run ``sql`` over ``rows`` (CSV files, several micro-batches) on Spark and on the local backend; check
+    they give the same answer lines, quarantine and constraint metrics.  Returns the Spark run's query,
+    answer lines and constraint quarantine records, and the local run's query."""
     import json
 
     from execution.exec_harness import write_csv_batches
     from obda.execution import ContinuousQuery, JsonLinesSink
 
-    rng = random.Random(seed)
-    after, before = rng.randint(1, 4), rng.randint(1, 4)
-    rows = generate(seed, after, before, steps=40, late=late)
-    src = sources(after, before, rate=rate)
     src = Sources(tuple(__import__("dataclasses").replace(t, location=f"data/{t.name}") for t in src.tables),
                   None, src.constraints)
     write_csv_batches(tmp_path / "data", batches(rows, seed), src)
     runs = {}
     for backend in ("spark", "local"):
-        q = ContinuousQuery(SQL, src, base_dir=tmp_path, backend=backend, spark=spark, max_files_per_batch=3,
+        q = ContinuousQuery(sql, src, base_dir=tmp_path, backend=backend, spark=spark, max_files_per_batch=3,
                             sink=JsonLinesSink(tmp_path / f"{backend}.jsonl"),
-                            quarantine=tmp_path / f"{backend}-quarantine.jsonl")
+                            quarantine=tmp_path / f"{backend}-quarantine.jsonl", **kw)
         q.run_until_exhausted()
         q.close()
         lines = (tmp_path / f"{backend}.jsonl").read_text().splitlines()
@@ -316,22 +320,147 @@ def test_the_spark_backend_checks_the_constraints_as_the_local_one(spark, tmp_pa
         runs[backend] = (q, Counter(lines), [r for r in records if r.get("constraint")])
     (q, lines, records), (lq, local_lines, local_records) = runs["spark"], runs["local"]
     assert lines == local_lines and records == local_records
-    got = set()
-    for r in records:
-        ts = dt.datetime.fromisoformat(r["ts"].replace("Z", "")).replace(tzinfo=None)
-        got.add((r["stream"], int((ts - BASE).total_seconds()), r["key"]["rid"]))
-    answers = Counter(tuple(json.loads(x)["binding"][c] for c in ("sensor", "value", "severity"))
-                      for x in lines.elements())
-    assert answers == duck(rows, got) and sum(answers.values()) > 0
     metrics, local = q.metrics.to_dict(), lq.metrics.to_dict()
-    assert metrics["constraint_violations"] == local["constraint_violations"] == sum(
-        r["rows"] for r in records)
-    watch, local_watch = metrics["constraints"]["alarm_near_reading"], local["constraints"]["alarm_near_reading"]
-    for field in ("estimated_us", "breaches", "violations", "in_use", "disabled_at", "incomplete_since"):
-        assert watch[field] == local_watch[field], field
+    assert metrics["constraint_violations"] == local["constraint_violations"] == sum(r["rows"] for r in records)
+    for name, watch in metrics["constraints"].items():
+        for field in ("estimated_us", "breaches", "violations", "in_use", "disabled_at", "incomplete_since"):
+            assert watch[field] == local["constraints"][name][field], (name, field)
+    return q, lines, records, lq
+
+
+def bindings(lines, columns) -> Counter:
+    import json
+
+    return Counter(tuple(json.loads(x)["binding"][c] for c in columns) for x in lines.elements())
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("seed,late,rate", [(21, 0.0, 1.0), (22, 0.15, 1.0), (23, 0.15, 1.0), (24, 0.5, 0.05)])
+def test_the_spark_backend_checks_the_constraints_as_the_local_one(spark, tmp_path, seed, late, rate):
+    """Spark: the violations found on the driver before each range's answers, their rows masked out of the
+    range; the same answers (DuckDB minus the quarantine), quarantine and observed k as the local backend."""
+    rng = random.Random(seed)
+    after, before = rng.randint(1, 4), rng.randint(1, 4)
+    rows = generate(seed, after, before, steps=40, late=late)
+    q, lines, records, _ = both_backends(spark, tmp_path, SQL, sources(after, before, rate=rate), rows, seed)
+    got = records_of(records)
+    answers = bindings(lines, ("sensor", "value", "severity"))
+    assert answers == duck(rows, got) and sum(answers.values()) > 0
+    watch = q.metrics.constraints["alarm_near_reading"]
     if rate < 1:
         assert not watch["in_use"] and q.engine.members[0].relaxed
     elif late:
         assert got == reference_violations(rows, after, before) and got
     else:
         assert not got and watch["in_use"]
+
+
+# -- ordered arrival: OA(k) drops state by value watermarks (Babu et al. §6) ---------------------------------
+
+OA_SQL = "SELECT r.value AS value, a.ok AS ok FROM reading AS r, ack AS a WHERE r.seq = a.seq"
+OA_SCHEMA = {"reading": ("seq BIGINT", "value BIGINT"), "ack": ("seq BIGINT", "ok BIGINT")}
+
+
+def oa_sources(k: int, rate: float = 1.0, declared: bool = True) -> Sources:
+    constraints = f"""constraints:
+  - {{name: readings_in_order, ordered: {{stream: reading, column: seq}}, within: PT{k}S, max_violation_rate: {rate}}}
+  - {{name: acks_in_order, ordered: {{stream: ack, column: seq}}, within: PT{k}S, max_violation_rate: {rate}}}
+""" if declared else ""
+    return Sources.from_yaml(f"""
+tables:
+  reading: {{kind: stream, timestamp: ts, columns: {{seq: integer, value: integer, ts: timestamp}}}}
+  ack: {{kind: stream, timestamp: ts, columns: {{seq: integer, ok: integer, ts: timestamp}}}}
+{constraints}""")
+
+
+def oa_generate(seed: int, k: int, steps: int, late: float = 0.0):
+    """Rows of ``reading`` and ``ack`` whose ``seq`` trails their timestamp (seconds) by at most ``k`` — so a
+    row more than ``k`` later never has a smaller ``seq`` — or, with ``late``, by more."""
+    rng = random.Random(seed)
+    rows = {"reading": [], "ack": []}
+    for t in range(steps):
+        for name in rows:
+            for _ in range(rng.randint(0, 2)):
+                d = rng.randint(k + 1, 3 * k + 2) if rng.random() < late else rng.randint(0, k)
+                row = {"seq": t - d, "ts": t}
+                row.update({"value": rng.randint(0, 9)} if name == "reading" else {"ok": rng.randint(0, 1)})
+                rows[name].append(row)
+    return rows
+
+
+def oa_violations(rows, k: int) -> set[tuple[str, int, int]]:
+    """(stream, ts, seq) of the rows that break OA(k) on ``seq``, by brute force: some row of the stream more
+    than ``k`` earlier has a larger ``seq``."""
+    return {(name, r["ts"], r["seq"]) for name, rs in rows.items() for r in rs
+            if any(o["ts"] < r["ts"] - k and o["seq"] > r["seq"] for o in rs)}
+
+
+@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("late", [0.0, 0.15])
+def test_ordered_arrival_drops_state_and_loses_exactly_the_quarantined_rows(seed, late):
+    k = random.Random(seed).randint(0, 4)
+    rows = oa_generate(seed, k, steps=25, late=late)
+    expected = oa_violations(rows, k)
+    assert late or not expected  # data that keeps the constraint breaks nothing
+    rt, out = drive(OA_SQL, oa_sources(k), batches(rows, seed))
+    assert quarantined(rt, "seq") == expected
+    assert rt.metrics.constraint_violations == sum(
+        1 for name, rs in rows.items() for r in rs if (name, r["ts"], r["seq"]) in expected)
+    assert counter_of(out) == duck(rows, expected, OA_SQL, OA_SCHEMA, "seq")
+
+
+def test_ordered_arrival_keeps_state_flat_and_the_plain_verdict():
+    report = analyze(OA_SQL, oa_sources(3))
+    assert report.verdict == report.constrained_verdict == "unbounded"  # values could drift apart
+    assert any("OA(reading.seq, PT3S)" in n and "bounds no verdict" in n for n in report.members[0].notes)
+    units = report.forest.members[0].describe()["units"]
+    assert [u["expiry_by_order"] for u in units] == [["r.seq < watermark(acks_in_order)"],
+                                                      ["a.seq < watermark(readings_in_order)"]]
+
+    def state(steps, declared):
+        rows = oa_generate(1, 3, steps)
+        rt, out = drive(OA_SQL, oa_sources(3, declared=declared), batches(rows, 1))
+        assert counter_of(out) == duck(rows, frozenset(), OA_SQL, OA_SCHEMA, "seq")
+        return rt.metrics.synopsis_entries
+
+    flat = [state(n, True) for n in (100, 1000)]
+    grown = [state(n, False) for n in (100, 1000)]
+    assert flat[1] <= flat[0] + 10, flat
+    assert grown[1] > 8 * grown[0], grown
+
+
+def test_an_ordered_arrival_violated_too_often_stops_dropping_and_loses_nothing_more():
+    rows = oa_generate(9, 2, steps=60, late=0.5)
+    rt, out = drive(OA_SQL, oa_sources(2, rate=0.05), batches(rows, 9))
+    watch = rt.metrics.constraints["readings_in_order"]
+    assert not watch["in_use"] and watch["disabled_at"] is not None
+    got = quarantined(rt, "seq")
+    assert got and len(got) < len(oa_violations(rows, 2))
+    assert counter_of(out) == duck(rows, got, OA_SQL, OA_SCHEMA, "seq")  # the quarantine explains every loss
+
+
+@pytest.mark.spark
+def test_the_spark_backend_drops_by_ordered_arrival_as_the_local_one(spark, tmp_path):
+    rows = oa_generate(31, 3, steps=40, late=0.1)
+    # OA bounds no verdict: the query runs with the opt-in, its synopses dropping what the watermarks allow
+    q, lines, records, lq = both_backends(spark, tmp_path, OA_SQL, oa_sources(3), rows, 31, allow_unbounded=True)
+    assert q.metrics.constraints["acks_in_order"]["in_use"] and records
+    assert q.engine.entries == lq.engine.entries < 40  # the same entries dropped (40 steps, ~2 rows each)
+    assert records_of(records, "seq") == oa_violations(rows, 3)
+    assert bindings(lines, ("value", "ok")) == duck(rows, records_of(records, "seq"), OA_SQL, OA_SCHEMA, "seq")
+
+
+def test_departed_keys_live_in_generations_of_fixed_size():
+    """A filter that kept every key would fill up and make every new key a violation; generations keep the
+    memory and the false-positive rate fixed, and say since when keys are remembered."""
+    from obda.execution.constraints import Departed
+
+    d = Departed(1 << 14)
+    for i in range(2000):
+        d.add(i, ("k", i))
+    assert len(d.filters) == 4 and sum(len(b.bits) for _, b in d.filters) == (1 << 14) // 8
+    assert d.n + d.forgotten == 2000 and d.forgotten > 1500
+    assert d.remembered_since == d.filters[0][0] > 1500
+    assert all(("k", i) in d for i in range(d.remembered_since, 2000))  # no false negatives while remembered
+    assert d.fp_rate < 4e-9
+    assert sum(("fresh", i) in d for i in range(100_000)) == 0

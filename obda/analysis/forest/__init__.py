@@ -11,9 +11,10 @@ the order of :data:`RULES` to an immutable :class:`~obda.analysis.forest.draft.D
 4. :func:`~obda.analysis.forest.sites.place_conditions` — where comparisons are evaluated;
 5. :func:`~obda.analysis.forest.keys.synopsis_keys` — what each synopsis keeps;
 6. :func:`~obda.analysis.forest.expiry.interval_expiry` — what an interval join lets synopses forget;
-7. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
-8. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
-9. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
+7. :func:`~obda.analysis.forest.order.order_expiry` — what ordered arrival (OA(k)) lets synopses forget;
+8. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
+9. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
+10. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
 
 Then per-atom views get their branch pipelines (:mod:`obda.analysis.forest.views`).
 The executor (:mod:`obda.execution`) consumes the :class:`Forest` as is.
@@ -28,6 +29,7 @@ from obda.analysis.forest.expiry import interval_expiry
 from obda.analysis.forest.extremes import compress_extremes
 from obda.analysis.forest.keys import synopsis_keys
 from obda.analysis.forest.members import members_of
+from obda.analysis.forest.order import order_expiry
 from obda.analysis.forest.model import (
     FOREST,
     Attr,
@@ -54,6 +56,7 @@ RULES = (
     place_conditions,
     synopsis_keys,
     interval_expiry,
+    order_expiry,
     compress_extremes,
     finite_cutoffs,
     row_pipelines,
@@ -110,7 +113,7 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
             pipelines.append(Pipeline(next_id, -1, alias, table, (), tuple((alias, col) for col in cols)))
             monitors.append((c.name, table.name, next_id))
             next_id += 1
-    used = tuple(c.name for c in watched if any(c.name in mf.constraints for mf in forests))
+    used = tuple(c.name for c in watched if any(c.name in mf.constraints or c.name in mf.orders for mf in forests))
     return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)),
                   tuple(watched), tuple(monitors), used)
 

@@ -121,6 +121,10 @@ class Node:
     # once a constraint stops being used at run time; () when they allow nothing)
     plain_expiry: tuple[tuple[int, int], ...] = ()
     constrained: bool = False
+    # OA(k) constraints (rule order_expiry): groups of (position in ``key``, constraint name); an entry is dead
+    # when in every group some position holds a value below that constraint's value watermark (the largest
+    # value of its stream more than k ago: no later row of the stream can equal it)
+    value_expiry: tuple[tuple[tuple[int, str], ...], ...] = ()
 
     def describe(self, forest: "MemberForest") -> dict:
         return {
@@ -138,6 +142,9 @@ class Node:
             **({"expiry": [f"{self.key[i][0]}.{self.key[i][1]} + {lag}µs" for i, lag in self.expiry]}
                if self.expiry else {}),
             **({"expiry_by_constraints": True} if self.constrained else {}),
+            **({"expiry_by_order": [" or ".join(f"{self.key[i][0]}.{self.key[i][1]} < watermark({name})"
+                                                for i, name in g) for g in self.value_expiry]}
+               if self.value_expiry else {}),
         }
 
 
@@ -175,6 +182,11 @@ class MemberForest:
     constraints: tuple[str, ...] = ()  # the k-constraints its synopses drop state by
 
     @property
+    def orders(self) -> tuple[str, ...]:
+        """The OA(k) constraints its synopses drop entries by (``Node.value_expiry``)."""
+        return tuple(dict.fromkeys(name for n in self.nodes for g in n.value_expiry for _, name in g))
+
+    @property
     def stream_aliases(self) -> tuple[str, ...]:
         return tuple(a for a, t in self.member.aliases if t.is_stream)
 
@@ -199,6 +211,7 @@ class MemberForest:
             "absorbed_time_predicates": [str(p) for p in self.absorbed],
             "forest_conditions": [str(p) for p in self.forest_preds],
             **({"constraints": list(self.constraints)} if self.constraints else {}),
+            **({"ordered_arrival": list(self.orders)} if self.orders else {}),
         }
 
 
