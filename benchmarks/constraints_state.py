@@ -11,8 +11,10 @@ synopses drop a row once no later row can join it, and ``ConstraintWatch`` check
 constraint. The data keep it: every new rid (``--rate`` per second of application time) gets 1-2 readings and
 0-2 alarms placed within k seconds of its first second.
 
-For every k (``--k``) the query runs in-process with the constraint declared, then once without it (the data
-of the largest k). Rows are generated per micro-batch (``--batch-seconds`` of application time, timestamp
+For every k (``--k``) the query runs in-process with the constraint declared, then once with OA(k) on the
+rid of both streams instead (rids are drawn in time order, so the data keep it too: the synopses drop the
+rows below the other stream's rid watermark, the paper's Fig. 12 shape), then once without any constraint
+(the data of the largest k). Rows are generated per micro-batch (``--batch-seconds`` of application time, timestamp
 order) and fed through ``process_rows`` / ``Runtime.ingest`` / ``Runtime.close``. At 1x, 2x, ..., 10x of
 ``--base`` input rows it prints the tuples processed, the synopsis entries, the constraint monitor's keys,
 the answers so far, the quarantined rows and the driver's peak RSS so far; then rows/s (obda's time only,
@@ -59,10 +61,16 @@ tables:
 """
 
 
-def make_sources(k: int | None) -> Sources:
-    """The two streams, with RI(reading -> alarm on rid) of k seconds both ways, or (k None) no constraint."""
+def make_sources(k: int | None, ordered: bool = False) -> Sources:
+    """The two streams, with RI(reading -> alarm on rid) of k seconds both ways, or (``ordered``) OA(k) on
+    the rid of both streams, or (k None) no constraint."""
     if k is None:
         return Sources.from_yaml(TABLES)
+    if ordered:
+        return Sources.from_yaml(TABLES + f"""constraints:
+  - {{name: readings_in_rid_order, ordered: {{stream: reading, column: rid}}, within: PT{k}S}}
+  - {{name: alarms_in_rid_order, ordered: {{stream: alarm, column: rid}}, within: PT{k}S}}
+""")
     return Sources.from_yaml(TABLES + f"""constraints:
   - name: {NAME}
     referential: {{from: reading, to: alarm, on: [rid]}}
@@ -106,9 +114,9 @@ class Feed:
         return out
 
 
-def run(label: str, k: int | None, data_k: int, args) -> dict:
+def run(label: str, k: int | None, data_k: int, args, ordered: bool = False) -> dict:
     """One configuration in this process; prints its table; returns its figures."""
-    src = make_sources(k)
+    src = make_sources(k, ordered)
     plan = build_forest(SQL, src, "spark")
     engine = QueryEngine(plan, view_rows.statics(plan.views, {}))
     streams = [t.name for t in plan.stream_tables()]
@@ -136,17 +144,21 @@ def run(label: str, k: int | None, data_k: int, args) -> dict:
                 marks.pop(0)
             rt.update_state_metrics()
             m = rt.metrics
-            mon = m.constraints.get(NAME, {}).get("monitor_keys") if m.constraints else None
+            mon = sum(w.get("monitor_keys", 0) for w in m.constraints.values()) if m.constraints else None
             points.append((rows, m.synopsis_entries, mon))
             print(f"{len(points):>3} {rows:>11,} {m.synopsis_entries:>10,} {'-' if mon is None else f'{mon:,}':>13} "
                   f"{answers:>11,} {m.constraint_violations:>11,} {peak_rss_bytes() / 2**20:>12,.0f} "
                   f"{rows / busy:>9,.0f}", flush=True)
     rss = peak_rss_bytes()
     report = rt.metrics.constraints.get(NAME, {})
+    if ordered:
+        report = {}
+        extra_oa = "; " + ", ".join(f"{n} in use: {w['in_use']}, estimated k {w['estimated']['within']}"
+                                    for n, w in rt.metrics.constraints.items())
     extra = (f"; constraint in use: {report.get('in_use')}, Bloom false-positive rate "
              f"{report.get('bloom_false_positive_rate', 0):.1e}, departed keys remembered since "
              f"{report.get('remembered_since') or 'the start'} ({report.get('forgotten_keys', 0):,} forgotten)"
-             if report else "")
+             if report else extra_oa if ordered else "")
     print(f"{label}: {rows:,} rows in {busy:.1f} s of obda time ({rows / busy:,.0f} rows/s, {batch} micro-batches), "
           f"driver peak RSS {rss / 2**20:,.0f} MiB{extra}", flush=True)
     return {"label": label, "rows": rows, "points": points, "rate": rows / busy, "rss": rss, "answers": answers,
@@ -162,11 +174,15 @@ def main(argv=None) -> int:
     ap.add_argument("--batch-seconds", type=int, default=10, help="application seconds per micro-batch")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--no-unconstrained", action="store_true", help="skip the run without the constraint")
+    ap.add_argument("--no-ordered", action="store_true",
+                    help="skip the run with OA(k) on rid instead of the RI (the data keep both)")
     ap.add_argument("--quick", action="store_true", help="a small run: base 10,000 and k = 1, 5")
     args = ap.parse_args(argv)
     if args.quick:
         args.base, args.k = 10_000, [1, 5]
     configs = [(f"k={k} s", k, k) for k in args.k]
+    if not args.no_ordered:  # rids are drawn in time order and a rid's rows lie within k: OA(k) holds too
+        configs.append((f"OA k={max(args.k)} s", max(args.k), max(args.k), args, True))
     if not args.no_unconstrained:
         configs.append(("no constraint", None, max(args.k)))
     print(f"parameters: k {args.k} s, base {args.base:,} rows (points up to {args.base * args.steps:,}), "
@@ -175,7 +191,7 @@ def main(argv=None) -> int:
     spawn = multiprocessing.get_context("spawn")
     for cfg in configs:  # a fresh process per configuration: its peak RSS is its own
         with ProcessPoolExecutor(max_workers=1, mp_context=spawn) as pool:
-            results.append(pool.submit(run, *cfg, args).result())
+            results.append(pool.submit(run, *cfg[:3], args, *cfg[4:]).result())
     print("\nsummary (synopsis entries):")
     for r in results:
         first, last = r["points"][0][1], r["points"][-1][1]

@@ -239,7 +239,8 @@ class Watch:
         """RI, CA: each row against the first row of its key on the reference side."""
         for table, ref in self.refs.items():  # keys more than margin · k old leave the exact map
             lag = self.lags.get(table, 0)
-            ref.evict(ts, (lambda t: True) if self.in_use else (lambda t, lag=lag: t + lag <= self.disabled_at))
+            ref.evict(ts, (lambda t: True) if self.in_use else
+                      (lambda t, lag=lag: self.disabled_at is not None and t + lag <= self.disabled_at))
         bad: dict[str, set] = {}
         breaches = 0
         for ch in self.checks:

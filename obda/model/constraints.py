@@ -70,7 +70,7 @@ class Monitoring:
 
     margin: float = 2.0
     sample: float = 0.01
-    window: int | None = None  # µs; None: 10 × the constraint's largest k
+    window: int | None = None  # µs; None: 10 × the constraint's largest k, at least 1 s
     max_violation_rate: float = 0.05
     bloom_bits: int = 1 << 23
 
@@ -107,7 +107,7 @@ class Constraint:
 
     @property
     def window(self) -> int:
-        return self.monitoring.window if self.monitoring.window is not None else 10 * self.within
+        return self.monitoring.window if self.monitoring.window is not None else max(10 * self.within, 1_000_000)
 
     def bounds(self) -> list[tuple[str, int]]:
         """The declared bounds as ``(side, µs)``: ``after`` bounds ``τ_right − τ_left``, ``before`` the reverse."""
