@@ -300,7 +300,8 @@ class Watch:
         """An estimated k as a duration; ``more than …`` when it is only known to exceed the margin."""
         ch = next((c for c in self.checks if c.side == side), self.checks[0] if self.checks else None)
         horizon = self.refs[ch.reference].horizon if ch is not None and self.ordered is None else None
-        return f"more than {format_duration(horizon)}" if horizon is not None and us > horizon else format_duration(us)
+        # a Bloom hit is observed as horizon + 1 µs (sampled keys measure larger distances exactly)
+        return f"more than {format_duration(horizon)}" if horizon is not None and us == horizon + 1 else format_duration(us)
 
     def estimates(self, now: int) -> dict[str, int]:
         if self.ordered is not None:
