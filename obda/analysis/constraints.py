@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from obda.analysis.elements import Attr
 from obda.analysis.report import BOUNDED
-from obda.analysis.windows import Bounds, close, constraint, describe_micros
+from obda.analysis.windows import Bounds, close, describe_micros, member_differences
 from obda.model.constraints import ORDERED, Constraint
 
 
@@ -107,10 +107,7 @@ def constrained_bounds(names, own: list[tuple[str, str, int]], used: list[Use]) 
 
 def _member_parts(m):
     streams = [(r.alias, r.table.name) for r in m.relations if r.is_stream]
-    ts = {r.timestamp: r.alias for r in m.relations if r.is_stream}
-    own = [c for p in m.predicates if p.left in ts and p.right in ts
-           for c in constraint(ts[p.left], p.op, ts[p.right])]
-    own += [c for d in m.differences for c in constraint(d.left.alias, d.op, d.right.alias, d.micros)]
+    own = member_differences(m)
     eq = equalities((p.left, p.right) for p in m.predicates
                     if p.op == "=" and isinstance(p.left, Attr) and isinstance(p.right, Attr))
     return streams, own, eq

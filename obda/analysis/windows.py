@@ -156,14 +156,18 @@ def close(names, constraints) -> Bounds:
     return Bounds(names, tuple(tuple(r) for r in dist), contradiction)
 
 
-def member_bounds(m) -> Bounds:
-    """The closure of an SPJ member's timestamp constraints (``obda.analysis.normal_form.SpjMember``): its order
-    predicates between stream timestamps and its interval-join differences, over its stream aliases."""
+def member_differences(m) -> list[tuple[str, str, int]]:
+    """An SPJ member's own timestamp constraints (``obda.analysis.normal_form.SpjMember``) as differences
+    ``(a, b, c)``: its order predicates between stream timestamps and its interval-join differences."""
     streams = {r.timestamp: r.alias for r in m.relations if r.is_stream}
     cons = [c for p in m.predicates if p.left in streams and p.right in streams
             for c in constraint(streams[p.left], p.op, streams[p.right])]
-    cons += [c for d in m.differences for c in constraint(d.left.alias, d.op, d.right.alias, d.micros)]
-    return close(streams.values(), cons)
+    return cons + [c for d in m.differences for c in constraint(d.left.alias, d.op, d.right.alias, d.micros)]
+
+
+def member_bounds(m) -> Bounds:
+    """The closure of an SPJ member's timestamp constraints over its stream aliases."""
+    return close([r.alias for r in m.relations if r.is_stream], member_differences(m))
 
 
 def describe_micros(us: float) -> str:
