@@ -438,6 +438,20 @@ def test_a_constraint_the_query_does_not_use_is_watched_and_quarantines_nothing(
     assert counter_of(out) == duck(rows, frozenset(), sql, CA_SCHEMA, "sensor")
 
 
+def test_constraints_that_contradict_the_query_keep_nothing_and_quarantine_the_rows_that_break_them():
+    """CA(0) says one sensor's rows share a timestamp; the query asks for two of them at different times. The
+    analysis: bounded, no answer; the executor keeps nothing and quarantines the rows that break it."""
+    report = analyze(CA_SQL, ca_sources(0))
+    assert report.constrained_verdict == "bounded" and "contradict" in report.members[0].constrained.note
+    assert report.forest.members[0].constraints == ("sensor_bursts",)
+    rows = ca_generate(6, 0, steps=30, late=0.2)
+    expected = ca_violations(rows, 0)
+    rt, out = drive(CA_SQL, ca_sources(0), batches(rows, 6))
+    assert expected and quarantined(rt, "sensor") == expected
+    assert counter_of(out) == duck(rows, expected, CA_SQL, CA_SCHEMA, "sensor") == Counter()
+    assert rt.metrics.synopsis_entries == 0 and duck(rows, frozenset(), CA_SQL, CA_SCHEMA, "sensor")
+
+
 def test_clustered_arrival_keeps_the_self_joins_state_flat():
     report = analyze(CA_SQL, ca_sources(2))
     assert report.verdict == "unbounded" and report.constrained_verdict == "bounded"

@@ -42,11 +42,13 @@ def interval_expiry(d: Draft) -> Draft:
     bounds = plain
     if not plain.windowed and used and not d.distinct:  # a DISTINCT answer set is not bounded by constraints
         bounds = close(stream_ts, cons + [c for u in used for c in u.differences()])
-        if bounds.windowed and not bounds.contradiction:
+        if bounds.windowed or bounds.contradiction:
             d = replace(d, constraints_used=tuple(dict.fromkeys(u.constraint.name for u in used)))
-    if bounds.contradiction or not bounds.windowed:
-        return d
     constrained = bounds is not plain
+    # the constraints contradict the query's time conditions: no rows that keep them join, so nothing is
+    # kept (lag 0); a row that breaks them is quarantined (the analysis: bounded, "no answer")
+    if (bounds.contradiction and not constrained) or not (bounds.windowed or bounds.contradiction):
+        return d
     nodes, kept = [], list(d.kept)
     for n in d.nodes:
         key = list(n.key)
@@ -54,7 +56,8 @@ def interval_expiry(d: Draft) -> Draft:
             own = stream_ts[n.aliases[0]]
             key = sorted(key + [own])
             kept.append(own)
-        expiry = tuple((i, int(bounds.lag(a[0]))) for i, a in enumerate(key) if d.is_stream_ts(a))
+        expiry = tuple((i, 0 if bounds.contradiction else int(bounds.lag(a[0])))
+                       for i, a in enumerate(key) if d.is_stream_ts(a))
         fallback = tuple((i, int(plain.lag(a[0]))) for i, a in enumerate(key)
                          if d.is_stream_ts(a) and plain.lag(a[0]) < float("inf")) if constrained else ()
         nodes.append(replace(n, key=tuple(key), expiry=expiry, plain_expiry=fallback, constrained=constrained))
