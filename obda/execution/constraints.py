@@ -36,7 +36,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from obda.execution.engine import Counted
-from obda.model.constraints import ORDERED, Constraint, format_duration
+from obda.model.constraints import KEY, ORDERED, Constraint, format_duration
 
 MIN_ROWS_FOR_RATE = 20  # the violation rate decides nothing before this many rows in the window
 
@@ -211,6 +211,7 @@ class Watch:
         self.first_quarantined: int | None = None
         self.recent: deque = deque()  # (ts, rows, violations)
         self.ordered = _Ordered(c) if c.kind == ORDERED else None
+        self.unique = Departed(mon.bloom_bits) if c.kind == KEY else None  # a key: every value seen while used
         self.disabled_mark = None  # OA: the value watermark when the constraint stopped being used
 
     # -- the check of one closed timestamp --------------------------------------------------------
@@ -221,6 +222,8 @@ class Watch:
             return {}  # nothing to check: what follows depends only on the timestamps that bring rows
         if self.ordered is not None:
             bad, n, breaches = self._check_order(ts, rows.get(self.c.left, {}))
+        elif self.unique is not None:
+            bad, n, breaches = self._check_unique(ts, rows.get(self.c.left, {}))
         else:
             bad, n, breaches = self._check_keys(ts, rows)
         v = sum(rows[t][k] for t, keys in bad.items() for k in keys)
@@ -268,6 +271,20 @@ class Watch:
                     ref.add(ts, key)
         return bad, n, breaches
 
+    def _check_unique(self, ts: int, rows: Counted) -> tuple[dict[str, set], int, int]:
+        """A key: a row whose value came at an earlier timestamp breaks it.  The values seen while the query
+        drops entries by the key are remembered (:class:`Departed`): such a row could have joined entries
+        already dropped, so it is quarantined (also once the key is no longer used).  Several rows with one
+        value at one timestamp break it too, but lose nothing (they all join before anything is dropped)."""
+        d = self.unique
+        again = {k for k in rows if None not in k and d.n and k in d}
+        breaches = sum(c if k in again else c - 1 for k, c in rows.items())
+        if self.in_use:
+            for k in rows:
+                if k not in again and None not in k:
+                    d.add(ts, k)
+        return ({self.c.left: again} if again and self.used else {}), sum(rows.values()), breaches
+
     def _check_order(self, ts: int, rows: Counted) -> tuple[dict[str, set], int, int]:
         """OA: a row below the stream's value watermark breaks it; while the constraint is used, synopsis
         entries below the watermark are dropped, so such a row is quarantined (after: below the watermark
@@ -296,6 +313,9 @@ class Watch:
         return sum(r[2] for r in self.recent) / n if n >= MIN_ROWS_FOR_RATE else 0.0
 
     # -- what is reported ----------------------------------------------------------------------------
+    def _departed(self) -> list[Departed]:
+        return [r.departed for r in self.refs.values()] + ([self.unique] if self.unique is not None else [])
+
     def _estimate_text(self, side: str, us: int) -> str:
         """An estimated k as a duration; ``more than …`` when it is only known to exceed the margin."""
         ch = next((c for c in self.checks if c.side == side), self.checks[0] if self.checks else None)
@@ -315,6 +335,7 @@ class Watch:
         return {
             "constraint": self.c.describe(), "kind": self.c.kind,
             "declared": {s: format_duration(v) for s, v in self.c.bounds()} if self.c.kind == "referential"
+            else {"key": [a for a, _ in self.c.on]} if self.unique is not None
             else {"within": format_duration(self.c.within)},
             "estimated": {s: self._estimate_text(s, v) for s, v in self.estimates(now).items()},
             "estimated_us": self.estimates(now),
@@ -327,11 +348,11 @@ class Watch:
             "first_breach": ts_text(self.first_violation) if self.first_violation is not None else None,
             "incomplete_since": ts_text(self.first_quarantined) if self.first_quarantined is not None else None,
             "monitor_keys": sum(r.size for r in self.refs.values()) + (self.ordered.size if self.ordered else 0),
-            "bloom_keys": sum(r.departed.n for r in self.refs.values()),
-            "bloom_false_positive_rate": max((r.departed.fp_rate for r in self.refs.values()), default=0.0),
+            "bloom_keys": sum(d.n for d in self._departed()),
+            "bloom_false_positive_rate": max((d.fp_rate for d in self._departed()), default=0.0),
             # keys that left the margin before this are forgotten (constant memory): a row with one is not caught
-            "remembered_since": _since(r.departed.remembered_since for r in self.refs.values()),
-            "forgotten_keys": sum(r.departed.forgotten for r in self.refs.values()),
+            "remembered_since": _since(d.remembered_since for d in self._departed()),
+            "forgotten_keys": sum(d.forgotten for d in self._departed()),
         }
 
 
@@ -396,6 +417,16 @@ class _Ordered:
     @property
     def size(self) -> int:
         return len(self.pending) + len(self.history)
+
+
+_REASONS = {
+    KEY: "a row with this key value came at an earlier timestamp, so this one may miss answers with rows dropped "
+         "once the first joined",
+    ORDERED: "its value is below the stream's value watermark (a row more than k earlier has a larger one), so it "
+             "may miss answers with rows already dropped",
+    None: "a row with this key arrived beyond the declared bound of an earlier one, so it may miss answers with rows "
+          "already dropped",
+}
 
 
 class ConstraintWatch:
@@ -470,9 +501,9 @@ class ConstraintWatch:
                     quarantine.append({
                         "stream": table, "constraint": name, "ts": micros_to_iso(ts),
                         "key": dict(zip(cols, key)), "rows": rows[name][table][key],
-                        "reason": f"constraint violation: {name} ({c.describe()}): a row with this key arrived "
-                                  "beyond the declared bound of an earlier one, so it may miss answers with rows "
-                                  "already dropped; quarantined, with its answers",
+                        "reason": f"constraint violation: {name} ({c.describe()}): "
+                                  + _REASONS.get(c.kind, _REASONS[None])
+                                  + "; quarantined, with its answers",
                     })
                 out[(name, table)] = set(keys)
         return out, quarantine
@@ -481,9 +512,13 @@ class ConstraintWatch:
         return {name: w.report(now) for name, w in self.watches.items()}
 
     def watermarks(self, closed: int) -> dict:
-        """OA constraint → its value watermark at ``closed`` while the query drops state by it (else None)."""
-        return {name: w.ordered.watermark(closed) if w.used and w.in_use else None
-                for name, w in self.watches.items() if w.ordered is not None}
+        """What the synopses drop entries by at ``closed``: OA constraint → its value watermark, key → True,
+        while the query drops state by it (else None)."""
+        out = {name: w.ordered.watermark(closed) if w.used and w.in_use else None
+               for name, w in self.watches.items() if w.ordered is not None}
+        out.update({name: True if w.used and w.in_use else None for name, w in self.watches.items()
+                    if w.unique is not None})
+        return out
 
     @property
     def incomplete_since(self) -> int | None:

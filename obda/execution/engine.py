@@ -350,6 +350,17 @@ def expire_by_order(rel: Rel, groups: tuple[tuple[tuple[int, str], ...], ...], m
     return len(dead)
 
 
+def consume(rel: Rel, positions: tuple[int, ...], values: set) -> int:
+    """Drop the entries whose key positions hold one of ``values``: the one row of a keyed stream with them
+    arrived, and no other can complete them (``Node.consumed``).  Returns how many."""
+    if not values or not rel.data:
+        return 0
+    dead = [k for k in rel.data if tuple(k[i] for i in positions) in values]
+    for k in dead:
+        rel.remove(k)
+    return len(dead)
+
+
 def compress_counted(delta: Counted, compress: tuple[int, str] | None) -> Counted:
     if compress is None or not delta:
         return delta
@@ -368,7 +379,15 @@ class MemberEngine:
         self.past: dict[int, Rel] = {n.id: Rel(n.key) for n in plan.nodes}
         self.dropped: set[int] = set()  # nodes whose past is no longer needed
         self.relaxed = False  # a k-constraint stopped being used: constrained nodes expire by the query alone
-        self.marks: dict = {}  # OA constraint -> its value watermark (set by the runtime's ConstraintWatch)
+        self.marks: dict = {}  # OA constraint -> its value watermark, key -> True while used (ConstraintWatch)
+        # node -> (alias, positions of the key columns in its pipeline's rows, positions in the node's key, key)
+        self.consumers: dict[int, list] = {}
+        for n in plan.nodes:
+            for t, pos, name in n.consumed:
+                attrs = plan.pipelines[t].attrs
+                table = plan.member.table(t)
+                self.consumers.setdefault(n.id, []).append(
+                    (t, tuple(attrs.index((t, kc)) for kc in table.key), pos, name))
 
     # -- state ------------------------------------------------------------------------------
     def state(self) -> dict:
@@ -387,6 +406,14 @@ class MemberEngine:
     def _expire(self, n, closed_upto: int) -> None:
         expire(self.past[n.id], self._expiry(n), closed_upto)
         expire_by_order(self.past[n.id], n.value_expiry, self.marks)
+
+    def keyed_values(self, node_id: int, rows: dict[str, Counted]) -> list[tuple[tuple[int, ...], set]]:
+        """For a node that many-one joins consume: (positions in its key, the key values ``rows`` brought)."""
+        out = []
+        for t, idx, pos, name in self.consumers.get(node_id, ()):
+            if self.marks.get(name) and rows.get(t):
+                out.append((pos, {tuple(k[i] for i in idx) for k in rows[t]}))
+        return out
 
     @property
     def entries(self) -> int:
@@ -448,6 +475,8 @@ class MemberEngine:
             if self._keeps_past(n.id, ts):
                 merge_into(self.past[n.id], cur[n.id], self.setsem, n.compress if self.setsem else None)
                 self._expire(n, ts)
+                for pos, values in self.keyed_values(n.id, cur_rows):
+                    consume(self.past[n.id], pos, values)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, ts):
@@ -460,12 +489,13 @@ class MemberEngine:
         """Whether the node's past is still kept once every timestamp up to ``closed_upto`` closed."""
         return node_id not in self.dropped and self._keeps_past(node_id, closed_upto)
 
-    def absorb(self, closed_upto: int, deltas: dict[int, Counted]) -> None:
+    def absorb(self, closed_upto: int, deltas: dict[int, Counted], consumed: dict | None = None) -> None:
         """Merge what a micro-batch's closed range ``(…, closed_upto]`` added to each node (computed by Spark).
 
         Equal to :meth:`step` at every timestamp of the range, as far as the synopses go:
         merging is a union (counts add, existence, the extreme kept) and a node's past is
-        kept or dropped by the same monotone rule, evaluated at the range's end.
+        kept or dropped by the same monotone rule, evaluated at the range's end.  ``consumed``: node →
+        [(positions, key values)] of the keyed rows of the range (:meth:`keyed_values`).
         """
         for n in self.plan.nodes:
             if n.id in self.dropped:
@@ -473,6 +503,8 @@ class MemberEngine:
             if self._keeps_past(n.id, closed_upto):
                 merge_into(self.past[n.id], deltas.get(n.id, {}), self.setsem, n.compress if self.setsem else None)
                 self._expire(n, closed_upto)
+                for pos, values in (consumed or {}).get(n.id, ()):
+                    consume(self.past[n.id], pos, values)
             else:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, closed_upto):

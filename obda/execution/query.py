@@ -603,6 +603,7 @@ class ContinuousQuery:
             for nid, df in per_node.items():
                 closing.parts.append(df)
                 closing.slots.append((mi, nid))
+        self._keyed_parts(projected, batch, closing)
         if answers is not None and self.aggregate is not None:  # partial aggregates, not the answers
             for kind, df in self.aggregate.partial_frames(answers):
                 closing.partials[len(closing.parts)] = kind
@@ -672,6 +673,26 @@ class ContinuousQuery:
             projected = joined.select(*[(F.col(c) & F.col(f"__b{i}").isNull()).alias(c) if c in masked else F.col(c)
                                         for c in projected.columns])
         return projected
+
+    def _keyed_parts(self, projected, batch: "_Batch", closing: "_Closing") -> None:
+        """Many-one joins (``Node.consumed``): the key values the range's keyed rows bring, per node that
+        they consume, collected in the closing job (the local backend reads them off each timestamp's rows)."""
+        from pyspark.sql import functions as F
+
+        from obda.execution.distributed import TS
+
+        ts = F.col(TS)
+        in_range = ts.isNotNull() & (ts > F.lit(batch.lo) if batch.lo is not None else F.lit(True))
+        if batch.hi is not None:
+            in_range = in_range & (ts <= F.lit(batch.hi))
+        for mi, me in enumerate(self.engine.members):
+            for nid, specs in me.consumers.items():
+                for t, idx, pos, name in specs:
+                    pid = me.plan.pipelines[t].id
+                    flag = F.coalesce(F.col(flag_column(pid, self.ns)), F.lit(False))
+                    closing.keyed[len(closing.parts)] = (mi, nid, pos, name)
+                    closing.parts.append(projected.where(in_range & flag)
+                                         .select(*[key_column(pid, j, self.ns) for j in idx]).distinct())
 
     def _emit_static_first(self, first_ts: int | None) -> None:
         """Answers of members over static tables only: once, at the first closed timestamp with rows."""
@@ -873,6 +894,8 @@ class _Closing:
         self.slots: list[tuple[int, int]] = []  # (member, node) of each update part
         self.frame = None  # answers written by the sink with Spark
         self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
+        self.keyed: dict[int, tuple] = {}  # part index -> (member, node, key positions, key): keyed rows' values
+        self.consumed: dict[int, dict[int, dict]] = {}  # member -> node -> (positions, key) -> values
         self.closes = False
         self.deltas: dict[int, dict[int, dict]] = {}
         self.pending: list = []
@@ -891,6 +914,10 @@ class _Closing:
             return
         if tag in self.partials:
             q.aggregate.add_partial(self.partials[tag], at, vals)
+            return
+        if tag in self.keyed:
+            mi, nid, pos, name = self.keyed[tag]
+            self.consumed.setdefault(mi, {}).setdefault(nid, {}).setdefault((pos, name), set()).add(vals)
             return
         from obda.execution.engine import Answer
 
@@ -916,7 +943,9 @@ class _Closing:
         rt = q.runtime
         if self.closes:
             for mi, me in enumerate(q.engine.members):
-                me.absorb(b.hi, self.deltas.get(mi, {}))
+                consumed = {nid: [(pos, values) for (pos, name), values in per.items() if me.marks.get(name)]
+                            for nid, per in self.consumed.get(mi, {}).items()}
+                me.absorb(b.hi, self.deltas.get(mi, {}), consumed)
             if b.first_ts is not None and b.first_ts <= b.hi:
                 self._flush_answers()
             if self.frame is not None:

@@ -38,7 +38,8 @@ from obda.errors import Location
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d{1,6})?)S)?)?$")
 
 REFERENTIAL, CLUSTERED, ORDERED = "referential", "clustered", "ordered"
-KINDS = (REFERENTIAL, CLUSTERED, ORDERED)
+KINDS = (REFERENTIAL, CLUSTERED, ORDERED)  # what ``constraints:`` declares
+KEY = "key"  # a stream's declared key (``key:`` of the table, no timestamp): one row per value, ever
 PAPER_NAMES = {REFERENTIAL: "RI", CLUSTERED: "CA", ORDERED: "OA"}
 
 
@@ -62,6 +63,13 @@ def format_duration(us: int) -> str:
     t = (f"{h}H" if h else "") + (f"{mi}M" if mi else "") + (f"{s.normalize():f}S" if rest else "")
     out = "P" + (f"{days}D" if days else "") + (f"T{t}" if t else "")
     return out if out != "P" else "PT0S"
+
+
+def key_constraint(table) -> Constraint:
+    """A stream table's declared key as a constraint the executor watches when a many-one join drops synopsis
+    entries by it (forest rule ``keyed_consumption``): a second row with a key value breaks it."""
+    return Constraint(f"{table.name}:key", KEY, table.name, table.name, tuple((k, k) for k in table.key), None, None,
+                      Monitoring(window=60_000_000), location=table.source_location)  # rate over the last minute
 
 
 @dataclass(frozen=True)
@@ -96,8 +104,8 @@ class Constraint:
 
     @property
     def within(self) -> int:
-        """The largest declared k (µs)."""
-        return max(v for v in (self.after, self.before) if v is not None)
+        """The largest declared k (µs); 0 for a key."""
+        return max((v for v in (self.after, self.before) if v is not None), default=0)
 
     @property
     def exploitable(self) -> bool:
@@ -116,6 +124,8 @@ class Constraint:
     def describe(self) -> str:
         """The paper's notation with obda's sides: ``RI(alarm → measurement on sensor_id, after PT5M, before PT5M)``."""
         cols = ", ".join(a if a == b else f"{a} = {b}" for a, b in self.on)
+        if self.kind == KEY:
+            return f"key({self.left}: {cols})"
         if self.kind == REFERENTIAL:
             sides = ", ".join(f"{s} {format_duration(v)}" for s, v in self.bounds())
             return f"RI({self.left} → {self.right} on {cols}, {sides})"

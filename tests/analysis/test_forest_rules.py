@@ -23,19 +23,19 @@ from obda.analysis.forest.extremes import compress_extremes
 from obda.analysis.forest.keys import synopsis_keys
 from obda.analysis.forest.model import FOREST
 from obda.analysis.forest.order import order_expiry
+from obda.analysis.forest.consumed import keyed_consumption
 from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
 from obda.model.sources import parse_sources
 
-SOURCES = parse_sources(
-    """tables:
+SOURCES_TEXT = """tables:
   s: {kind: stream, timestamp: ts, columns: {a: integer, b: integer, ts: timestamp}}
   t: {kind: stream, timestamp: ts, columns: {d: integer, ts: timestamp}}
   u: {kind: stream, timestamp: ts, columns: {f: integer, ts: timestamp}}
   r: {kind: static, columns: {id: integer, name: string}}
 """
-)
+SOURCES = parse_sources(SOURCES_TEXT)
 
 
 def draft_before(rule, sql: str, index: int = 0):
@@ -90,9 +90,34 @@ def test_order_expiry_drops_entries_below_the_parents_value_watermark():
     assert not any(n.value_expiry for n in rule("SELECT DISTINCT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d").nodes)
 
 
+def test_keyed_consumption_drops_an_entry_once_its_one_keyed_row_came():
+    """t keyed on d (no timestamp): an entry waiting for t rows with its d-equated attribute is consumed by
+    the one t row; not when the key holds the timestamp, not without the equality, not for DISTINCT."""
+    def rule(sql, key="[d]"):
+        src = parse_sources(SOURCES_TEXT.replace("t: {kind: stream, timestamp: ts, columns: {d: integer, ts: timestamp}}",
+                                                 f"t: {{kind: stream, timestamp: ts, columns: {{d: integer, ts: timestamp}}, key: {key}}}"))
+        members, distinct, _ = members_of(sql, src)
+        d = start(members[0], distinct)
+        for r in RULES[: RULES.index(keyed_consumption)]:
+            d = r(d)
+        return keyed_consumption(d)
+
+    out = rule("SELECT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d AND m1.ts < m2.ts")
+    child = next(n for n in out.nodes if n.aliases == ("m1",))
+    assert child.consumed == (("m2", (child.key.index(("m1", "a")),), "t:key"),) and ("m2", "d") in out.kept
+    assert not next(n for n in out.nodes if n.aliases == ("m2",)).consumed
+    two_roots = rule("SELECT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d")
+    assert [bool(n.consumed) for n in two_roots.nodes] == [n.aliases == ("m1",) for n in two_roots.nodes]
+    assert not any(n.consumed for n in rule("SELECT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d AND m1.ts < m2.ts",
+                                             key="[d, ts]").nodes)
+    assert not any(n.consumed for n in rule("SELECT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a < m2.d").nodes)
+    assert not any(n.consumed for n in rule("SELECT DISTINCT m1.b AS b FROM s AS m1, t AS m2 WHERE m1.a = m2.d").nodes)
+
+
 def test_rules_are_in_pipeline_order():
     assert RULES == (merge_synchronous, order_units, place_statics, place_conditions, synopsis_keys,
-                     interval_expiry, order_expiry, compress_extremes, finite_cutoffs, row_pipelines)
+                     interval_expiry, order_expiry, keyed_consumption, compress_extremes, finite_cutoffs,
+                     row_pipelines)
 
 
 def test_units_merge_streams_with_equal_timestamps():

@@ -12,9 +12,10 @@ the order of :data:`RULES` to an immutable :class:`~obda.analysis.forest.draft.D
 5. :func:`~obda.analysis.forest.keys.synopsis_keys` — what each synopsis keeps;
 6. :func:`~obda.analysis.forest.expiry.interval_expiry` — what an interval join lets synopses forget;
 7. :func:`~obda.analysis.forest.order.order_expiry` — what ordered arrival (OA(k)) lets synopses forget;
-8. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
-9. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
-10. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
+8. :func:`~obda.analysis.forest.consumed.keyed_consumption` — what a many-one join (a stream key) lets them forget;
+9. :func:`~obda.analysis.forest.extremes.compress_extremes` — MaxRef/MinRef extremes (set semantics);
+10. :func:`~obda.analysis.forest.cutoffs.finite_cutoffs` — last timestamps of finite units;
+11. :func:`~obda.analysis.forest.pipelines.row_pipelines` — the per-row work on every alias.
 
 Then per-atom views get their branch pipelines (:mod:`obda.analysis.forest.views`).
 The executor (:mod:`obda.execution`) consumes the :class:`Forest` as is.
@@ -22,6 +23,7 @@ The executor (:mod:`obda.execution`) consumes the :class:`Forest` as is.
 
 from __future__ import annotations
 
+from obda.analysis.forest.consumed import keyed_consumption
 from obda.analysis.forest.cutoffs import finite_cutoffs
 from obda.analysis.forest.draft import Draft, start
 from obda.analysis.forest.edges import order_units
@@ -47,6 +49,7 @@ from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
 from obda.analysis.forest.views import view_pipelines
+from obda.model.constraints import key_constraint
 from obda.model.sources import Sources
 
 RULES = (
@@ -57,6 +60,7 @@ RULES = (
     synopsis_keys,
     interval_expiry,
     order_expiry,
+    keyed_consumption,
     compress_extremes,
     finite_cutoffs,
     row_pipelines,
@@ -104,6 +108,8 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
         joins.extend(js)
     read = {p.table.name.lower() for p in pipelines if p.table.is_stream}
     watched = [c for c in sources.constraints if c.left.lower() in read and c.right.lower() in read]
+    keyed = {name: mf.member.table(t) for mf in forests for n in mf.nodes for t, _, name in n.consumed}
+    watched += [key_constraint(table) for table in keyed.values()]  # the keys some synopsis drops entries by
     monitors = []
     for c in watched:  # the raw rows of each side, projected on the constraint's columns (no filter)
         sides = ((c.left, tuple(a for a, _ in c.on)), (c.right, tuple(b for _, b in c.on)))
@@ -113,7 +119,7 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
             pipelines.append(Pipeline(next_id, -1, alias, table, (), tuple((alias, col) for col in cols)))
             monitors.append((c.name, table.name, next_id))
             next_id += 1
-    used = tuple(c.name for c in watched if any(c.name in mf.constraints or c.name in mf.orders for mf in forests))
+    used = tuple(c.name for c in watched if any(c.name in mf.constraints + mf.orders + mf.consumes for mf in forests))
     return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)),
                   tuple(watched), tuple(monitors), used)
 

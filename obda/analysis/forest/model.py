@@ -125,6 +125,9 @@ class Node:
     # when in every group some position holds a value below that constraint's value watermark (the largest
     # value of its stream more than k ago: no later row of the stream can equal it)
     value_expiry: tuple[tuple[tuple[int, str], ...], ...] = ()
+    # many-one joins (rule keyed_consumption): (alias of a keyed stream in the parent unit, positions in ``key``
+    # of its key columns, the key's constraint name): an entry is dead once that alias's row with its values came
+    consumed: tuple[tuple[str, tuple[int, ...], str], ...] = ()
 
     def describe(self, forest: "MemberForest") -> dict:
         return {
@@ -142,6 +145,9 @@ class Node:
             **({"expiry": [f"{self.key[i][0]}.{self.key[i][1]} + {lag}µs" for i, lag in self.expiry]}
                if self.expiry else {}),
             **({"expiry_by_constraints": True} if self.constrained else {}),
+            **({"consumed_by": [f"{t} ({forest.member.table(t).name} key "
+                                f"{', '.join(f'{self.key[i][0]}.{self.key[i][1]}' for i in pos)})"
+                                for t, pos, _ in self.consumed]} if self.consumed else {}),
             **({"expiry_by_order": [" or ".join(f"{self.key[i][0]}.{self.key[i][1]} < watermark({name})"
                                                 for i, name in g) for g in self.value_expiry]}
                if self.value_expiry else {}),
@@ -187,6 +193,11 @@ class MemberForest:
         return tuple(dict.fromkeys(name for n in self.nodes for g in n.value_expiry for _, name in g))
 
     @property
+    def consumes(self) -> tuple[str, ...]:
+        """The stream keys its synopses drop entries by (``Node.consumed``)."""
+        return tuple(dict.fromkeys(name for n in self.nodes for _, _, name in n.consumed))
+
+    @property
     def stream_aliases(self) -> tuple[str, ...]:
         return tuple(a for a, t in self.member.aliases if t.is_stream)
 
@@ -212,6 +223,7 @@ class MemberForest:
             "forest_conditions": [str(p) for p in self.forest_preds],
             **({"constraints": list(self.constraints)} if self.constraints else {}),
             **({"ordered_arrival": list(self.orders)} if self.orders else {}),
+            **({"keys": list(self.consumes)} if self.consumes else {}),
         }
 
 
