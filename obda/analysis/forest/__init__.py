@@ -23,6 +23,8 @@ The executor (:mod:`obda.execution`) consumes the :class:`Forest` as is.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from obda.analysis.forest.consumed import keyed_consumption
 from obda.analysis.forest.cutoffs import finite_cutoffs
 from obda.analysis.forest.draft import Draft, start
@@ -109,6 +111,12 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
     read = {p.table.name.lower() for p in pipelines if p.table.is_stream}
     watched = [c for c in sources.constraints if c.left.lower() in read and c.right.lower() in read]
     keyed = {name: mf.member.table(t) for mf in forests for n in mf.nodes for t, _, name in n.consumed}
+    for name, table in list(keyed.items()):  # a row that breaks the key must leave every alias of its stream
+        if any(p.table.name == table.name and p.member >= 0 and any((p.alias, k) not in p.attrs for k in table.key)
+               for p in pipelines):
+            del keyed[name]
+            forests = [replace(mf, nodes=tuple(replace(n, consumed=tuple(c for c in n.consumed if c[2] != name))
+                                               for n in mf.nodes)) for mf in forests]
     watched += [key_constraint(table) for table in keyed.values()]  # the keys some synopsis drops entries by
     monitors = []
     for c in watched:  # the raw rows of each side, projected on the constraint's columns (no filter)

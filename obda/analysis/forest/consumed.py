@@ -54,7 +54,8 @@ def keyed_consumption(d: Draft) -> Draft:
         else:
             others = [r for r in d.roots if r != n.id]
             s = spec(n, d.nodes[others[0]]) if len(others) == 1 else None
-        if s is not None:
-            kept += [(s[0], kc) for kc in m.table(s[0]).key]
+        if s is not None:  # every alias of the keyed stream keeps its key: a row that breaks it leaves them all
+            table = m.table(s[0])
+            kept += [(a, kc) for a, t in m.aliases if t.name == table.name for kc in table.key]
         nodes.append(replace(n, consumed=(s,) if s else ()))
     return replace(d, nodes=tuple(nodes), kept=tuple(dict.fromkeys(kept)))
