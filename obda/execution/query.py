@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 import logging
 import os
 import threading
@@ -638,9 +638,9 @@ class ContinuousQuery:
         from obda.execution.answers import AT
         from obda.execution.distributed import TS, collect_tagged
 
-        ns, lo, hi = self.ns, batch.lo, batch.hi
+        ns, hi = self.ns, batch.hi
         ts = F.col(TS)
-        in_range = ts.isNotNull() & (ts <= F.lit(hi)) & ((ts > F.lit(lo)) if lo is not None else F.lit(True))
+        in_range = _in_range(batch)
         width = {p.id: len(p.attrs) for p in self.plan.pipelines}
         keys = {pid: [key_column(pid, j, ns) for j in range(width[pid])] for _, _, pid in watch.monitors}
         pids = [pid for _, _, pid in watch.monitors]
@@ -679,15 +679,12 @@ class ContinuousQuery:
         they consume, collected in the closing job (the local backend reads them off each timestamp's rows)."""
         from pyspark.sql import functions as F
 
-        from obda.execution.distributed import TS
-
-        ts = F.col(TS)
-        in_range = ts.isNotNull() & (ts > F.lit(batch.lo) if batch.lo is not None else F.lit(True))
-        if batch.hi is not None:
-            in_range = in_range & (ts <= F.lit(batch.hi))
+        in_range = _in_range(batch)
         for mi, me in enumerate(self.engine.members):
             for nid, specs in me.consumers.items():
                 for t, idx, pos, name in specs:
+                    if not me.marks.get(name):  # the key is not (or no longer) used
+                        continue
                     pid = me.plan.pipelines[t].id
                     flag = F.coalesce(F.col(flag_column(pid, self.ns)), F.lit(False))
                     closing.keyed[len(closing.parts)] = (mi, nid, pos, name)
@@ -883,6 +880,17 @@ class _Batch:
     first_ts: int | None = None  # earliest timestamp after lo that some pipeline keeps
     file_max: dict[str, dict[str, int]] = field(default_factory=dict)  # stream -> file -> largest timestamp
     quarantine: list[dict] = field(default_factory=list)
+
+
+def _in_range(batch: "_Batch"):
+    """The Spark condition of a row of the range ``(lo, hi]`` that a micro-batch closes (``hi`` None: open)."""
+    from pyspark.sql import functions as F
+
+    from obda.execution.distributed import TS
+
+    ts = F.col(TS)
+    cond = ts.isNotNull() & ((ts > F.lit(batch.lo)) if batch.lo is not None else F.lit(True))
+    return cond & (ts <= F.lit(batch.hi)) if batch.hi is not None else cond
 
 
 class _Closing:
