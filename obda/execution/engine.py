@@ -628,7 +628,8 @@ class QueryEngine:
                 answers.append(Answer(emitted_at, bind(vals), out[vals]))
 
     def set_marks(self, marks: dict) -> None:
-        """The OA constraints' value watermarks at the last closed timestamp (:func:`expire_by_order`)."""
+        """What the synopses drop entries by at the last closed timestamp: the OA constraints' value watermarks
+        (:func:`expire_by_order`) and the keys in use (:func:`consume`)."""
         for m in self.members:
             m.marks = marks
 
