@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -48,19 +49,23 @@ class Bloom:
         self.m, self.k, self.n = bits, hashes, 0
         self.bits = bytearray((bits + 7) // 8)
 
-    def _positions(self, key) -> list[int]:
+    def positions(self, key) -> list[int]:
         # one independent 64-bit hash per position (double hashing makes keys collide on all positions
         # together with probability ~2n/m², which dominates the false positives of a small filter)
-        h = hashlib.blake2b(repr(key).encode(), digest_size=8 * self.k).digest()
-        return [int.from_bytes(h[8 * i: 8 * i + 8], "little") % self.m for i in range(self.k)]
+        m, k = self.m, self.k
+        return [x % m for x in struct.unpack(f"<{k}Q", hashlib.blake2b(repr(key).encode(), digest_size=8 * k).digest())]
 
     def add(self, key) -> None:
-        for p in self._positions(key):
+        for p in self.positions(key):
             self.bits[p >> 3] |= 1 << (p & 7)
         self.n += 1
 
     def __contains__(self, key) -> bool:
-        return all(self.bits[p >> 3] & (1 << (p & 7)) for p in self._positions(key))
+        return self.has(self.positions(key))
+
+    def has(self, positions) -> bool:
+        """Whether every one of ``positions`` (:meth:`positions` of a key, for a filter of this size) is set."""
+        return all(self.bits[p >> 3] & (1 << (p & 7)) for p in positions)
 
     @property
     def fp_rate(self) -> float:
@@ -93,7 +98,10 @@ class Departed:
         self.filters[-1][1].add(key)
 
     def __contains__(self, key) -> bool:
-        return any(key in b for _, b in reversed(self.filters))
+        if not self.filters:
+            return False
+        at = self.filters[0][1].positions(key)  # the generations have one size: the key is hashed once
+        return any(b.has(at) for _, b in reversed(self.filters))
 
     @property
     def n(self) -> int:
