@@ -49,11 +49,8 @@ def keyed_consumption(d: Draft) -> Draft:
 
     nodes, kept = [], list(d.kept)
     for n in d.nodes:
-        if n.parent is not None:
-            s = spec(n, d.nodes[n.parent])
-        else:
-            others = [r for r in d.roots if r != n.id]
-            s = spec(n, d.nodes[others[0]]) if len(others) == 1 else None
+        awaited = d.awaited(n.id)
+        s = spec(n, awaited[0]) if len(awaited) == 1 else None  # one unit: its keyed row completes the entry
         if s is not None:  # every alias of the keyed stream keeps its key: a row that breaks it leaves them all
             table = m.table(s[0])
             kept += [(a, kc) for a, t in m.aliases if t.name == table.name for kc in table.key]

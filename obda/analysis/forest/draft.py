@@ -45,6 +45,13 @@ class Draft:
             out |= self.subtree(c)
         return out
 
+    def awaited(self, i: int) -> list[Node]:
+        """The units whose later rows read an entry of node ``i`` again: its parent, or every other root."""
+        n = self.nodes[i]
+        if n.parent is not None:
+            return [self.nodes[n.parent]]
+        return [self.nodes[r] for r in self.roots if r != i]
+
     def is_stream_ts(self, attr: Attr) -> bool:
         return is_stream_ts(self.member, attr)
 

@@ -46,11 +46,6 @@ def order_expiry(d: Draft) -> Draft:
 
     nodes = []
     for n in d.nodes:
-        if n.parent is not None:
-            g = group(n, d.nodes[n.parent])
-            groups = (g,) if g else ()
-        else:
-            gs = [group(n, d.nodes[r]) for r in d.roots if r != n.id]
-            groups = tuple(gs) if gs and all(gs) else ()
-        nodes.append(replace(n, value_expiry=groups))
+        gs = [group(n, unit) for unit in d.awaited(n.id)]  # every awaited unit must rule the entry out
+        nodes.append(replace(n, value_expiry=tuple(gs) if gs and all(gs) else ()))
     return replace(d, nodes=tuple(nodes))
