@@ -248,6 +248,9 @@ def run(
         help="at most this many bytes of new files in one micro-batch, e.g. 256M (default), 1G, 500000 "
              "(at least one file per stream): a backlog is processed in bounded steps"),
     master: Optional[str] = typer.Option(None, "--master", envvar="OBDA_SPARK_MASTER", help="Spark master URL (default local[*])"),
+    conf: Optional[List[str]] = typer.Option(
+        None, "--conf", help="a Spark setting key=value, e.g. --conf spark.driver.memory=2g (repeatable; "
+                             "$SPARK_CONF_DIR/spark-defaults.conf is read too, --conf wins)"),
     allow_unbounded: bool = typer.Option(False, "--allow-unbounded", help="also run members not shown bounded (state grows; reported)"),
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="checkpoint folder: a restarted run continues exactly once"),
     idle_timeout: Optional[float] = typer.Option(None, "--idle-timeout", help="seconds without rows after which a stream stops holding back the marker"),
@@ -276,10 +279,12 @@ def run(
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --format parquet --checkpoint ckpt
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --max-bytes-per-batch 64M
+      obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl --conf spark.driver.memory=2g
       obda run demo/queries/readings_per_sensor.rq --project demo --until-exhausted --output changelog.jsonl --final answer.jsonl
     """
     from obda.analysis import analyze_query
     from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
+    from obda.execution.spark_io import parse_conf
 
     if output is not None and output_dir is not None:
         raise typer.BadParameter("give either --output FILE or --output-dir DIR, not both", param_hint="--output-dir")
@@ -303,7 +308,7 @@ def run(
         cq = ContinuousQuery(
             comp, proj.sources, report, base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
-            max_files_per_batch=max_files_per_batch,
+            spark_conf=parse_conf(conf), max_files_per_batch=max_files_per_batch,
             **({"max_bytes_per_batch": _byte_size(max_bytes_per_batch)} if max_bytes_per_batch else {}),
         )
         from obda.model.sources import missing_locations_error, missing_stream_locations

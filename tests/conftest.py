@@ -17,6 +17,7 @@ def spark():
         .appName("obda-tests")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.extraJavaOptions", "-Duser.timezone=UTC -Dlog4j2.level=ERROR")
         .config("spark.sql.csv.parser.columnPruning.enabled", "false")

@@ -22,6 +22,25 @@ The state is one entry per group (bounded when the grouping attributes are) with
 aggregate, a few numbers, or a count per value for COUNT(DISTINCT) and MEDIAN (bounded when
 the aggregated attribute is, condition C2).
 
+**When a line is written.** Every ``emitted_at`` is a closed **data timestamp**: a timestamp at which
+one of the query's input streams (the stream tables its pattern reads) has a valid row, whether or
+not that row matches the pattern. Replaying the changelog up to any data timestamp ``T`` gives the
+query's answer over the rows up to ``T`` (with ``NOW()`` = ``T`` for a window); that is what the
+differential tests check, at every timestamp of the query's streams. A change that happens between
+two data timestamps — a window's rows leaving it at ``Window.leaves_at(ts)`` — is written at the
+first data timestamp at or after it, where it is visible (so a group whose rows all leave the window
+while no new row comes is deleted at the next timestamp the streams have, matching or not). A query
+without GROUP BY has its one row from the first data timestamp on (COUNT 0, and for SPARQL SUM / AVG
+0, when nothing matches, or when no row can ever match). A query whose pattern reads no stream at
+all (static data only, or a pattern no stream mapping can produce) is answered once, like a query
+over static data: its lines have ``emitted_at`` null.
+
+The data timestamps come from the backend: on the local backend the readers count every valid row's
+timestamp through a probe pipeline (:meth:`Aggregator.probes`, :meth:`Aggregator.observe`); on the
+Spark backend the micro-batch's one collect job brings, for every time a pane may leave the window
+(and the start of the range, for the global row), the first data timestamp at or after it
+(:meth:`Aggregator.data_frame`): never every timestamp of the batch.
+
 On the Spark backend the answers of ``Q'`` never reach the driver: the micro-batch's collect
 job brings **partial aggregates per closed timestamp and group** (:meth:`Aggregator.partial_frames`:
 counts, sums, extremes; a count per value for the holistic functions), which the driver merges
@@ -32,6 +51,7 @@ from __future__ import annotations
 
 import heapq
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Iterable
 
@@ -188,12 +208,33 @@ def _compare(op: str, x, y):
         return None
 
 
+@dataclass(frozen=True)
+class _DataProbe:
+    """A pipeline for :func:`obda.execution.rows.process_rows` that keeps every valid row, projected on
+    nothing: its entries in a batch's groups are the timestamps of the batch's data."""
+
+    id: int = -1
+    filters: tuple = ()
+    exprs: tuple = ()
+    attrs: tuple = ()
+
+
+_PROBE = _DataProbe()
+
+
 class Aggregator:
     """The groups of an aggregate query and the changelog of the micro-batch being processed.
 
     Per group: the grouping values, one accumulator per aggregate, and the row last written to
     the changelog (the group's answer row, if HAVING keeps it), so that a line is written only
     when the row changes, and a ``delete`` when HAVING stops holding.
+
+    Lines are written at closed data timestamps only (see the module's docstring): the answers'
+    timestamps, and the data timestamps the backend reports — every closed one on the local
+    backend (:meth:`observe`), on Spark the first one at or after each time a pane may leave the
+    window (:meth:`data_frame`). A pane that leaves the window at ``leaves_at`` is dropped at the
+    first data timestamp ``T >= leaves_at``: exactly when the SQL over the rows up to ``T`` (``NOW()``
+    = ``T``) stops counting it.
     """
 
     def __init__(self, plan: AggregatePlan):
@@ -206,12 +247,88 @@ class Aggregator:
         self.shown: dict[tuple, dict] = {}  # group key -> the row the changelog last gave it
         self.pending: list[tuple] = []  # (ts, kind, payload) of the micro-batch
         self.lines = 0  # changelog lines emitted so far (the query's rows_out)
+        self._open: set[int] = set()  # local backend: data timestamps read, not closed yet
+        self._data: set[int] = set()  # data timestamps the micro-batch closed (all, or those a window needs)
         self._group_index = {v: i for i, v in enumerate(plan.group_by)}
         self._call_index = {c.call: j for j, c in enumerate(plan.calls)}
 
     def add(self, answers: Iterable[Answer]) -> None:
         """Answers of the characteristic query (any order within the micro-batch)."""
         self.pending.extend((a.emitted_at, "answer", a) for a in answers)
+
+    def _needs_data(self) -> bool:
+        """Whether lines may fall at data timestamps without answers: a window's panes leave it, or the
+        global row has not started yet."""
+        return self.plan.window is not None or (not self.plan.group_by and () not in self.panes)
+
+    def probes(self) -> list:
+        """Local backend: the extra pipeline to give :func:`~obda.execution.rows.process_rows` with a
+        stream table's pipelines (none when no data timestamp is needed); :meth:`observe` takes its
+        rows out of the batches again."""
+        return [_PROBE] if self._needs_data() else []
+
+    def observe(self, batches) -> None:
+        """Local backend: the micro-batch's :class:`~obda.execution.runtime.TableBatch` es, read with
+        :meth:`probes`; remembers the timestamps of their valid rows and removes the probe's entries
+        (the runtime and the engine never see them)."""
+        for b in batches:
+            for ts in [t for t, per in b.groups.items() if _PROBE.id in per]:
+                per = b.groups[ts]
+                del per[_PROBE.id]
+                self._open.add(ts)
+                if not per:
+                    del b.groups[ts]
+
+    def data_frame(self, projected, lo: int | None, hi: int | None, flags: list[str], new_panes: bool = True):
+        """Spark backend: a DataFrame (one column ``__at``) for the micro-batch's collect job, or None when
+        nothing needs it. It holds, for every time at which a pane may leave the window — the pending
+        ones, and ``leaves_at`` of every timestamp in the range with rows the query keeps (``new_panes``)
+        — and for the start of the range while the global row has not started, the first data
+        timestamp at or after it in ``(lo, hi]`` (``hi`` None: unbounded). ``flags``: the flag columns
+        (:func:`~obda.execution.scan.flag_column`) of the query's stream pipelines, which tell its rows
+        (NULL in the rows of reads it does not use) and the rows it keeps (true). Its rows are consumed
+        with :meth:`add_partial` (kind ``"data"``). One aggregation per timestamp of the range and one window
+        over its rows and those times: a few rows per timestamp, not per row, in the collect job's plan
+        (no job of its own)."""
+        from functools import reduce
+
+        from pyspark.sql import Window as W
+        from pyspark.sql import functions as F
+
+        from obda.execution.answers import AT
+        from obda.execution.distributed import TS
+
+        window = self.plan.window
+        fixed = sorted({e for e, _, _, _ in self._expiry if hi is None or e <= hi}) if window is not None else []
+        if not self.plan.group_by and () not in self.panes:
+            fixed.append(lo + 1 if lo is not None else -(2**62))
+        new_panes = new_panes and window is not None
+        if not (fixed or new_panes) or not flags:
+            return None
+        ts = F.col(TS)
+        mine = F.col("__v") & ts.isNotNull() & reduce(lambda a, b: a | b, [F.col(f).isNotNull() for f in flags])
+        if lo is not None:
+            mine = mine & (ts > F.lit(lo))
+        if hi is not None:
+            mine = mine & (ts <= F.lit(hi))
+        kept = reduce(lambda a, b: a | b, [F.coalesce(F.col(f), F.lit(False)) for f in flags])
+        # one row per data timestamp (__d 1), and where the query keeps rows, the time its panes leave (__d 0)
+        per_ts = projected.where(mine).groupBy(ts.alias("__t")).agg(F.max(kept).alias("__k"))
+        t = F.col("__t")
+        if new_panes:
+            shift = window.leaves_at(0)  # leaves_at(ts) = ts + shift
+            pairs = F.array(F.struct(t.alias("__t"), F.lit(1).alias("__d")),
+                            F.when(F.col("__k"), F.struct((t + F.lit(shift)).alias("__t"), F.lit(0).alias("__d"))))
+            u = per_ts.select(F.explode(pairs).alias("__p")).where(F.col("__p").isNotNull()).select("__p.__t", "__p.__d")
+        else:
+            u = per_ts.select(t, F.lit(1).alias("__d"))
+        if fixed:
+            u = u.unionByName(projected.sparkSession.createDataFrame([(e, 0) for e in fixed], "__t long, __d int"))
+        # the first data timestamp at or after each time: a running MIN in descending order (a data
+        # timestamp equal to a time sorts before it)
+        w = W.orderBy(F.col("__t").desc(), F.col("__d").desc()).rowsBetween(W.unboundedPreceding, W.currentRow)
+        nxt = F.min(F.when(F.col("__d") == 1, F.col("__t"))).over(w)
+        return u.select(nxt.alias(AT), F.col("__d")).where((F.col("__d") == 0) & F.col(AT).isNotNull()).select(AT)
 
     def partial_frames(self, answers) -> list[tuple[object, object]]:
         """``(kind, DataFrame)`` of the partial aggregates of a Spark answers frame (``__at``, ``__b…``),
@@ -248,7 +365,10 @@ class Aggregator:
         return out
 
     def add_partial(self, kind, at, vals: tuple) -> None:
-        """One collected row of a :meth:`partial_frames` frame."""
+        """One collected row of a :meth:`partial_frames` frame, or of :meth:`data_frame` (kind ``"data"``)."""
+        if kind == "data":
+            self._data.add(at)
+            return
         self.pending.append((at, kind, vals))
 
     def _apply(self, kind, payload, accs: list) -> None:
@@ -313,14 +433,16 @@ class Aggregator:
         self._seq += 1
         heapq.heappush(self._expiry, (self.plan.window.leaves_at(ts), self._seq, key, ts))
 
-    def finish_batch(self, first_closed: int | None = None, closed_upto: int | None = None) -> list[dict]:
+    def finish_batch(self, closed_upto: int | None = None, static: bool = False) -> list[dict]:
         """Apply the micro-batch's answers and partials in timestamp order; the changelog records, in order.
 
-        ``first_closed``: the first timestamp the micro-batch closed; a query without GROUP BY
-        has its one row from the first closed timestamp on, even with nothing aggregated yet.
-        ``closed_upto``: every timestamp up to it is closed; with a window, a pane (the partials of
-        one timestamp) leaves it at ``window.leaves_at(ts)``, and a group whose row that changes
-        gets its line at that time, up to ``closed_upto``.
+        ``closed_upto``: every timestamp up to it is closed (the local backend's data timestamps up to
+        it are then closed too). Lines are written at the answers' timestamps and at the closed data
+        timestamps the backend reported (:meth:`observe`, :meth:`data_frame`); with a window, the panes
+        (the partials of one timestamp) with ``window.leaves_at(ts) <= T`` leave at each such ``T``,
+        before its answers count. A query without GROUP BY has its one row from the first data
+        timestamp on, even with nothing aggregated yet. ``static``: the query reads no stream (its
+        answers, if any, came at ``None``): the global row is written at ``None``, once.
         """
         plan = self.plan
         window = plan.window
@@ -328,17 +450,26 @@ class Aggregator:
         for ts, kind, payload in self.pending:
             events.setdefault(ts, []).append((kind, payload))
         self.pending = []
-        if not plan.group_by and first_closed is not None and () not in self.panes:
-            events.setdefault(first_closed, [])
-            self.panes[()] = {}
-        if window is not None and closed_upto is not None:  # the panes leaving up to closed_upto, from the heap
-            for leaves, _, _, _ in self._expiry:
-                if leaves <= closed_upto:
-                    events.setdefault(leaves, [])
+        data, self._data = self._data, set()
+        if closed_upto is not None and self._open:
+            closed = {t for t in self._open if t <= closed_upto}
+            self._open -= closed
+            data |= closed
+        if not plan.group_by and () not in self.panes:
+            if static:
+                start = None
+            else:  # the first data timestamp (an answer's timestamp is one too)
+                start = min([t for t in events if t is not None] + list(data), default=None)
+            if static or start is not None:
+                events.setdefault(start, [])
+                self.panes[()] = {}
+        if window is not None:  # where panes may leave the window
+            for t in data:
+                events.setdefault(t, [])
         out: list[dict] = []
         for at in sorted(events, key=lambda t: (t is not None, t or 0)):
             changed: dict[tuple, None] = {} if plan.group_by else {(): None}
-            if window is not None and at is not None:  # the panes that left the window at ``at``, first
+            if window is not None and at is not None:  # the panes out of the window at ``at``, first
                 while self._expiry and self._expiry[0][0] <= at:
                     _, _, key, ts = heapq.heappop(self._expiry)
                     panes = self.panes.get(key)
@@ -378,13 +509,13 @@ class Aggregator:
     @property
     def size(self) -> int:
         """State entries: per group its panes (one without a window), plus the values counted for
-        COUNT(DISTINCT) / MEDIAN in each."""
+        COUNT(DISTINCT) / MEDIAN in each, plus the open data timestamps the local backend remembers."""
         return sum(len(panes) + sum(len(a) for accs in panes.values() for a in accs if isinstance(a, dict))
-                   for panes in self.panes.values()) + sum(1 for p in self.panes.values() if not p)
+                   for panes in self.panes.values()) + sum(1 for p in self.panes.values() if not p) + len(self._open)
 
     def state(self) -> dict:
         return {"panes": [(k, list(p.items())) for k, p in self.panes.items()],
-                "shown": [(k, v) for k, v in self.shown.items()], "lines": self.lines}
+                "shown": [(k, v) for k, v in self.shown.items()], "lines": self.lines, "open": sorted(self._open)}
 
     def restore(self, st: dict) -> None:
         self.panes = {tuple(k): {ts: list(a) for ts, a in p} for k, p in st["panes"]}
@@ -395,6 +526,7 @@ class Aggregator:
                     self._schedule(key, ts)
         self.shown = {tuple(k): v for k, v in st["shown"]}
         self.lines = st["lines"]
+        self._open, self._data = set(st.get("open", ())), set()
         self.pending = []
 
 

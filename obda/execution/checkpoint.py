@@ -1,9 +1,14 @@
 """The executor's checkpoint file: what it holds, how it is written and read back safely.
 
 A checkpoint holds plain data only — synopsis entries (tuples of ints, floats, strings,
-booleans, decimals, dates), counts, sets of emitted answers and consumed files, offsets and
-the metrics dataclass.  It is written with :mod:`pickle` (C speed: it is rewritten after
-every micro-batch) and atomically replaced (temporary file, fsync, rename).
+booleans, decimals, dates), counts, sets of emitted answers and consumed files, offsets,
+an aggregate's panes, what the k-constraint watches observed (``ConstraintWatch.state()``:
+dicts, lists and tuples of keys and timestamps, Bloom filter bits as bytes; the declared
+constraints are configuration and come from the plan again) and the metrics dataclass, the
+one class of obda's it names.  Every kind of query keeps to this (tests/execution/
+test_checkpoint_kinds.py checks the file's globals).  It is written with :mod:`pickle` (C
+speed: it is rewritten after every micro-batch) and atomically replaced (temporary file,
+fsync, rename).
 
 Reading uses an unpickler that resolves only the few classes a checkpoint contains, so a
 checkpoint file that was altered or planted in the checkpoint directory cannot make the

@@ -26,6 +26,11 @@ reference stream and one entry per timestamp of the last ``W`` — all independe
 OA(k) (:class:`_Ordered`): the value watermark of the stream — its largest value more than ``k`` ago —
 says which synopsis entries no later row can join (forest rule ``order_expiry``); a row below it breaks
 the constraint and is quarantined the same way, while the query drops entries by it.
+
+Checkpoints: :meth:`ConstraintWatch.state` is what the watches observed as plain data (dicts, lists, tuples,
+numbers, strings, bytes: deques as lists, Bloom bits as bytes), which :mod:`obda.execution.checkpoint` reads
+back without resolving any class; :meth:`ConstraintWatch.restore` puts it into the watches built from the
+plan.  The declared :class:`~obda.model.constraints.Constraint` objects are configuration and are not stored.
 """
 
 from __future__ import annotations
@@ -71,6 +76,16 @@ class Bloom:
     def fp_rate(self) -> float:
         return (1 - math.exp(-self.k * self.n / self.m)) ** self.k
 
+    def state(self) -> dict:
+        return {"bits": bytes(self.bits), "n": self.n}
+
+    def restore(self, st: dict) -> None:
+        bits = st["bits"]
+        if len(bits) != len(self.bits):
+            raise _incompatible(f"a Bloom filter of {8 * len(bits)} bits where {8 * len(self.bits)} are configured "
+                                "(bloom_bits changed)")
+        self.bits, self.n = bytearray(bits), int(st["n"])
+
 
 class Departed:
     """The keys that left the exact map, in a few generations of Bloom filters (``bits`` in all).
@@ -106,6 +121,18 @@ class Departed:
     @property
     def n(self) -> int:
         return sum(b.n for _, b in self.filters)
+
+    def state(self) -> dict:
+        return {"filters": [(ts, b.state()) for ts, b in self.filters], "forgotten": self.forgotten,
+                "remembered_since": self.remembered_since}
+
+    def restore(self, st: dict) -> None:
+        self.filters = deque()
+        for ts, b in st["filters"]:
+            bloom = Bloom(self.per)
+            bloom.restore(b)
+            self.filters.append((ts, bloom))
+        self.forgotten, self.remembered_since = st["forgotten"], st["remembered_since"]
 
     @property
     def fp_rate(self) -> float:
@@ -167,6 +194,18 @@ class _Reference:
     def size(self) -> int:
         return len(self.first) + len(self.sampled)
 
+    def state(self) -> dict:
+        """``first`` and ``sampled`` are the maps of ``order`` and ``sampled_order`` (key → ts): stored once, as the
+        lists."""
+        return {"order": list(self.order), "sampled_order": list(self.sampled_order), "departed": self.departed.state()}
+
+    def restore(self, st: dict) -> None:
+        self.order = deque((t, key) for t, key in st["order"])
+        self.first = {key: t for t, key in self.order}
+        self.sampled_order = deque((t, key) for t, key in st["sampled_order"])
+        self.sampled = {key: t for t, key in self.sampled_order}
+        self.departed.restore(st["departed"])
+
 
 @dataclass
 class _Check:
@@ -189,6 +228,13 @@ class _Check:
         while self.maxima and self.maxima[0][0] < now - self.window:
             self.maxima.popleft()
         return self.maxima[0][1] if self.maxima else 0
+
+    def state(self) -> dict:
+        return {"maxima": list(self.maxima), "beyond_margin": self.beyond_margin}
+
+    def restore(self, st: dict) -> None:
+        self.maxima = deque(tuple(x) for x in st["maxima"])
+        self.beyond_margin = st["beyond_margin"]
 
 
 class Watch:
@@ -221,6 +267,43 @@ class Watch:
         self.ordered = _Ordered(c) if c.kind == ORDERED else None
         self.unique = Departed(mon.bloom_bits) if c.kind == KEY else None  # a key: every value seen while used
         self.disabled_mark = None  # OA: the value watermark when the constraint stopped being used
+
+    # -- checkpointed state ----------------------------------------------------------------------------
+    def state(self) -> dict:
+        """What this watch observed, as plain data (the constraint itself comes from the plan)."""
+        return {
+            "constraint": self.c.describe(),
+            "in_use": self.in_use, "disabled_at": self.disabled_at, "violations": self.violations,
+            "breaches": self.breaches, "rows": self.rows, "first_violation": self.first_violation,
+            "first_quarantined": self.first_quarantined, "recent": list(self.recent),
+            "checks": [ch.state() for ch in self.checks],
+            "refs": {table: r.state() for table, r in self.refs.items()},
+            "ordered": self.ordered.state() if self.ordered is not None else None,
+            "unique": self.unique.state() if self.unique is not None else None,
+            "disabled_mark": self.disabled_mark,
+        }
+
+    def restore(self, st: dict) -> None:
+        """Back to what :meth:`state` recorded (refused when it was recorded for another constraint)."""
+        if st["constraint"] != self.c.describe():
+            raise _incompatible(f"constraint {self.c.name!r} was {st['constraint']}, and is now declared as "
+                                f"{self.c.describe()}")
+        if (len(st["checks"]) != len(self.checks) or set(st["refs"]) != set(self.refs)
+                or (st["ordered"] is None) != (self.ordered is None) or (st["unique"] is None) != (self.unique is None)):
+            raise _incompatible(f"constraint {self.c.name!r} is watched differently now")
+        self.in_use, self.disabled_at = st["in_use"], st["disabled_at"]
+        self.violations, self.breaches, self.rows = st["violations"], st["breaches"], st["rows"]
+        self.first_violation, self.first_quarantined = st["first_violation"], st["first_quarantined"]
+        self.recent = deque(tuple(x) for x in st["recent"])
+        for ch, s in zip(self.checks, st["checks"]):
+            ch.restore(s)
+        for table, r in self.refs.items():
+            r.restore(st["refs"][table])
+        if self.ordered is not None:
+            self.ordered.restore(st["ordered"])
+        if self.unique is not None:
+            self.unique.restore(st["unique"])
+        self.disabled_mark = st["disabled_mark"]
 
     # -- the check of one closed timestamp --------------------------------------------------------
     def check(self, ts: int, rows: dict[str, Counted]) -> dict[str, set]:
@@ -364,6 +447,13 @@ class Watch:
         }
 
 
+def _incompatible(why: str):
+    from obda.errors import ExecutionError
+
+    return ExecutionError(f"the checkpoint's k-constraint state does not fit the declared constraints: {why}; "
+                          "use a fresh checkpoint directory (or the declarations it was written with)")
+
+
 def _since(values) -> str | None:
     from obda.execution.rows import micros_to_iso
 
@@ -425,6 +515,16 @@ class _Ordered:
     @property
     def size(self) -> int:
         return len(self.pending) + len(self.history)
+
+    def state(self) -> dict:
+        return {"pending": list(self.pending), "floor": self.floor, "maxima": list(self.maxima),
+                "history": list(self.history)}
+
+    def restore(self, st: dict) -> None:
+        self.pending = deque(tuple(x) for x in st["pending"])
+        self.floor = st["floor"]
+        self.maxima = deque(tuple(x) for x in st["maxima"])
+        self.history = deque(tuple(x) for x in st["history"])
 
 
 _REASONS = {
@@ -518,6 +618,20 @@ class ConstraintWatch:
 
     def report(self, now: int | None) -> dict:
         return {name: w.report(now) for name, w in self.watches.items()}
+
+    # -- checkpointed state ----------------------------------------------------------------------------
+    def state(self) -> dict:
+        """What the watches observed, as plain data for the checkpoint (no class of obda's): constraint name →
+        :meth:`Watch.state`, and whether a constraint stopped being used."""
+        return {"watches": {name: w.state() for name, w in self.watches.items()}, "relaxed": self.relaxed}
+
+    def restore(self, st: dict) -> None:
+        """Back to what :meth:`state` recorded, into the watches of the declared constraints (a constraint
+        declared since starts unobserved; one no longer declared is not watched)."""
+        for name, w in self.watches.items():
+            if name in st["watches"]:
+                w.restore(st["watches"][name])
+        self.relaxed = st["relaxed"]
 
     def watermarks(self, closed: int) -> dict:
         """What the synopses drop entries by at ``closed``: OA constraint → its value watermark, key → True,

@@ -250,7 +250,9 @@ class SparkForest:
             p = mf.pipelines[alias]
             data = self.engine.members[mi].statics[alias].data
             count = f"__cs{len(self._statics)}"
-            df = _frame(self.spark, [nm(a) for a in p.attrs], data, count).cache()
+            # a local relation (the rows are the driver's): broadcast from the plan itself, with no job of
+            # its own; a cached frame would be broadcast by a job per micro-batch
+            df = _frame(self.spark, [nm(a) for a in p.attrs], data, count)
             rel = self._statics[key] = _Rel(df, frozenset(p.attrs), None, count)
         return rel
 
@@ -312,7 +314,15 @@ class SparkForest:
         tcol, count = f"{prefix}_t", f"{prefix}_c"
         cur = self._cur(batch, mi, node_id, rng, memo)
         parts = []
-        if cur is not None:
+        if cur is not None and self.forest.members[mi].distinct:
+            # set semantics: a later row reads only whether an entry with its key came before it, so the
+            # batch's rows of one key shrink to the earliest before joining (dense data: each reading would
+            # otherwise join every earlier row of its key in the batch, and only then be deduplicated)
+            keys = [nm(a) for a in node.key]
+            earliest = F.min(F.col(cur.ts)).alias(tcol)
+            df = cur.df.groupBy(*keys).agg(earliest) if keys else cur.df.agg(earliest).where(F.col(tcol).isNotNull())
+            parts.append(df.select(F.col(tcol), *keys, F.lit(1).cast("long").alias(count)))
+        elif cur is not None:
             parts.append(
                 cur.df.select(
                     F.col(cur.ts).alias(tcol), *[nm(a) for a in node.key],
@@ -453,17 +463,27 @@ def _decoder(dtype):
     return lambda s: s
 
 
-def collect_tagged(parts: list, stream: bool = True, by_time: bool = False):
-    """Collect several small DataFrames of different schemas in **one** Spark job.
+def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spill_dir: str | None = None):
+    """Collect several DataFrames of different schemas in **one** Spark job.
 
     ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
-    as ``(tag, __at, array of the values as strings)`` in one sorted partition (by tag, then
-    ``__at``) and read back through ``toLocalIterator``; each value is decoded with its
-    column's type.  Yields ``(tag, at, values)`` in that order.  Why one job: a micro-batch's
-    cost on a small cluster is mostly per job (planning, scheduling), not per row.
-    ``stream=False``: one ``collect`` instead (for parts bounded by the state; the job's
-    observed metrics, :func:`obda.execution.scan.observed_stats`, are then reported).
-    ``by_time``: sorted by ``__at`` first (then by tag), so that a consumer can work one timestamp at a time.
+    as ``(tag, __at, array of the values as strings)``, sorted by tag, then ``__at`` (``by_time``:
+    by ``__at`` first, then by tag, so that a consumer can work one timestamp at a time), and
+    read back in that order; each value is decoded with its column's type.  Yields
+    ``(tag, at, values)``.  Why one job: a micro-batch's cost on a small cluster is mostly per
+    job (planning, scheduling), not per row.
+
+    How the rows reach the driver:
+
+    * ``spill_dir`` (a folder the executors and the driver both see): the union keeps its
+      partitions, each sorted on the executors, and Spark's writer stores them as Parquet part
+      files there; the driver then merges the part files in order, one Arrow record batch per
+      file at a time (:func:`_merge_spilled`), and deletes them.  Neither the JVM nor Python ever
+      holds a whole micro-batch's rows: for answers that go through the driver.
+    * else ``stream``: the union in one sorted partition read through ``toLocalIterator`` (the
+      driver JVM holds that partition: for parts bounded by the state, or a small batch).
+    * else one ``collect`` (the job's observed metrics, :func:`obda.execution.scan.observed_stats`,
+      are then reported).
     """
     from pyspark.sql import functions as F
 
@@ -479,7 +499,51 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False):
     union = frames[0]
     for f in frames[1:]:
         union = union.unionByName(f)
-    ordered = union.coalesce(1).sortWithinPartitions(*((AT, "__k") if by_time else ("__k", AT)))
-    for k, at, vals in ordered.toLocalIterator() if stream else ordered.collect():
+    order = (AT, "__k") if by_time else ("__k", AT)
+    if spill_dir is not None:
+        rows = _spilled(union.sortWithinPartitions(*order), spill_dir, by_time)
+    else:
+        ordered = union.coalesce(1).sortWithinPartitions(*order)
+        rows = ordered.toLocalIterator() if stream else ordered.collect()
+    for k, at, vals in rows:
         dec = decoders[k]
         yield k, at, tuple(d(v) for d, v in zip(dec, vals))
+
+
+def _spilled(ordered, spill_dir: str, by_time: bool):
+    """Write ``ordered`` (each partition sorted) as Parquet under a fresh folder of ``spill_dir``; yield its
+    rows merged in order, then delete the folder."""
+    import os
+    import shutil
+    import uuid
+
+    folder = os.path.join(spill_dir, f"spill-{uuid.uuid4().hex}")
+    try:
+        ordered.write.mode("errorifexists").parquet(folder)
+        yield from _merge_spilled(folder, by_time)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _merge_spilled(folder: str, by_time: bool, batch_rows: int = 8192):
+    """The rows of the sorted Parquet part files of ``folder`` as ``(tag, at, values)``, merged in order
+    (tag, then ``__at`` with NULL first; ``by_time``: ``__at`` first), one record batch per file in memory."""
+    import heapq
+    import os
+
+    import pyarrow.parquet as pq
+
+    def rows(path: str):
+        f = pq.ParquetFile(path)
+        try:
+            for b in f.iter_batches(batch_size=batch_rows, columns=["__k", AT, "__v"]):
+                yield from zip(*(c.to_pylist() for c in b.columns))
+        finally:
+            f.close()
+
+    def at_key(at):
+        return (at is not None, at if at is not None else 0)
+
+    key = (lambda r: (at_key(r[1]), r[0])) if by_time else (lambda r: (r[0], at_key(r[1])))
+    files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".parquet"))
+    yield from heapq.merge(*(rows(p) for p in files), key=key)

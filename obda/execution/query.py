@@ -30,6 +30,9 @@ log = logging.getLogger("obda.execution")
 
 CHECKPOINT_VERSION = 2
 DEFAULT_MAX_BYTES_PER_BATCH = 256 << 20  # bytes of files one micro-batch reads (at least one file per stream)
+# a micro-batch with at least this many bytes of new files brings its answers to the driver through
+# Parquet part files merged in order, not one partition (collect_tagged's spill_dir)
+DEFAULT_SPILL_BYTES = 16 << 20
 _NO_TIME = -(1 << 62)  # before every timestamp (µs)
 
 
@@ -109,6 +112,7 @@ class ContinuousQuery:
         idle_timeout: float | None = None,
         spark=None,
         master: str | None = None,
+        spark_conf: dict | None = None,
         backend: str = "spark",
         max_files_per_batch: int | None = None,
         max_bytes_per_batch: int = DEFAULT_MAX_BYTES_PER_BATCH,
@@ -138,6 +142,7 @@ class ContinuousQuery:
 
             configure_session(spark)
         self._master = master
+        self._spark_conf = dict(spark_conf or {})  # settings of the session this query starts (--conf)
         self.aggregate = None  # obda.execution.aggregate.Aggregator of an aggregate query
         # ORDER BY of a query over static data only (its answers are emitted once, as one table)
         self.order_by = sql.query.order_by if isinstance(sql, Compilation) and sql.aggregation is None else ()
@@ -187,6 +192,8 @@ class ContinuousQuery:
         self.open_files: dict[str, dict[str, int]] = {s: {} for s in self.streams}
         self._parsed: dict = {}  # projection columns per (table, format, request), parsed once
         self._distributed = None  # obda.execution.distributed.SparkForest, built on first use
+        self.spill_bytes = DEFAULT_SPILL_BYTES
+        self._spill_root: str | None = None  # folder of the closing jobs' spilled rows (made on first use)
         self.shared = shared  # obda.execution.shared.SharedScan: run in that loop when started
         self._shared_key = f"q{id(self):x}"
         self.error: BaseException | None = None
@@ -217,7 +224,7 @@ class ContinuousQuery:
         if self._spark is None:
             from obda.execution.spark_io import get_spark
 
-            self._spark = get_spark(self._master)
+            self._spark = get_spark(self._master, conf=self._spark_conf)
         return self._spark
 
     @property
@@ -352,13 +359,16 @@ class ContinuousQuery:
         """Local backend: one aggregated batch per stream table with new files."""
         tables = self._tables_by_name()
         out = []
+        probes = self.aggregate.probes() if self.aggregate is not None else []  # an aggregate's data timestamps
         for name, files in new.items():
-            table, pipes = tables[name], self._pipelines_of(name)
+            table, pipes = tables[name], self._pipelines_of(name) + probes
             parts = [
                 process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options)), closed_upto, f)
                 for f in files
             ]
             out.append(_merge_batches(name, parts))
+        if probes:
+            self.aggregate.observe(out)
         return out
 
     def step(self, exhausted: bool = False, pending: dict[str, list[str]] | None = None) -> int:
@@ -371,7 +381,10 @@ class ContinuousQuery:
         with self._lock:
             t0 = time.perf_counter()
             if self.backend == "spark":
-                new, quarantine = self._step_spark(exhausted, pending)
+                try:
+                    new, quarantine = self._step_spark(exhausted, pending)
+                except Exception as e:
+                    raise _spark_failure(e, self.batch_id + 1) from e
             else:
                 new, quarantine = self._step_local(exhausted, pending)
             return self._commit_batch(new, quarantine, t0)
@@ -388,7 +401,7 @@ class ContinuousQuery:
         if self.aggregate is not None:  # the changelog of the groups the micro-batch changed
             from obda.execution.aggregate import changelog_lines
 
-            records = self.aggregate.finish_batch(self.runtime.first_closed, self.runtime.closed_upto)
+            records = self.aggregate.finish_batch(self.runtime.closed_upto, static=not self.streams)
             self.sink.write_lines(changelog_lines(records, self.columns))
             m.rows_out = self.aggregate.lines  # the changelog's lines, not the characteristic query's answers
         self.runtime.first_closed = None
@@ -460,7 +473,7 @@ class ContinuousQuery:
             stats = scan.stats({self.ns: self._reader()})
             batch = self._apply_stats(reads, stats, new, final)
             closing = self._closing(scan.projected, batch)
-            for tag, at, vals in collect_tagged(closing.parts):
+            for tag, at, vals in collect_tagged(closing.parts, spill_dir=self._spill_dir(closing, nbytes)):
                 closing.consume(tag, at, vals)
             closing.finish()
         return new, batch.quarantine
@@ -473,8 +486,9 @@ class ContinuousQuery:
         each would read every file, as the observed rows cannot be filtered before the
         observation), and its one synopsis node is a root, which keeps no past: no updates to
         collect beside the answers.  None (nothing run, nothing observed) when the answers are a
-        bag for a sink that gets them through the driver (streamed, and Spark reports observed
-        metrics to no streamed read), or when answers of static-only members are still to emit
+        bag for a sink that gets them through the driver from one partition (streamed, and Spark
+        reports observed metrics to no streamed read; a micro-batch large enough to spill them,
+        :meth:`_spill_dir`, has them written by the job, which reports them), or when answers of static-only members are still to emit
         at the first timestamp (known after the job).  Decided before the observation is made:
         Spark keeps an observation until a job reports it."""
         from obda.execution.distributed import collect_tagged
@@ -487,15 +501,17 @@ class ContinuousQuery:
             not m.plan.unsatisfiable and not m.plan.nodes and m.plan.forest_statics for m in engine.members
         ):
             return None
-        if self.aggregate is None and not self.plan.distinct and not self.sink.writes_frames:
+        nbytes = _file_bytes(new)
+        if (self.aggregate is None and not self.plan.distinct and not self.sink.writes_frames
+                and nbytes < self.spill_bytes):
             return None
         projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self._reader()})
         lo = self.runtime.closed_upto
         closing = self._closing(projected, _Batch(lo=lo, final=True), open_ended=True)
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
-        if closing.parts:  # bounded: distinct answers, or an aggregate's partials
-            for tag, at, vals in collect_tagged(closing.parts, stream=False):
+        if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
+            for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self._spill_dir(closing, nbytes)):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
             closing.emitted += self._write_frame(closing.frame)
@@ -592,6 +608,8 @@ class ContinuousQuery:
                 return closing
             closing.closes = True
             if projected is None or batch.first_ts is None or batch.first_ts > hi:
+                if projected is not None and self.aggregate is not None:  # no row kept: a window's rows may leave
+                    self._aggregate_data(projected, batch, closing, new_panes=False)
                 return closing
             projected = self._check_constraints(projected, batch)
         if self._distributed is None:
@@ -608,15 +626,26 @@ class ContinuousQuery:
             for kind, df in self.aggregate.partial_frames(answers):
                 closing.partials[len(closing.parts)] = kind
                 closing.parts.append(df)
+            self._aggregate_data(projected, batch, closing)
             return closing
         # answers that go through the driver travel in the same job as the synopsis updates
         if answers is not None and (self.plan.distinct or not self.sink.writes_frames):
             if self.plan.distinct:  # each distinct answer at its first timestamp
                 answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
             closing.parts.append(answers.select(AT, *values))
+            closing.answers_collected = True
         elif answers is not None:
             closing.frame = answers
         return closing
+
+    def _aggregate_data(self, projected, batch: "_Batch", closing: "_Closing", new_panes: bool = True) -> None:
+        """An aggregate's part of the collect job: the data timestamps its changelog lines fall on
+        (:meth:`~obda.execution.aggregate.Aggregator.data_frame`), if it needs any."""
+        flags = [flag_column(p.id, self.ns) for p in self.plan.pipelines if p.table.is_stream]
+        df = self.aggregate.data_frame(projected, batch.lo, batch.hi, flags, new_panes)
+        if df is not None:
+            closing.partials[len(closing.parts)] = "data"
+            closing.parts.append(df)
 
     def _check_constraints(self, projected, batch: "_Batch"):
         """The Spark backend's k-constraint check of the closing range ``(lo, hi]``, before its answers.
@@ -673,6 +702,22 @@ class ContinuousQuery:
             projected = joined.select(*[(F.col(c) & F.col(f"__b{i}").isNull()).alias(c) if c in masked else F.col(c)
                                         for c in projected.columns])
         return projected
+
+    def _spill_dir(self, closing: "_Closing", nbytes: int) -> str | None:
+        """Where the closing job writes its rows for the driver to merge (:func:`~obda.execution.distributed.
+        collect_tagged`), or None to stream them from one partition: spilled when answers go through the
+        driver and the micro-batch's new files reach ``spill_bytes`` (a large batch's answers in one
+        partition would have to fit in the driver JVM's heap)."""
+        if not closing.answers_collected or nbytes < self.spill_bytes:
+            return None
+        if self._spill_root is None:
+            import tempfile
+
+            root = self.checkpoint_dir / "spill" if self.checkpoint_dir else None
+            if root is not None:
+                root.mkdir(parents=True, exist_ok=True)
+            self._spill_root = tempfile.mkdtemp(prefix="obda-spill-", dir=root)
+        return self._spill_root
 
     def _keyed_parts(self, projected, batch: "_Batch", closing: "_Closing") -> None:
         """Many-one joins (``Node.consumed``): the key values the range's keyed rows bring, per node that
@@ -782,6 +827,11 @@ class ContinuousQuery:
         if self._distributed is not None:
             self._distributed.release()
             self._distributed = None
+        if self._spill_root is not None:
+            import shutil
+
+            shutil.rmtree(self._spill_root, ignore_errors=True)
+            self._spill_root = None
         self.sink.close()
         self.quarantine.close()
 
@@ -791,6 +841,18 @@ class ContinuousQuery:
         for m, v in zip(d["members"], self.verdicts):
             m["verdict"] = v
         return d
+
+
+def _spark_failure(e: Exception, batch: int) -> Exception:
+    """A failure of Spark (a job, the JVM) during micro-batch ``batch`` as an :class:`ExecutionError` a user
+    can act on; any other exception unchanged."""
+    if not type(e).__module__.startswith(("pyspark", "py4j")):
+        return e
+    from obda.execution.spark_io import _first_line
+
+    return ExecutionError(f"micro-batch {batch} failed in Spark ({_first_line(e)}); nothing of it was committed: "
+                          "with --checkpoint a new run resumes it. If the JVM ran out of memory, give it more "
+                          "(--conf spark.driver.memory=4g) or read less per micro-batch (--max-bytes-per-batch)")
 
 
 def cut_files(pending: dict[str, list[str]], max_files: int | None, max_bytes: int) -> dict[str, list[str]]:
@@ -908,6 +970,7 @@ class _Closing:
         self.deltas: dict[int, dict[int, dict]] = {}
         self.pending: list = []
         self.emitted = 0
+        self.answers_collected = False  # the last part holds answers that go through the driver
 
     def consume(self, tag: int, at, vals: tuple) -> None:
         """One collected row of part ``tag``: an update of a node's synopsis, or an answer."""

@@ -154,7 +154,8 @@ class Runtime:
             "closed_upto": self.closed_upto,
             "engine": self.engine.state(),
             "metrics": self.metrics,
-            "constraints": self.constraints,
+            # what the k-constraint watches observed, as plain data (the declared constraints come from the plan)
+            "constraints": self.constraints.state() if self.constraints is not None else None,
         }
 
     def restore(self, st: dict) -> None:
@@ -163,8 +164,8 @@ class Runtime:
         self.closed_upto = st["closed_upto"]
         self.engine.restore(st["engine"])
         self.metrics = st["metrics"]
-        if st.get("constraints") is not None:
-            self.constraints = st["constraints"]
+        if st.get("constraints") is not None and self.constraints is not None:
+            self.constraints.restore(st["constraints"])  # into the watch of this query's declared constraints
         now = self.clock()
         self.last_progress = {s: now for s in self.streams}
 

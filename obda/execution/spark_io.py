@@ -27,10 +27,46 @@ from obda.model.sources import ColumnType, Table
 CORRUPT = "_corrupt_record"
 
 
+def user_spark_defaults(env=None) -> dict[str, str]:
+    """The settings of ``$SPARK_CONF_DIR/spark-defaults.conf`` (else ``$SPARK_HOME/conf/``), as Spark reads
+    them (``key value``, ``key=value`` or ``key: value`` per line, ``#`` comments).  Spark applies the file
+    itself when it starts; :func:`get_spark` only needs its keys, so that obda's defaults leave them alone."""
+    env = os.environ if env is None else env
+    folder = env.get("SPARK_CONF_DIR") or (os.path.join(env["SPARK_HOME"], "conf") if env.get("SPARK_HOME") else None)
+    path = Path(folder) / "spark-defaults.conf" if folder else None
+    if path is None or not path.is_file():
+        return {}
+    out = {}
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        m = re.match(r"([^\s=:]+)\s*[\s=:]\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def parse_conf(items) -> dict[str, str]:
+    """``key=value`` Spark settings (the CLI's ``--conf``) as a dict; a malformed one is an
+    :class:`~obda.errors.ExecutionError` naming it."""
+    out = {}
+    for item in items or ():
+        key, sep, value = str(item).partition("=")
+        key = key.strip()
+        if not sep or not key.startswith("spark.") or not value.strip():
+            raise ExecutionError(f"--conf {item!r}: give a Spark setting as key=value with a key that starts with "
+                                 "'spark.', e.g. --conf spark.driver.memory=2g")
+        out[key] = value.strip()
+    return out
+
+
 def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | None = None):
     """A SparkSession: ``master`` (default ``local[*]``, or ``$OBDA_SPARK_MASTER``), UTC session time zone.
 
-    Reuses the active session when no master is given.
+    Settings, strongest first: ``conf`` (the CLI's ``--conf key=value``), the keys of
+    ``$SPARK_CONF_DIR/spark-defaults.conf`` (:func:`user_spark_defaults`: Spark applies them),
+    obda's defaults below.  Reuses the active session when no master is given.
     """
     from pyspark.sql import SparkSession
 
@@ -42,6 +78,7 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
     defaults = {
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",  # obda reports its own progress
         "spark.sql.shuffle.partitions": "4",
         # A micro-batch job is one small aggregation: adaptive re-planning between its two stages
         # costs more than it saves (about 10% of a batch, measured with benchmarks/executor_vs_spark.py).
@@ -56,12 +93,27 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
     }
     if os.environ.get("OBDA_SPARK_JARS"):  # e.g. a JDBC driver for jdbc static tables
         defaults["spark.jars"] = os.environ["OBDA_SPARK_JARS"]
+    for k in user_spark_defaults():  # the user's spark-defaults.conf wins over obda's defaults
+        defaults.pop(k, None)
     for k, v in {**defaults, **(conf or {})}.items():
         b = b.config(k, v)
-    spark = b.getOrCreate()
+    try:
+        spark = b.getOrCreate()
+    except Exception as e:  # the JVM did not start: a setting it refuses, no Java, too little memory
+        raise ExecutionError(f"Spark could not start ({_first_line(e)}); check the Spark settings (--conf, "
+                             "$SPARK_CONF_DIR/spark-defaults.conf) and that Java 17+ is installed") from None
     spark.sparkContext.setLogLevel("ERROR")
     configure_session(spark)
     return spark
+
+
+def _first_line(e: BaseException) -> str:
+    """The part of a (Java) error message a user can act on: its first line that says something."""
+    for line in str(e).splitlines():
+        line = line.strip().lstrip(": ").strip()
+        if line and not line.startswith(("at ", "JVM stacktrace", "An error occurred while calling")):
+            return line[:400]
+    return type(e).__name__
 
 
 def configure_session(spark) -> None:
@@ -74,6 +126,10 @@ def configure_session(spark) -> None:
     # (default 32) Spark checks and lists them with a distributed job of its own: about half a
     # second per read, more than scanning a 40-file micro-batch (benchmarks/executor_vs_spark.py).
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", "100000")
+    # A micro-batch's plan is planned whole: adaptive execution would run each of its query stages as a
+    # job of its own (tests/execution/test_exec_jobs.py counts them) and re-plan between them, which costs
+    # more than it saves on a micro-batch (about 10%, benchmarks/executor_vs_spark.py).
+    spark.conf.set("spark.sql.adaptive.enabled", "false")
 
 
 def spark_type(t: ColumnType):

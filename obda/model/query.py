@@ -366,7 +366,9 @@ class Window:
         return (ts >= now - self.width) if self.inclusive else (ts > now - self.width)
 
     def leaves_at(self, ts: int) -> int:
-        """The first time at which a solution at ``ts`` is no longer in the window."""
+        """The first time at which a solution at ``ts`` is no longer in the window: ``ts + width`` (one µs
+        later when inclusive). An instant, not a timestamp of the data: an aggregate's changelog shows
+        the solution leaving at the first closed data timestamp at or after it (``obda.execution.aggregate``)."""
         return ts + self.width + (1 if self.inclusive else 0)
 
     def __str__(self) -> str:

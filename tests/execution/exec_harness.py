@@ -108,20 +108,66 @@ CASES = [
 CASE = {c.name: c for c in CASES}
 
 
-def random_streams(seed: int, steps: int = 14, max_per_ts: int = 3, value_range: int = 6, tables=("s", "t", "u")):
-    """Rows per stream table (timestamps as datetimes, sorted), random values and rows per timestamp."""
+def random_streams(seed: int, steps: int = 14, max_per_ts: int = 3, value_range: int = 6, tables=("s", "t", "u"),
+                   gaps: float = 0.0, quiet: float = 0.0):
+    """Rows per stream table (timestamps as datetimes, sorted), random values and rows per timestamp.
+
+    The awkward cases of an aggregate's changelog, off by default (the rows are then those of every
+    seed so far): ``gaps`` — the chance that the time before a step is 2 to 8 seconds instead of 1 (no
+    row in between, so rows leave a window with no new rows coming); ``quiet`` — the chance that a
+    table's rows at a step all hold only the extreme values 0 and ``value_range``, which the tests'
+    bounded filters (``0 < x < 5``) reject (timestamps with rows where no row matches the pattern)."""
     rng = random.Random(seed)
     cols = {"s": ("a", "b", "c"), "t": ("d", "e"), "u": ("f",)}
+    seconds, k = [], 0
+    for _ in range(steps):
+        seconds.append(k)
+        k += rng.randint(2, 8) if gaps and rng.random() < gaps else 1
     out = {}
     for t in tables:
         rows = []
-        for k in range(steps):
+        for k in seconds:
+            extreme = quiet and rng.random() < quiet
             for _ in range(rng.randint(0, max_per_ts)):
-                row = {c: rng.randint(0, value_range) for c in cols[t]}
+                row = {c: (rng.choice((0, value_range)) if extreme else rng.randint(0, value_range)) for c in cols[t]}
                 row["ts"] = BASE + dt.timedelta(seconds=k)
                 rows.append(row)
         out[t] = rows
     return out
+
+
+def with_gaps(streams: dict[str, list], seed: int, chance: float = 0.3, longest: dt.timedelta = dt.timedelta(minutes=8),
+              timestamp: str = "ts") -> dict[str, list]:
+    """The rows with time stretched: before each distinct timestamp, with probability ``chance``, every later
+    row moves by a random whole number of seconds up to ``longest`` (gaps longer than a window: its rows
+    leave it with no new rows coming). The order of the rows and of their timestamps is kept."""
+    rng = random.Random(seed * 7907 + 3)
+    shift, moved = dt.timedelta(0), {}
+    for t in sorted({r[timestamp] for rows in streams.values() for r in rows}):
+        if rng.random() < chance:
+            shift += dt.timedelta(seconds=rng.randint(1, int(longest.total_seconds())))
+        moved[t] = t + shift
+    return {name: [dict(r, **{timestamp: moved[r[timestamp]]}) for r in rows] for name, rows in streams.items()}
+
+
+def data_timestamps(q, src: Sources, rows: dict[str, list]) -> list[dt.datetime]:
+    """The closed timestamps of an aggregate query's data, at which the differential checks its changelog:
+    every timestamp at which one of the stream tables the query reads (``q.streams``) has a row, whether
+    or not the row matches the pattern (obda.execution.aggregate: every line's ``emitted_at`` is one)."""
+    tables = {t.name: t for t in src.streams}
+    return sorted({r[tables[s].timestamp] for s in q.streams for r in rows.get(s, [])})
+
+
+def check_emitted_at(records: list[dict], q, markers: list[dt.datetime]) -> None:
+    """Every changelog line is at a data timestamp (``markers``), in order; a query that reads no stream
+    writes its lines once, at null."""
+    if not q.streams:
+        assert all(r["emitted_at"] is None for r in records), records
+        return
+    at = [dt.datetime.fromisoformat(r["emitted_at"].rstrip("Z")) for r in records]
+    assert at == sorted(at), "the changelog is in timestamp order"
+    outside = sorted({r["emitted_at"] for r, t in zip(records, at) if t not in set(markers)})
+    assert not outside, f"lines stamped at times that are not timestamps of the data: {outside}"
 
 
 STATIC_R = [{"id": i, "name": f"n{i}"} for i in range(0, 6)] + [{"id": 2, "name": "dup2"}]
@@ -320,12 +366,13 @@ def write_seed(base: Path, src: Sources, streams: dict, statics: dict, seed: int
 
 def replay_changelog(records: list[dict], q, upto: dt.datetime, norm) -> Counter:
     """The answer of an aggregate query at ``upto`` from its changelog: the last line of every group
-    (its grouping columns) emitted at or before it, a delete removing the group; rows normalised by ``norm``."""
+    (its grouping columns) emitted at or before it (or at null), a delete removing the group; rows normalised
+    by ``norm``."""
     plan = q.aggregate.plan
     groups = [it.name for it in plan.items if it.expression in plan.group_by]
     state = {}
-    for r in records:
-        if dt.datetime.fromisoformat(r["emitted_at"].rstrip("Z")) <= upto:
+    for r in records:  # a line at null (a query that reads no stream) holds at every time
+        if r["emitted_at"] is None or dt.datetime.fromisoformat(r["emitted_at"].rstrip("Z")) <= upto:
             b = r["binding"]
             key = tuple(b[c] for c in groups)
             if r["op"] == "delete":

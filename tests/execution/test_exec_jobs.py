@@ -1,0 +1,70 @@
+"""Spark jobs per micro-batch, counted with Spark's status tracker: a plan that issues more jobs than it
+should fails here.
+
+The plan of a micro-batch today (docs/cluster.md): one job for the per-file stats (the marker), one for
+the closing (the synopsis updates and the driver-bound answers; a sink that writes with Spark writes them in
+that job's place, and its updates then take a job of their own), plus the broadcast of a relation Spark
+builds from the micro-batch's rows.  Static tables are loaded once per query (not per micro-batch) and
+joined as local relations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from api.feeder import Feeder, prepare_workspace
+from obda.analysis import analyze_query
+from obda.execution import ContinuousQuery, DirectorySink, JsonLinesSink
+from obda.project import Project
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.spark
+
+
+def _jobs(spark) -> int:
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    return max(ids) + 1 if ids else 0
+
+
+def _catalog_query(name: str) -> str:
+    entries = yaml.safe_load((ROOT / "catalogs" / "demo.yaml").read_text(encoding="utf-8"))
+    entries = entries["queries"] if isinstance(entries, dict) else entries
+    return next(e["query"] for e in entries if e["name"] == name)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    ws = prepare_workspace(ROOT / "demo", tmp_path_factory.mktemp("jobs") / "ws")
+    feeder = Feeder(ws, seed=4, points=6)
+    feeder.write_static()
+    for _ in range(5):
+        feeder.feed_block()
+    return ws
+
+
+#: query, sink, Spark jobs per micro-batch at most (measured: stats 1, closing 1, the broadcast of the
+#: batch's maintenance rows 1; into a directory: the write and the updates' collect instead of the closing)
+BUDGET = {
+    "turbines_hot_after_maintenance_distinct": ("file", 3.0),
+    "hot_readings_within_5_minutes_of_maintenance": ("dir", 4.0),
+}
+
+
+@pytest.mark.parametrize("name", list(BUDGET))
+def test_spark_jobs_per_micro_batch_stay_within_the_plan(spark, workspace, tmp_path, name):
+    sink_kind, budget = BUDGET[name]
+    project = Project.load(workspace)
+    comp = project.compile(_catalog_query(name))
+    report = analyze_query(comp, project.sources)
+    sink = DirectorySink(tmp_path / "out", "json") if sink_kind == "dir" else JsonLinesSink(tmp_path / "out.jsonl")
+    q = ContinuousQuery(comp, project.sources, report, base_dir=workspace, sink=sink, spark=spark,
+                        max_files_per_batch=1)
+    j1 = _jobs(spark)  # after the static tables' load (the constructor's)
+    metrics = q.run_until_exhausted()
+    jobs = _jobs(spark) - j1
+    q.close()
+    assert metrics.batches >= 5 and metrics.rows_out > 0
+    assert jobs / metrics.batches <= budget, f"{jobs} Spark jobs in {metrics.batches} micro-batches"
