@@ -714,7 +714,10 @@ class ContinuousQuery:
             import tempfile
 
             root = self.checkpoint_dir / "spill" if self.checkpoint_dir else None
-            if root is not None:
+            if root is not None:  # what a run killed mid-batch left there (one query per checkpoint)
+                import shutil
+
+                shutil.rmtree(root, ignore_errors=True)
                 root.mkdir(parents=True, exist_ok=True)
             self._spill_root = tempfile.mkdtemp(prefix="obda-spill-", dir=root)
         return self._spill_root
