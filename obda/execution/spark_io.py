@@ -80,9 +80,6 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",  # obda reports its own progress
         "spark.sql.shuffle.partitions": "4",
-        # A micro-batch job is one small aggregation: adaptive re-planning between its two stages
-        # costs more than it saves (about 10% of a batch, measured with benchmarks/executor_vs_spark.py).
-        "spark.sql.adaptive.enabled": "false",
         "spark.sql.csv.parser.columnPruning.enabled": "false",
         "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
         # a long-running service runs many micro-batches with large plans: bound what the status

@@ -394,3 +394,9 @@ def demo_world(src: Sources, seed: int, **generate) -> tuple[dict, dict]:
     streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}
     statics = {t.name: rows[t.name] for t in src.tables if not t.is_stream}
     return streams, statics
+
+
+def spark_jobs(spark) -> int:
+    """Spark jobs started in ``spark`` so far (job ids are sequential)."""
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    return max(ids) + 1 if ids else 0

@@ -16,17 +16,13 @@ import pytest
 import yaml
 
 from api.feeder import Feeder, prepare_workspace
+from execution.exec_harness import spark_jobs
 from obda.analysis import analyze_query
 from obda.execution import ContinuousQuery, DirectorySink, JsonLinesSink
 from obda.project import Project
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.spark
-
-
-def _jobs(spark) -> int:
-    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
-    return max(ids) + 1 if ids else 0
 
 
 def _catalog_query(name: str) -> str:
@@ -62,9 +58,9 @@ def test_spark_jobs_per_micro_batch_stay_within_the_plan(spark, workspace, tmp_p
     sink = DirectorySink(tmp_path / "out", "json") if sink_kind == "dir" else JsonLinesSink(tmp_path / "out.jsonl")
     q = ContinuousQuery(comp, project.sources, report, base_dir=workspace, sink=sink, spark=spark,
                         max_files_per_batch=1)
-    j1 = _jobs(spark)  # after the static tables' load (the constructor's)
+    j1 = spark_jobs(spark)  # after the static tables' load (the constructor's)
     metrics = q.run_until_exhausted()
-    jobs = _jobs(spark) - j1
+    jobs = spark_jobs(spark) - j1
     q.close()
     assert metrics.batches >= 5 and metrics.rows_out > 0
     assert jobs / metrics.batches <= budget, f"{jobs} Spark jobs in {metrics.batches} micro-batches"

@@ -13,6 +13,7 @@ from execution.exec_harness import (
     random_splits,
     random_streams,
     sources,
+    spark_jobs,
     write_csv_batches,
     write_static,
 )
@@ -206,11 +207,6 @@ def test_directory_sink_gets_the_answers_from_the_executors(spark, tmp_path, fmt
     assert Counter(tuple(d["binding"][c] for c in q.columns) for d in got) == expected
 
 
-def _jobs(spark) -> int:
-    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
-    return max(ids) + 1 if ids else 0
-
-
 def _answers(q, tmp_path, out):
     """(emitted_at, binding) of each line a query wrote, as a multiset."""
     from obda.execution.directory_sink import read_committed
@@ -249,9 +245,9 @@ def test_last_micro_batch_of_one_stream_is_one_job(spark, tmp_path, monkeypatch,
     real_stats = scan.scan_stats
     monkeypatch.setattr(scan, "scan_stats", lambda *a, **k: calls.update(["stats"]) or real_stats(*a, **k))
     q, out = _one_stream_query(spark, tmp_path, sql, sink)
-    j0 = _jobs(spark)
+    j0 = spark_jobs(spark)
     assert q.step(exhausted=True) > 0 and q.finished
-    assert _jobs(spark) - j0 == 1 and not calls
+    assert spark_jobs(spark) - j0 == 1 and not calls
     assert q.step(exhausted=True) == 0
     q.close()
     local, lout = _one_stream_query(spark, tmp_path, sql, sink, backend="local")
