@@ -40,8 +40,8 @@ every stream warms the JVM (measured on this machine: the same one-query run too
 Phases (``--no-phases`` turns this off; printed per micro-batch that read files): the
 executor's functions are wrapped in this process (nothing under obda/ is edited) to split the
 wall time into: ``listing`` the streams' folders; ``projection`` (building the scan's
-DataFrame, lazy); ``stats job``; ``marker`` (``_apply_stats``); ``collect frames`` (every
-query's ``_closing``: building the frames of the collect job, i.e. their analysis by Spark);
+DataFrame, lazy); ``stats job``; ``marker`` (``apply_stats``); ``collect frames`` (every
+query's ``closing``: building the frames of the collect job, i.e. their analysis by Spark);
 ``collect union`` (``collect_tagged`` up to its action: the union of every frame, analysed);
 ``collect plan`` (the optimiser and physical planning of that one plan: ``executedPlan``,
 forced just before ``toLocalIterator``, which reuses it); ``collect run`` (the job, its
@@ -228,10 +228,10 @@ class Phases:
 
         self._patch(DataFrame, "toLocalIterator", self._timed_iterator(DataFrame.toLocalIterator))
         cq, closing = query.ContinuousQuery, query._Closing
-        self._patch(cq, "_apply_stats", self._timed("marker", cq._apply_stats))
-        self._patch(cq, "_closing", self._timed("collect frames", cq._closing))
+        self._patch(cq, "apply_stats", self._timed("marker", cq.apply_stats))
+        self._patch(cq, "closing", self._timed("collect frames", cq.closing))
         self._patch(closing, "finish", self._timed("finish", closing.finish))
-        self._patch(cq, "_commit_batch", self._timed("commit", cq._commit_batch))
+        self._patch(cq, "commit_batch", self._timed("commit", cq.commit_batch))
         return self
 
     def uninstall(self):

@@ -10,7 +10,7 @@ timestamp at a time on the driver.  Here the same forest is evaluated for
 * the batch's rows of the closed range ``(lo, hi]`` (each alias: its pipeline's
   flag and kept attributes, from the cached projection of the files read);
 * the **past** synopses (the driver's state, bounded by construction) shipped
-  as small broadcast DataFrames, with no timestamp (older than every row of
+  as small local DataFrames, with no timestamp (older than every row of
   the range);
 * the static tables (one cached copy per query).
 
@@ -131,7 +131,7 @@ class _Joiner:
         self.pending = list(preds)
         self.nm = nm
 
-    def join(self, rel: _Rel, extra=None, broadcast: bool = False) -> None:
+    def join(self, rel: _Rel, extra=None) -> None:
         from pyspark.sql import functions as F
 
         self.attrs |= rel.attrs
@@ -140,13 +140,14 @@ class _Joiner:
         cond = None
         for c in [_pred(p, self.nm) for p in ready] + ([extra] if extra is not None else []):
             cond = c if cond is None else cond & c
-        other = F.broadcast(rel.df) if broadcast else rel.df
-        self.df = self.df.join(other, on=cond, how="inner") if cond is not None else self.df.crossJoin(other)
+        # no broadcast: a broadcast is a Spark job of its own, and the micro-batch is one job
+        # (spark_io.configure_session turns automatic broadcasts off)
+        self.df = self.df.join(rel.df, on=cond, how="inner") if cond is not None else self.df.crossJoin(rel.df)
         if rel.count:
             self.counts.append(rel.count)
 
-    def join_all(self, candidates: list[tuple["_Rel", object, bool, bool]]) -> None:
-        """Join every candidate ``(relation, extra condition, broadcast, extra is an equality)``, in an
+    def join_all(self, candidates: list[tuple["_Rel", object, bool]]) -> None:
+        """Join every candidate ``(relation, extra condition, extra is an equality)``, in an
         order that gives each join an equality key when one exists (as the local engine orders its
         joins): a relation linked by an equality first, then one linked by any condition, then the
         rest.  Joining a relation linked only by ``τ_child < τ_parent`` before the one that brings the
@@ -154,7 +155,7 @@ class _Joiner:
         rest = list(candidates)
         while rest:
             def linked(c, eq_only: bool) -> bool:
-                rel, _, _, eq_extra = c
+                rel, _, eq_extra = c
                 if eq_only and eq_extra:
                     return True
                 return any(
@@ -165,8 +166,8 @@ class _Joiner:
 
             pick = next((c for c in rest if linked(c, True)), None) or next((c for c in rest if linked(c, False)), rest[0])
             rest.remove(pick)
-            rel, extra, broadcast, _ = pick
-            self.join(rel, extra, broadcast)
+            rel, extra, _ = pick
+            self.join(rel, extra)
 
     def count_expr(self):
         from pyspark.sql import functions as F
@@ -250,8 +251,8 @@ class SparkForest:
             p = mf.pipelines[alias]
             data = self.engine.members[mi].statics[alias].data
             count = f"__cs{len(self._statics)}"
-            # a local relation (the rows are the driver's): broadcast from the plan itself, with no job of
-            # its own; a cached frame would be broadcast by a job per micro-batch
+            # a local relation (the rows are the driver's), joined by shuffling (a broadcast would be a job
+            # per micro-batch); a cached frame would be computed by a job of its own
             df = _frame(self.spark, [nm(a) for a in p.attrs], data, count)
             rel = self._statics[key] = _Rel(df, frozenset(p.attrs), None, count)
         return rel
@@ -287,15 +288,15 @@ class SparkForest:
         candidates = []
         for k, a in enumerate(n.aliases[1:]):  # the unit's other aliases: same timestamp
             other = self._alias_rows(batch, mi, a, rng, f"{tcol}_{k}")
-            candidates.append((other, F.col(f"{tcol}_{k}") == F.col(tcol), False, True))
+            candidates.append((other, F.col(f"{tcol}_{k}") == F.col(tcol), True))
         for c in n.children:  # strictly earlier rows of each child (its past has no timestamp)
             rel = self._all(batch, mi, c, rng, memo, f"__a{node_id}_{c}")
             if rel is None:
                 memo[node_id] = None
                 return None
-            candidates.append((rel, F.col(rel.ts).isNull() | (F.col(rel.ts) < F.col(tcol)), False, False))
+            candidates.append((rel, F.col(rel.ts).isNull() | (F.col(rel.ts) < F.col(tcol)), False))
         for s in n.statics:
-            candidates.append((self._static(mi, s), None, True, False))
+            candidates.append((self._static(mi, s), None, False))
         j.join_all(candidates)
         df = j.done()
         count = j.count_expr()
@@ -357,10 +358,10 @@ class SparkForest:
                 if rel is None:
                     break
                 before = F.col(rel.ts) < F.col(cur.ts) if k < i else F.col(rel.ts) <= F.col(cur.ts)
-                candidates.append((rel, F.col(rel.ts).isNull() | before, False, False))
+                candidates.append((rel, F.col(rel.ts).isNull() | before, False))
             else:
                 for s in mf.forest_statics:
-                    candidates.append((self._static(mi, s), None, True, False))
+                    candidates.append((self._static(mi, s), None, False))
                 j.join_all(candidates)
                 candidates = None
             if candidates is not None:  # another root has no rows at all yet: no answer
@@ -421,25 +422,26 @@ class SparkForest:
         return answers, updates
 
     def _update(self, mi: int, node_id: int, cur: _Rel):
-        """``cur(n)`` aggregated on the node's key: counts summed (bags), distinct (sets), the extreme kept."""
+        """``cur(n)`` aggregated on the node's key, per timestamp (``__at``): counts summed (bags), the extreme
+        kept (compressed sets); a set's key once, at its earliest timestamp.  The timestamp lets a range
+        computed open-ended (the micro-batch's marker known only after its one job) keep the updates of
+        the timestamps that close (``_Closing.consume``)."""
         from pyspark.sql import functions as F
 
         mf = self.forest.members[mi]
         nm = self._names[mi]
         n = mf.nodes[node_id]
         keys = [nm(a) for a in n.key]
+        at = F.col(cur.ts).alias(AT)
         if not mf.distinct:
             c = F.col(cur.count) if cur.count else F.lit(1)
-            total = F.sum(c).cast("long").alias("__n")
-            df = cur.df.groupBy(*keys).agg(total) if keys else cur.df.agg(total)
-            return df.where(F.col("__n").isNotNull())  # an empty input aggregated without keys: one NULL row
+            return cur.df.groupBy(at, *keys).agg(F.sum(c).cast("long").alias("__n"))
         if n.compress is not None:
             pos, mode = n.compress
             rest = [k for i, k in enumerate(keys) if i != pos]
             agg = (F.min if mode == "min" else F.max)(F.col(keys[pos])).alias(keys[pos])
-            df = cur.df.groupBy(*rest).agg(agg) if rest else cur.df.agg(agg).where(F.col(keys[pos]).isNotNull())
-            return df.select(*keys)
-        return cur.df.select(*keys).distinct()
+            return cur.df.groupBy(at, *rest).agg(agg).select(AT, *keys)
+        return cur.df.groupBy(*keys).agg(F.min(F.col(cur.ts)).alias(AT))
 
     def release(self) -> None:
         """Drop the cached static frames (the query closes)."""

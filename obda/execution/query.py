@@ -33,6 +33,10 @@ DEFAULT_MAX_BYTES_PER_BATCH = 256 << 20  # bytes of files one micro-batch reads 
 # a micro-batch with at least this many bytes of new files brings its answers to the driver through
 # Parquet part files merged in order, not one partition (collect_tagged's spill_dir)
 DEFAULT_SPILL_BYTES = 16 << 20
+# a sink that writes with Spark (a directory) gets a micro-batch's answers through the driver, in the
+# micro-batch's one job, while the previous micro-batch closed fewer answers than this; else Spark's
+# writer writes them (a job of its own, but no Python on the path of many rows)
+DRIVER_ANSWERS = 50_000
 _NO_TIME = -(1 << 62)  # before every timestamp (µs)
 
 
@@ -193,6 +197,8 @@ class ContinuousQuery:
         self._parsed: dict = {}  # projection columns per (table, format, request), parsed once
         self._distributed = None  # obda.execution.distributed.SparkForest, built on first use
         self.spill_bytes = DEFAULT_SPILL_BYTES
+        self.driver_answers = DRIVER_ANSWERS
+        self.last_answers = 0  # answers the last micro-batch that closed a range emitted (driver_answers)
         self._spill_root: str | None = None  # folder of the closing jobs' spilled rows (made on first use)
         self.shared = shared  # obda.execution.shared.SharedScan: run in that loop when started
         self._shared_key = f"q{id(self):x}"
@@ -342,7 +348,7 @@ class ContinuousQuery:
         """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits)."""
         return cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
 
-    def _requests(self, files: dict[str, list[str]]):
+    def requests(self, files: dict[str, list[str]]):
         from obda.execution.spark_io import ReadRequest
 
         tables = self._tables_by_name()
@@ -387,9 +393,9 @@ class ContinuousQuery:
                     raise _spark_failure(e, self.batch_id + 1) from e
             else:
                 new, quarantine = self._step_local(exhausted, pending)
-            return self._commit_batch(new, quarantine, t0)
+            return self.commit_batch(new, quarantine, t0)
 
-    def _commit_batch(self, new: dict[str, list[str]], quarantine: list[dict], t0: float) -> int:
+    def commit_batch(self, new: dict[str, list[str]], quarantine: list[dict], t0: float) -> int:
         """End a micro-batch: quarantine, consumed files, sink flush, checkpoint, sink commit, metrics."""
         if quarantine:
             self.quarantine.write(quarantine)
@@ -443,40 +449,27 @@ class ContinuousQuery:
 
     # -- the Spark backend, in phases (a query alone, or one reader of a shared scan) -------------
     def _step_spark(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
-        """The Spark backend: answers computed and written on the executors (:mod:`obda.execution.distributed`).
-
-        1. Read the new files and the files still holding open rows into one projected
-           DataFrame (:mod:`obda.execution.scan`), cached on the executors for the
-           micro-batch (at most ``max_bytes_per_batch`` of new files).
-        2. One small job: per file its counts and timestamps (the marker's input).
-        3. The driver moves the marker: ``(lo, hi]`` closes.
-        4. One job collects what updates the synopses (aggregated per key) and the answers
-           that go through the driver; a sink that writes with Spark writes the rest.
-        Files with rows after ``hi`` are read again by the next micro-batch, for those rows
-        only: open timestamps are held nowhere but in their files (docs/cluster.md).
+        """The Spark backend: one micro-batch of this query alone, a group of one
+        (:func:`obda.execution.microbatch.spark_batch` says how it is computed).
 
         The last micro-batch of an input that ends (``exhausted`` and every file taken) closes
-        every timestamp it reads: its range is known before the read, so it runs in **one**
-        pass when a single job consumes the rows (:meth:`_single_pass`).
+        every timestamp it reads: for a query with one stream pipeline it runs uncached
+        (:meth:`_single_pass`).
         """
-        from obda.execution.distributed import collect_tagged
+        from obda.execution.microbatch import Member, spark_batch
 
         new, carried, final = self._next_files(exhausted, pending)
         reads = self._reads(new, carried, (self.ns,))
-        pipelines, nbytes = {self.ns: self._pipelines_by_table()}, _file_bytes(new)
+        nbytes = _file_bytes(new)
         if final:
-            with Scan(self.spark, reads, pipelines, self._parsed, nbytes, single_pass=True) as scan:
+            with Scan(self.spark, reads, {self.ns: self.pipelines_by_table()}, self._parsed, nbytes,
+                      single_pass=True) as scan:
                 batch = self._single_pass(scan, reads, new) if scan.projected is not None else None
             if batch is not None:
                 return new, batch.quarantine
-        with Scan(self.spark, reads, pipelines, self._parsed, nbytes) as scan:
-            stats = scan.stats({self.ns: self._reader()})
-            batch = self._apply_stats(reads, stats, new, final)
-            closing = self._closing(scan.projected, batch)
-            for tag, at, vals in collect_tagged(closing.parts, spill_dir=self._spill_dir(closing, nbytes)):
-                closing.consume(tag, at, vals)
-            closing.finish()
-        return new, batch.quarantine
+        member = Member("", self, new, final)
+        spark_batch(self.spark, [member], reads, self._parsed, nbytes, _reraise)
+        return new, member.batch.quarantine
 
     def _single_pass(self, scan: Scan, reads, new: dict[str, list[str]]) -> "_Batch | None":
         """The last micro-batch in one job: the range ``(lo, ∞)`` closes, the stats are observed by
@@ -488,7 +481,7 @@ class ContinuousQuery:
         collect beside the answers.  None (nothing run, nothing observed) when the answers are a
         bag for a sink that gets them through the driver from one partition (streamed, and Spark
         reports observed metrics to no streamed read; a micro-batch large enough to spill them,
-        :meth:`_spill_dir`, has them written by the job, which reports them), or when answers of static-only members are still to emit
+        :meth:`spill_dir`, has them written by the job, which reports them), or when answers of static-only members are still to emit
         at the first timestamp (known after the job).  Decided before the observation is made:
         Spark keeps an observation until a job reports it."""
         from obda.execution.distributed import collect_tagged
@@ -505,34 +498,39 @@ class ContinuousQuery:
         if (self.aggregate is None and not self.plan.distinct and not self.sink.writes_frames
                 and nbytes < self.spill_bytes):
             return None
-        projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self._reader()})
+        projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self.reader()})
         lo = self.runtime.closed_upto
-        closing = self._closing(projected, _Batch(lo=lo, final=True), open_ended=True)
+        closing = self.closing(projected, _Batch(lo=lo, final=True), open_ended=True, new_bytes=nbytes)
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
-            for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self._spill_dir(closing, nbytes)):
+            for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self.spill_dir(closing, nbytes)):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
             closing.emitted += self._write_frame(closing.frame)
             closing.frame = None
         else:  # no member can answer: the job counts the rows only
             projected.count()
-        batch = self._apply_stats(reads, stats(), new, True)
+        batch = self.apply_stats(reads, stats(), new, True)
         closing.batch = batch
         closing.closes = batch.hi is not None and (lo is None or batch.hi > lo)
         closing.finish()
         return batch
+
+    def set_namespace(self, ns: str) -> None:
+        """The query's namespace in the columns of a shared scan (:class:`~obda.execution.shared.SharedScan`)."""
+        self._ns = ns
+        self._distributed = None  # its Spark plan names its columns after its namespace
 
     @property
     def ns(self) -> str:
         """The query's namespace in the columns of a scan (empty when it reads alone)."""
         return getattr(self, "_ns", "")
 
-    def _reader(self) -> tuple[int | None, tuple[int, ...]]:
+    def reader(self) -> tuple[int | None, tuple[int, ...]]:
         return self.runtime.closed_upto, tuple(p.id for p in self.plan.pipelines if p.table.is_stream)
 
-    def _pipelines_by_table(self) -> dict[str, tuple]:
+    def pipelines_by_table(self) -> dict[str, tuple]:
         return {name: tuple(self._pipelines_of(name)) for name in self.streams}
 
     def _next_files(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
@@ -547,11 +545,11 @@ class ContinuousQuery:
         """The scan reads of ``new`` files (read by ``readers``) and of this query's ``carried`` ones."""
         from obda.execution.scan import ScanRead
 
-        reads = [ScanRead(r.table, r.fmt, r.paths, readers, True) for r in self._requests(new)]
-        reads += [ScanRead(r.table, r.fmt, r.paths, (self.ns,), False) for r in self._requests(carried)]
+        reads = [ScanRead(r.table, r.fmt, r.paths, readers, True) for r in self.requests(new)]
+        reads += [ScanRead(r.table, r.fmt, r.paths, (self.ns,), False) for r in self.requests(carried)]
         return reads
 
-    def _apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "_Batch":
+    def apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "_Batch":
         """Counts, late/invalid rows, the marker: ``(lo, hi]`` and the files still holding open rows."""
         from obda.execution.spark_io import _owner, _quarantine_rows, _read
 
@@ -588,13 +586,14 @@ class ContinuousQuery:
         batch.hi = self.runtime.watermark(exhausted=final)
         return batch
 
-    def _closing(self, projected, batch: "_Batch", open_ended: bool = False) -> "_Closing":
+    def closing(self, projected, batch: "_Batch", open_ended: bool = False, new_bytes: int = 0) -> "_Closing":
         """The work of closing ``(lo, hi]``: the frames to collect in the micro-batch's one job, and what
         to do with what comes back (``consume``), then ``finish`` (synopses, answers, the marker).
 
         ``open_ended``: the range is ``(lo, ∞)`` (the last micro-batch, whose ``hi`` its own job
         tells); updates are collected for every node kept after ``lo`` (``absorb`` drops those
-        the real ``hi`` does not keep).
+        the real ``hi`` does not keep).  ``new_bytes``: of the micro-batch's new files (a large one's
+        answers are written by Spark into a sink that writes with Spark).
         """
         from pyspark.sql import functions as F
 
@@ -612,6 +611,9 @@ class ContinuousQuery:
                     self._aggregate_data(projected, batch, closing, new_panes=False)
                 return closing
             projected = self._check_constraints(projected, batch)
+        elif projected is None or not any(flag_column(p.id, self.ns) in projected.columns
+                                          for p in self.plan.pipelines if p.table.is_stream):
+            return closing  # the micro-batch reads nothing this query uses
         if self._distributed is None:
             self._distributed = SparkForest(self.spark, self.plan, self.engine, self.ns)
         keep_upto = (lo if lo is not None else _NO_TIME) if open_ended else hi
@@ -628,8 +630,13 @@ class ContinuousQuery:
                 closing.parts.append(df)
             self._aggregate_data(projected, batch, closing)
             return closing
-        # answers that go through the driver travel in the same job as the synopsis updates
-        if answers is not None and (self.plan.distinct or not self.sink.writes_frames):
+        if self.aggregate is not None and open_ended:  # no answer yet: a window's rows may still leave
+            self._aggregate_data(projected, batch, closing, new_panes=False)
+            return closing
+        # answers that go through the driver travel in the same job as the synopsis updates; for a sink that
+        # writes with Spark too while they are few (the last micro-batch's count): Spark's write is a job
+        if answers is not None and (self.plan.distinct or not self.sink.writes_frames
+                                    or (self.last_answers < self.driver_answers and new_bytes < self.spill_bytes)):
             if self.plan.distinct:  # each distinct answer at its first timestamp
                 answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
             closing.parts.append(answers.select(AT, *values))
@@ -654,7 +661,7 @@ class ContinuousQuery:
         counted per timestamp and key and sorted by timestamp; the driver checks them one closed timestamp
         at a time with the same :class:`~obda.execution.constraints.ConstraintWatch` as the local backend
         (what it holds at once: one timestamp's keys, and the keys that violate).  The rows of a violating
-        key are then taken out of every pipeline of their stream, by a broadcast join with those keys, so
+        key are then taken out of every pipeline of their stream, by a join with those keys, so
         the range's answers and synopsis updates are the local backend's (tests/execution/
         test_constraints_exec.py runs both)."""
         rt = self.runtime
@@ -698,12 +705,12 @@ class ContinuousQuery:
             for k, n in zip(keys[pid], names[1:]):
                 cond = cond & F.col(k).eqNullSafe(F.col(n))
             masked = {flag_column(p, ns) for p, _ in watch.removal.get((name, table), ())}
-            joined = projected.join(F.broadcast(frame), cond, "left")
+            joined = projected.join(frame, cond, "left")
             projected = joined.select(*[(F.col(c) & F.col(f"__b{i}").isNull()).alias(c) if c in masked else F.col(c)
                                         for c in projected.columns])
         return projected
 
-    def _spill_dir(self, closing: "_Closing", nbytes: int) -> str | None:
+    def spill_dir(self, closing: "_Closing", nbytes: int) -> str | None:
         """Where the closing job writes its rows for the driver to merge (:func:`~obda.execution.distributed.
         collect_tagged`), or None to stream them from one partition: spilled when answers go through the
         driver and the micro-batch's new files reach ``spill_bytes`` (a large batch's answers in one
@@ -727,6 +734,9 @@ class ContinuousQuery:
         they consume, collected in the closing job (the local backend reads them off each timestamp's rows)."""
         from pyspark.sql import functions as F
 
+        from obda.execution.answers import AT
+        from obda.execution.distributed import TS
+
         in_range = _in_range(batch)
         for mi, me in enumerate(self.engine.members):
             for nid, specs in me.consumers.items():
@@ -736,8 +746,8 @@ class ContinuousQuery:
                     pid = me.plan.pipelines[t].id
                     flag = F.coalesce(F.col(flag_column(pid, self.ns)), F.lit(False))
                     closing.keyed[len(closing.parts)] = (mi, nid, pos, name)
-                    closing.parts.append(projected.where(in_range & flag)
-                                         .select(*[key_column(pid, j, self.ns) for j in idx]).distinct())
+                    closing.parts.append(projected.where(in_range & flag).select(
+                        F.col(TS).alias(AT), *[key_column(pid, j, self.ns) for j in idx]).distinct())
 
     def _emit_static_first(self, first_ts: int | None) -> None:
         """Answers of members over static tables only: once, at the first closed timestamp with rows."""
@@ -844,6 +854,11 @@ class ContinuousQuery:
         for m, v in zip(d["members"], self.verdicts):
             m["verdict"] = v
         return d
+
+
+def _reraise(member, e: BaseException) -> None:
+    """A lone query's micro-batch fails as a whole (:func:`~obda.execution.microbatch.spark_batch`)."""
+    raise e
 
 
 def _spark_failure(e: Exception, batch: int) -> Exception:
@@ -974,10 +989,19 @@ class _Closing:
         self.pending: list = []
         self.emitted = 0
         self.answers_collected = False  # the last part holds answers that go through the driver
+        self.filtering = False  # parts planned open-ended: only rows tagged in the range that closed count
+
+    def set_range(self, batch: _Batch) -> None:
+        """The range a micro-batch planned open-ended closes, known from its stats once its job ran: of
+        the job's rows, the ones tagged in ``(lo, hi]`` are consumed, the others dropped."""
+        self.batch, self.filtering = batch, True
+        self.closes = batch.hi is not None and (batch.lo is None or batch.hi > batch.lo)
 
     def consume(self, tag: int, at, vals: tuple) -> None:
         """One collected row of part ``tag``: an update of a node's synopsis, or an answer."""
         q = self.query
+        if self.filtering and (not self.closes or at is None or at > self.batch.hi):
+            return
         if tag < len(self.slots):
             mi, nid = self.slots[tag]
             d = self.deltas.setdefault(mi, {}).setdefault(nid, {})
@@ -1023,8 +1047,16 @@ class _Closing:
             if b.first_ts is not None and b.first_ts <= b.hi:
                 self._flush_answers()
             if self.frame is not None:
-                self.emitted += q._write_frame(self.frame)
+                frame = self.frame
+                if self.filtering:
+                    from pyspark.sql import functions as F
+
+                    from obda.execution.answers import AT
+
+                    frame = frame.where(F.col(AT) <= F.lit(b.hi))
+                self.emitted += q._write_frame(frame)
             rt.metrics.rows_out += self.emitted
+            q.last_answers = self.emitted
             if rt.first_closed is None:
                 rt.first_closed = b.first_ts if b.first_ts is not None and b.first_ts <= b.hi else b.hi
             rt.closed_upto = b.hi

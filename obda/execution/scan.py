@@ -101,12 +101,23 @@ def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]
     (the marker, and whether the file must be read again); ``min_ts`` the earliest of those
     the reader's pipelines keep (the first timestamp the range closes with rows).
     """
+    return stats_of(collect_rows(stats_frame(projected, readers)), readers)
+
+
+def stats_frame(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]):
+    """The aggregation of :func:`scan_stats` as a DataFrame (not run): one row per (read, file), for a
+    job that computes it with other parts (:func:`~obda.execution.distributed.collect_tagged`)."""
+    return projected.groupBy("__g", "__file").agg(*_stats_aggregates(projected, readers))
+
+
+def stats_of(rows, readers: dict) -> list[tuple]:
+    """:func:`scan_stats`'s tuples from the rows of :func:`stats_frame`."""
     names = list(readers)
     out = []
-    for row in collect_rows(projected.groupBy("__g", "__file").agg(*_stats_aggregates(projected, readers))):
-        g, file, rows, invalid = row[:4]
+    for row in rows:
+        g, file, rows_, invalid = row[:4]
         per = {ns: tuple(row[4 + 4 * k: 8 + 4 * k]) for k, ns in enumerate(names)}
-        out.append((g, file, rows, invalid, per))
+        out.append((g, file, rows_, invalid, per))
     return out
 
 

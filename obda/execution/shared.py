@@ -28,7 +28,7 @@ import logging
 import threading
 import time
 
-from obda.execution.scan import Scan, namespace
+from obda.execution.scan import namespace
 
 log = logging.getLogger("obda.execution")
 
@@ -64,8 +64,7 @@ class SharedScan:
     def add(self, key: str, query) -> None:
         """Run ``query`` in the loop (it catches up first when it is behind)."""
         with self._lock:
-            query._ns = namespace(self._next_ns)
-            query._distributed = None  # its Spark plan names its columns after its namespace
+            query.set_namespace(namespace(self._next_ns))
             self._next_ns += 1
             self.queries[key] = query
 
@@ -152,59 +151,42 @@ class SharedScan:
         return sum(len(fs) for fs in new.values())
 
     def _group_step(self, joined, pending, new, exhausted: bool, t0: float) -> None:
-        """One scan of ``new`` for a group of queries: read, stats, closing, one collect job, commits."""
-        from obda.execution.distributed import collect_tagged
+        """One micro-batch of ``new`` for a group of queries (:func:`~obda.execution.microbatch.spark_batch`:
+        one scan, one job), then each query's commit."""
+        from obda.execution.microbatch import Member, spark_batch
         from obda.execution.query import _file_bytes
+        from obda.execution.scan import ScanRead
 
         locks = [q._lock for _, q in joined]
         for lock in locks:
             lock.acquire()
         try:
-            reads, plans = [], []
             readers_of: dict[str, list[str]] = {}
             for _, q in joined:
                 for s in q.streams:
                     readers_of.setdefault(s, []).append(q.ns)
-            from obda.execution.scan import ScanRead
-
             shared_reads: dict[tuple, ScanRead] = {}
+            members, carried_reads = [], []
             for key, q in joined:
                 mine = {s: fs for s, fs in new.items() if s in q.streams}
                 last = all(len(mine.get(s, ())) == len(pending.get(s, ())) for s in q.streams)
                 carried = {s: sorted(fs) for s, fs in q.open_files.items() if fs}
-                for r in q._requests(mine):
+                for r in q.requests(mine):
                     k = (r.table.name, r.fmt)
                     if k not in shared_reads:
                         shared_reads[k] = ScanRead(r.table, r.fmt, r.paths, tuple(readers_of[r.table.name]), True)
-                carried_reads = [ScanRead(r.table, r.fmt, r.paths, (q.ns,), False) for r in q._requests(carried)]
-                plans.append((key, q, mine, exhausted and last, carried_reads))
-            reads = list(shared_reads.values()) + [r for *_, cr in plans for r in cr]
-            pipelines = {q.ns: q._pipelines_by_table() for _, q in joined}
-            with Scan(joined[0][1].spark, reads, pipelines, self._cache, _file_bytes(new)) as scan:
-                stats = scan.stats({q.ns: q._reader() for _, q in joined})
-                closings = []
-                for key, q, mine, final, _ in plans:
-                    try:
-                        batch = q._apply_stats(reads, stats, mine, final)
-                        closings.append((key, q, mine, batch, q._closing(scan.projected, batch)))
-                    except Exception as e:  # noqa: BLE001 - that query fails alone
-                        q.error = e
-                        log.exception("continuous query %s failed", key)
-                parts, owners = [], []  # the group's updates and driver-bound answers: one job
-                for i, (_, _, _, _, c) in enumerate(closings):
-                    for tag, df in enumerate(c.parts):
-                        parts.append(df)
-                        owners.append((i, tag))
-                for tag, at, vals in collect_tagged(parts):
-                    i, local = owners[tag]
-                    closings[i][4].consume(local, at, vals)
-                for key, q, mine, batch, c in closings:
-                    try:
-                        c.finish()
-                        q._commit_batch(mine, batch.quarantine, t0)
-                    except Exception as e:  # noqa: BLE001
-                        q.error = e
-                        log.exception("continuous query %s failed", key)
+                carried_reads += [ScanRead(r.table, r.fmt, r.paths, (q.ns,), False) for r in q.requests(carried)]
+                members.append(Member(key, q, mine, exhausted and last))
+            reads = list(shared_reads.values()) + carried_reads
+
+            def fail(m, e):
+                m.query.error = e
+                log.error("continuous query %s failed: %s", m.key, e, exc_info=e)
+
+            spark_batch(joined[0][1].spark, members, reads, self._cache, _file_bytes(new), fail)
+            for m in members:
+                if m.error is None:
+                    self._guarded(m.key, m.query, lambda m=m: m.query.commit_batch(m.new, m.batch.quarantine, t0))
         finally:
             for lock in locks:
                 lock.release()

@@ -127,6 +127,9 @@ def configure_session(spark) -> None:
     # job of its own (tests/execution/test_exec_jobs.py counts them) and re-plan between them, which costs
     # more than it saves on a micro-batch (about 10%, benchmarks/executor_vs_spark.py).
     spark.conf.set("spark.sql.adaptive.enabled", "false")
+    # A broadcast join is a Spark job of its own (the broadcast is collected first); a micro-batch is
+    # one job, its joins shuffle (docs/cluster.md).
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
 
 
 def spark_type(t: ColumnType):

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from execution.exec_harness import CASE, STATIC_R, Oracle, random_splits, random_streams, sources, write_csv_batches, write_static
+from execution.exec_harness import CASE, STATIC_R, Oracle, random_splits, random_streams, sources, spark_jobs, write_csv_batches, write_static
 from obda.execution import ContinuousQuery, JsonLinesSink
 from obda.execution.shared import SharedScan
 
@@ -67,9 +67,9 @@ def test_shared_loop_gives_each_query_its_own_output(spark, tmp_path):
         assert shared[n].metrics.rows_in == alone.metrics.rows_in
 
 
-def test_one_read_and_one_collect_job_per_shared_micro_batch(spark, tmp_path, monkeypatch):
-    """Per shared micro-batch: one projection (one scan of the files), one stats job, one collect job per five queries."""
-    from obda.execution import distributed, scan
+def test_one_read_and_one_job_per_shared_micro_batch(spark, tmp_path, monkeypatch):
+    """Per shared micro-batch: one projection (one scan of the files) and one Spark job for every query."""
+    from obda.execution import scan
 
     rows = random_streams(42)
     src = sources(s="data/s", t="data/t", u="data/u", r="data/r")
@@ -79,11 +79,11 @@ def test_one_read_and_one_collect_job_per_shared_micro_batch(spark, tmp_path, mo
     for n in NAMES:
         loop.add(n, _query(spark, tmp_path, src, n, f"o-{n}.jsonl"))
     calls = Counter()
-    real_project, real_stats, real_collect = scan.project_reads, scan.scan_stats, distributed.collect_tagged
+    real_project = scan.project_reads
     monkeypatch.setattr(scan, "project_reads", lambda *a, **k: calls.update(["read"]) or real_project(*a, **k))
-    monkeypatch.setattr(scan, "scan_stats", lambda *a, **k: calls.update(["stats"]) or real_stats(*a, **k))
-    monkeypatch.setattr(distributed, "collect_tagged", lambda *a, **k: calls.update(["collect"]) or real_collect(*a, **k))
+    jobs = spark_jobs(spark)
     loop.step()
     loop.step()
     assert loop.batches == 2
-    assert calls == Counter({"read": 2, "stats": 2, "collect": 2})
+    calls["jobs"] = spark_jobs(spark) - jobs
+    assert calls == Counter({"read": 2, "jobs": 2})
