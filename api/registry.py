@@ -322,7 +322,11 @@ class QueryRegistry:
         if missing:  # it would read nothing, silently: refused until the folder exists
             handle.close()
             raise missing_locations_error(missing, "create it (or fix 'location' in the sources file), then start again")
-        return handle
+        try:  # static tables, checkpoint: their errors refuse the start
+            return handle.open()
+        except BaseException:
+            handle.close()
+            raise
 
     def stop(self, query_id: str) -> RegisteredQuery:
         """Stop after the current micro-batch (its answers are complete); a later start resumes.

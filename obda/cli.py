@@ -322,6 +322,7 @@ def run(
                 raise e
             err.print(f"[yellow]warning[/]: {e.location}: {e.message.split('; ')[0]}; waiting for it (--wait-for-data)",
                       highlight=False)
+        cq.open()  # static tables, checkpoint: refused here, before the verdict line
     except ObdaError as e:
         _fail(e)
     under = getattr(report, "constrained_verdict", report.verdict)

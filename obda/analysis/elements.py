@@ -23,7 +23,7 @@ TIMESTAMP = "timestamp"
 
 OPS = ("<", "<=", "=", "!=")
 NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
-FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">": "<", ">=": "<="}
+from obda.model.query import FLIP  # noqa: E402,F401  (re-exported: the analysis imports it from here)
 
 
 @dataclass(frozen=True, order=True)

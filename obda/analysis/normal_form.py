@@ -28,6 +28,7 @@ from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import BOOLEAN, FLIP, NUMERIC, STRING, TIMESTAMP, Attr, Const, Element, Predicate
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import AnalysisError, Location
+from obda.model.query import OPS
 from obda.model.compilation import MemberOrigin
 from obda.model.sources import ColumnType, Sources, Table
 
@@ -571,7 +572,7 @@ def _timestamp(text: str, node: exp.Expression, ctx: _Ctx) -> int:
 
 
 def _compare(x, op: str, y) -> bool:
-    return {"=": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
+    return OPS[op](x, y)
 
 
 def _negate(f):

@@ -70,7 +70,8 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
 
 from obda.execution.engine import Answer, QueryEngine
 from obda.execution.query import ContinuousQuery, member_verdicts
-from obda.execution.runtime import Metrics, Runtime, TableBatch
+from obda.execution.rows import TableBatch
+from obda.execution.runtime import Metrics, Runtime
 from obda.execution.sinks import ConsoleSink, JsonLinesSink, MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import get_spark
 from obda.execution.directory_sink import DirectorySink  # after sinks: it imports them

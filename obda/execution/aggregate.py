@@ -56,7 +56,7 @@ from decimal import Decimal
 from typing import Iterable
 
 from obda.analysis.aggregates import AggregatePlan
-from obda.model.query import Aggregate, Arithmetic, Literal, Comparison, Var
+from obda.model.query import OPS, Aggregate, Arithmetic, Literal, Comparison, Var
 from obda.execution.engine import Answer
 from obda.execution.sinks import _json_scalar, micros_to_iso
 
@@ -195,15 +195,7 @@ def _compare(op: str, x, y):
     if x is None or y is None:
         return None
     try:
-        if op == "<":
-            return x < y
-        if op == "<=":
-            return x <= y
-        if op == ">":
-            return x > y
-        if op == ">=":
-            return x >= y
-        return (x == y) if op == "=" else (x != y)
+        return OPS[op](x, y)
     except TypeError:  # incomparable values: a SPARQL type error
         return None
 

@@ -42,6 +42,7 @@ from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
+from obda.model.query import OPS
 
 TS = "__ts"
 
@@ -101,14 +102,7 @@ def _pred(p: CrossPred, nm: _Names):
     left, right = F.col(nm(p.left)), F.col(nm(p.right))
     if p.offset:  # an interval join: timestamps are long microseconds here (spark_io._projection)
         right = right + F.lit(p.offset).cast("long")
-    return {
-        "=": left == right,
-        "!=": left != right,
-        "<": left < right,
-        "<=": left <= right,
-        ">": left > right,
-        ">=": left >= right,
-    }[p.op]
+    return OPS[p.op](left, right)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from operator import itemgetter
 from typing import Callable, Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
+from obda.model.query import OPS
 
 Counted = dict  # {tuple: int}
 
@@ -111,14 +112,7 @@ class Rel:
         return len(self.data)
 
 
-_OPS = {
-    "=": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-}
+_OPS = OPS
 
 
 def _test(op: str, a, b, offset: int = 0) -> bool:
@@ -372,10 +366,15 @@ def compress_counted(delta: Counted, compress: tuple[int, str] | None) -> Counte
 class MemberEngine:
     """Synopsis state and per-timestamp evaluation of one member."""
 
+    def set_statics(self, statics: dict[str, Counted]) -> None:
+        """The rows of the member's static aliases (alias -> counted rows), as loaded when the query opens."""
+        plan = self.plan
+        self.statics = {a: Rel(plan.pipelines[a].attrs, dict(statics.get(a, {}))) for a in plan.static_aliases}
+
     def __init__(self, plan: MemberForest, statics: dict[str, Counted]):
         self.plan = plan
         self.setsem = plan.distinct
-        self.statics = {a: Rel(plan.pipelines[a].attrs, dict(statics.get(a, {}))) for a in plan.static_aliases}
+        self.set_statics(statics)
         self.past: dict[int, Rel] = {n.id: Rel(n.key) for n in plan.nodes}
         self.dropped: set[int] = set()  # nodes whose past is no longer needed
         self.relaxed = False  # a k-constraint stopped being used: constrained nodes expire by the query alone
@@ -582,13 +581,16 @@ class QueryEngine:
     def __init__(self, plan: Forest, statics: dict[int, Counted]):
         """``statics``: pipeline id -> counted rows of the static table alias."""
         self.plan = plan
-        self.members = [
-            MemberEngine(mp, {a: statics.get(p.id, {}) for a, p in mp.pipelines.items() if not p.table.is_stream})
-            for mp in plan.members
-        ]
+        self.members = [MemberEngine(mp, {}) for mp in plan.members]
+        self.set_statics(statics)
         self._binders = {id(m.plan): binder(m.plan.member.items, m.plan.out_attrs) for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
+
+    def set_statics(self, statics: dict[int, Counted]) -> None:
+        """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens)."""
+        for m in self.members:
+            m.set_statics({a: statics.get(p.id, {}) for a, p in m.plan.pipelines.items() if not p.table.is_stream})
 
     def state(self) -> dict:
         return {"members": [m.state() for m in self.members], "emitted": self.emitted, "static_done": self.static_done}

@@ -18,8 +18,8 @@ from obda.execution.constraints import ConstraintWatch
 from obda.execution.engine import QueryEngine
 from obda.analysis import AnalysisReport, Forest, analyze, build_forest
 from obda.execution import views as view_rows
-from obda.execution.rows import process_rows, read_file_rows, static_rows
-from obda.execution.runtime import Metrics, Runtime, TableBatch, peak_rss_bytes
+from obda.execution.rows import TableBatch, process_rows, read_file_rows, static_rows
+from obda.execution.runtime import Metrics, Runtime, peak_rss_bytes
 from obda.execution.scan import Scan, flag_column, key_column
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
@@ -84,6 +84,8 @@ def _fingerprint(plan: Forest, extra: str = "") -> str:
     h = hashlib.sha256()
     h.update(extra.encode())
     h.update(repr(plan.distinct).encode())
+    if plan.constraints:  # a declared bound, kind or key changed: the watches' state means something else
+        h.update(repr(sorted(map(repr, plan.constraints))).encode())
     for m in plan.members:
         h.update(m.member.sql.encode())
         for a, t in m.member.aliases:
@@ -94,7 +96,9 @@ def _fingerprint(plan: Forest, extra: str = "") -> str:
 class ContinuousQuery:
     """A continuous query over the stream and static tables of a sources catalog.
 
-    See :mod:`obda.execution` for the guarantees.  Typical use::
+    See :mod:`obda.execution` for the guarantees.  As Spark's ``DataStreamWriter``: constructing a query
+    plans it and does no I/O; :meth:`open` (called by :meth:`step` and :meth:`start` if not before) loads
+    the static tables and restores the checkpoint, and Spark starts on first use.  Typical use::
 
         q = ContinuousQuery(sql, sources, report, base_dir="demo", sink=JsonLinesSink("out.jsonl"),
                             checkpoint_dir="ckpt")
@@ -181,7 +185,7 @@ class ContinuousQuery:
             )
         self.streams = [t.name for t in self.plan.stream_tables()]
         self._static_quarantine: list[dict] = []
-        self.engine = QueryEngine(self.plan, self._load_statics())
+        self.engine = QueryEngine(self.plan, {})  # the static tables' rows: open() loads them
         watch = ConstraintWatch(self.plan) if self.plan.constraints else None
         self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views, watch)
         self.runtime.metrics.unbounded_members = risky
@@ -203,7 +207,18 @@ class ContinuousQuery:
         self.shared = shared  # obda.execution.shared.SharedScan: run in that loop when started
         self._shared_key = f"q{id(self):x}"
         self.error: BaseException | None = None
-        self._restore()
+        self._opened = False  # open(): static tables loaded, checkpoint restored
+
+    def open(self) -> "ContinuousQuery":
+        """Load the static tables and restore the checkpoint (the constructor does no I/O). Called by
+        :meth:`step`, :meth:`start` and :meth:`run_until_exhausted` when not called before; call it
+        first to have its errors (a missing static table, another query's checkpoint) before running."""
+        with self._lock:
+            if not self._opened:
+                self.engine.set_statics(self._load_statics())
+                self._restore()
+                self._opened = True
+        return self
 
     def _start_aggregate(self, plan, allow_unbounded: bool):
         from obda.execution.aggregate import Aggregator
@@ -384,6 +399,7 @@ class ContinuousQuery:
         micro-batch close too (end of input).  ``pending``: the files to take the micro-batch
         from (default: every unprocessed file listed now).  Returns the number of new files read.
         """
+        self.open()
         with self._lock:
             t0 = time.perf_counter()
             if self.backend == "spark":
@@ -798,6 +814,7 @@ class ContinuousQuery:
         With ``shared`` (a :class:`~obda.execution.shared.SharedScan`), the query runs in that
         loop with the other queries over the same streams instead of a thread of its own.
         """
+        self.open()
         if self.shared is not None:
             self.shared.add(self._shared_key, self)
             self.shared.start()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import json
+from dataclasses import dataclass, field
 from collections import defaultdict
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
@@ -23,10 +24,26 @@ from sqlglot import exp
 
 from obda.errors import ExecutionError
 from obda.analysis.forest import Pipeline
-from obda.execution.runtime import TableBatch
+from obda.execution.engine import Counted
+from obda.model.query import OPS
 from obda.model.sources import ColumnType, Table
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclass
+class TableBatch:
+    """What one micro-batch brought for one stream table."""
+
+    table: str
+    groups: dict[int, dict[int, Counted]] = field(default_factory=dict)  # ts -> pipeline id -> key -> count
+    max_ts: int | None = None  # largest timestamp among valid, non-late rows (filtered or not)
+    rows: int = 0  # all rows read
+    valid: int = 0
+    late: int = 0
+    invalid: int = 0
+    quarantine: list[dict] = field(default_factory=list)
+    files: tuple[str, ...] = ()
 
 
 def to_micros(v) -> int:
@@ -99,6 +116,9 @@ _INT_TYPES = {"INT", "BIGINT", "SMALLINT", "TINYINT"}
 
 
 _ARITH = {exp.Add: lambda a, b: a + b, exp.Sub: lambda a, b: a - b, exp.Mul: lambda a, b: a * b, exp.Div: None}
+
+
+_COMPARISONS = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
 
 
 def evaluate(e: exp.Expression, row: dict):
@@ -175,20 +195,12 @@ def evaluate(e: exp.Expression, row: dict):
         if type(e) is exp.Div:
             return None if b == 0 else a / b
         return _ARITH[type(e)](a, b)
-    ops = {
-        exp.EQ: lambda a, b: a == b,
-        exp.NEQ: lambda a, b: a != b,
-        exp.LT: lambda a, b: a < b,
-        exp.LTE: lambda a, b: a <= b,
-        exp.GT: lambda a, b: a > b,
-        exp.GTE: lambda a, b: a >= b,
-    }
-    for cls, fn in ops.items():
-        if type(e) is cls:
-            a, b = evaluate(e.this, row), evaluate(e.expression, row)
-            if a is None or b is None:
-                return None
-            return fn(a, b)
+    op = _COMPARISONS.get(type(e))
+    if op is not None:
+        a, b = evaluate(e.this, row), evaluate(e.expression, row)
+        if a is None or b is None:
+            return None
+        return OPS[op](a, b)
     raise ExecutionError(f"local backend: unsupported expression {e.sql()!r}")
 
 

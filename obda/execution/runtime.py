@@ -24,22 +24,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from obda.execution import views as view_rows
+from obda.execution.rows import TableBatch, micros_to_iso
 from obda.execution.engine import Answer, Counted, QueryEngine
-
-
-@dataclass
-class TableBatch:
-    """What one micro-batch brought for one stream table."""
-
-    table: str
-    groups: dict[int, dict[int, Counted]] = field(default_factory=dict)  # ts -> pipeline id -> key -> count
-    max_ts: int | None = None  # largest timestamp among valid, non-late rows (filtered or not)
-    rows: int = 0  # all rows read
-    valid: int = 0
-    late: int = 0
-    invalid: int = 0
-    quarantine: list[dict] = field(default_factory=list)
-    files: tuple[str, ...] = ()
 
 
 @dataclass
@@ -269,7 +255,6 @@ class Runtime:
         m.constraints = self.constraints.report(ts)
         since = self.constraints.incomplete_since
         if since is not None and m.incomplete_since is None:
-            from obda.execution.rows import micros_to_iso
 
             m.incomplete_since = micros_to_iso(since)
 

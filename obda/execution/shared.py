@@ -63,6 +63,7 @@ class SharedScan:
     # -- membership -------------------------------------------------------------------------------
     def add(self, key: str, query) -> None:
         """Run ``query`` in the loop (it catches up first when it is behind)."""
+        query.open()
         with self._lock:
             query.set_namespace(namespace(self._next_ns))
             self._next_ns += 1

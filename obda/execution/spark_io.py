@@ -21,7 +21,7 @@ from sqlglot import exp
 from obda.errors import ExecutionError
 from obda.analysis.forest import Pipeline
 from obda.execution.rows import micros_to_iso
-from obda.execution.runtime import TableBatch
+from obda.execution.rows import TableBatch
 from obda.model.sources import ColumnType, Table
 
 CORRUPT = "_corrupt_record"

@@ -24,7 +24,7 @@ from obda.mapping._unfold_tables import FromEntry
 from obda.mapping._unfold_terms import Unsat
 from obda.model.unionfind import UnionFind
 
-_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+from obda.model.query import FLIP as _FLIP
 
 
 def make_cmp(op: str, left: Expr, right: Expr) -> Expr:

@@ -12,6 +12,7 @@ unfolding (``obda.mapping``) can hash, compare and substitute them freely.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
 
@@ -127,7 +128,11 @@ class PropertyAtom:
 Atom = Union[ClassAtom, PropertyAtom]
 
 COMPARISON_OPS = ("<", "<=", "=", "!=", ">", ">=")
+#: ``a op b`` == ``b FLIP[op] a`` (the one table of it: mapping, analysis and execution import it)
 FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">": "<", ">=": "<="}
+#: ``op`` -> the comparison itself, for Python values and Spark columns alike (the one definition: the
+#: engines, the aggregates, the Spark plans and the analysis's constant folding use it)
+OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
 @dataclass(frozen=True, order=True)

@@ -362,7 +362,7 @@ def bindings(lines, columns) -> Counter:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("seed,late,rate", [(22, 0.15, 1.0), (24, 0.5, 0.05)])
+@pytest.mark.parametrize("seed,late,rate", [(22, 0.15, 1.0), pytest.param(24, 0.5, 0.05, marks=pytest.mark.slow)])
 def test_the_spark_backend_checks_the_constraints_as_the_local_one(spark, tmp_path, seed, late, rate):
     """Spark: the violations found on the driver before each range's answers, their rows masked out of the
     range; the same answers (DuckDB minus the quarantine), quarantine and observed k as the local backend."""

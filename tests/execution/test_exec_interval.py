@@ -57,7 +57,7 @@ def test_interval_join_is_bounded_by_its_window(demo):
     assert lags == [120_000_000, 180_000_000]
 
 
-@pytest.mark.parametrize("backend", ["local", "spark"])
+@pytest.mark.parametrize("backend", ["local", pytest.param("spark", marks=pytest.mark.slow)])  # spark: 65 s
 def test_state_flat_with_expiry_and_growing_without(demo, tmp_path, backend, request, monkeypatch):
     spark = request.getfixturevalue("spark") if backend == "spark" else None
     small, large = (20, 200) if backend == "local" else (10, 60)

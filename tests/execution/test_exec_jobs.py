@@ -58,7 +58,8 @@ def test_spark_jobs_per_micro_batch_stay_within_the_plan(spark, workspace, tmp_p
     sink = DirectorySink(tmp_path / "out", "json") if sink_kind == "dir" else JsonLinesSink(tmp_path / "out.jsonl")
     q = ContinuousQuery(comp, project.sources, report, base_dir=workspace, sink=sink, spark=spark,
                         max_files_per_batch=1)
-    j1 = spark_jobs(spark)  # after the static tables' load (the constructor's)
+    q.open()  # the static tables' load
+    j1 = spark_jobs(spark)
     metrics = q.run_until_exhausted()
     jobs = spark_jobs(spark) - j1
     q.close()

@@ -31,7 +31,7 @@ FOREST = -1  # evaluation site "above every tree": roots are joined here, output
 
 Attr = tuple[str, str]  # (FROM alias, column name or '#pK' for a computed expression over one alias)
 
-FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+from obda.model.query import FLIP  # noqa: E402,F401  (re-exported for the forest's modules)
 
 
 @dataclass(frozen=True)
