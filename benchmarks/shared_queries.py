@@ -217,7 +217,7 @@ class Phases:
         setattr(owner, name, wrapped)
 
     def install(self):
-        from obda.execution import distributed, query, scan, spark_io
+        from obda.execution import distributed, microbatch, query, scan, spark_io
 
         for owner in (spark_io, query):  # shared.py imports it from spark_io at call time, query.py at import
             self._patch(owner, "list_files", self._timed("listing", getattr(owner, "list_files")))
@@ -227,7 +227,7 @@ class Phases:
         from pyspark.sql.classic.dataframe import DataFrame
 
         self._patch(DataFrame, "toLocalIterator", self._timed_iterator(DataFrame.toLocalIterator))
-        cq, closing = query.ContinuousQuery, query._Closing
+        cq, closing = query.ContinuousQuery, microbatch.Closing
         self._patch(cq, "apply_stats", self._timed("marker", cq.apply_stats))
         self._patch(cq, "closing", self._timed("collect frames", cq.closing))
         self._patch(closing, "finish", self._timed("finish", closing.finish))

@@ -419,7 +419,7 @@ class SparkForest:
         """``cur(n)`` aggregated on the node's key, per timestamp (``__at``): counts summed (bags), the extreme
         kept (compressed sets); a set's key once, at its earliest timestamp.  The timestamp lets a range
         computed open-ended (the micro-batch's marker known only after its one job) keep the updates of
-        the timestamps that close (``_Closing.consume``)."""
+        the timestamps that close (``microbatch.Closing.consume``)."""
         from pyspark.sql import functions as F
 
         mf = self.forest.members[mi]

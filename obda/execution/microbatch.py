@@ -29,11 +29,14 @@ tests/execution/test_exec_jobs.py.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from obda.execution import distributed
 from obda.execution.scan import Scan, ScanRead, stats_frame, stats_of
+
+if TYPE_CHECKING:
+    from obda.execution.query import ContinuousQuery
 
 
 @dataclass
@@ -41,11 +44,11 @@ class Member:
     """One query of a micro-batch: its new files, whether its input ends, and what the batch decided."""
 
     key: str
-    query: object  # obda.execution.query.ContinuousQuery
+    query: "ContinuousQuery"
     new: dict[str, list[str]]
     final: bool
-    batch: object = None  # query._Batch: the range that closed, the quarantine
-    closing: object = None  # query._Closing
+    batch: "Batch | None" = None  # the range that closed, the quarantine
+    closing: "Closing | None" = None
     error: BaseException | None = None
 
 
@@ -84,9 +87,7 @@ def _closed(m: Member, reads, stats, projected, new_bytes: int) -> None:
 
 def _open(m: Member, projected, new_bytes: int) -> None:
     """One pass: the closing planned for ``(lo, ∞)``, its range set once the stats are in."""
-    from obda.execution.query import _Batch
-
-    m.closing = m.query.closing(projected, _Batch(lo=m.query.runtime.closed_upto, final=m.final), open_ended=True,
+    m.closing = m.query.closing(projected, Batch(lo=m.query.runtime.closed_upto, final=m.final), open_ended=True,
                                 new_bytes=new_bytes)
 
 
@@ -130,3 +131,128 @@ def _collect(members: list[Member], head: list, new_bytes: int, on_head) -> None
             members[i].closing.consume(local, at, vals)
     if pending:
         on_head(got)
+
+
+@dataclass
+class Batch:
+    """What a micro-batch's stats decided for one query: the range ``(lo, hi]`` and its bookkeeping."""
+
+    lo: int | None
+    final: bool
+    hi: int | None = None
+    first_ts: int | None = None  # earliest timestamp after lo that some pipeline keeps
+    file_max: dict[str, dict[str, int]] = field(default_factory=dict)  # stream -> file -> largest timestamp
+    quarantine: list[dict] = field(default_factory=list)
+
+
+def in_range(batch: "Batch"):
+    """The Spark condition of a row of the range ``(lo, hi]`` that a micro-batch closes (``hi`` None: open)."""
+    from pyspark.sql import functions as F
+
+    from obda.execution.distributed import TS
+
+    ts = F.col(TS)
+    cond = ts.isNotNull() & ((ts > F.lit(batch.lo)) if batch.lo is not None else F.lit(True))
+    return cond & (ts <= F.lit(batch.hi)) if batch.hi is not None else cond
+
+
+class Closing:
+    """Closing one query's range: the parts of the collect job, their consumer, the end of the batch."""
+
+    def __init__(self, query: "ContinuousQuery", batch: Batch):
+        self.query, self.batch = query, batch
+        self.parts: list = []  # DataFrames to collect: synopsis updates, then (maybe) answers
+        self.slots: list[tuple[int, int]] = []  # (member, node) of each update part
+        self.frame = None  # answers written by the sink with Spark
+        self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
+        self.keyed: dict[int, tuple] = {}  # part index -> (member, node, key positions, key): keyed rows' values
+        self.consumed: dict[int, dict[int, dict]] = {}  # member -> node -> (positions, key) -> values
+        self.closes = False
+        self.deltas: dict[int, dict[int, dict]] = {}
+        self.pending: list = []
+        self.emitted = 0
+        self.answers_collected = False  # the last part holds answers that go through the driver
+        self.filtering = False  # parts planned open-ended: only rows tagged in the range that closed count
+
+    def set_range(self, batch: Batch) -> None:
+        """The range a micro-batch planned open-ended closes, known from its stats once its job ran: of
+        the job's rows, the ones tagged in ``(lo, hi]`` are consumed, the others dropped."""
+        self.batch, self.filtering = batch, True
+        self.closes = batch.hi is not None and (batch.lo is None or batch.hi > batch.lo)
+
+    def consume(self, tag: int, at, vals: tuple) -> None:
+        """One collected row of part ``tag``: an update of a node's synopsis, or an answer."""
+        q = self.query
+        if self.filtering and (not self.closes or at is None or at > self.batch.hi):
+            return
+        if tag < len(self.slots):
+            mi, nid = self.slots[tag]
+            d = self.deltas.setdefault(mi, {}).setdefault(nid, {})
+            if q.engine.members[mi].setsem:
+                d[vals] = 1
+            else:
+                d[vals[:-1]] = d.get(vals[:-1], 0) + vals[-1]
+            return
+        if tag in self.partials:
+            q.aggregate.add_partial(self.partials[tag], at, vals)
+            return
+        if tag in self.keyed:
+            mi, nid, pos, name = self.keyed[tag]
+            self.consumed.setdefault(mi, {}).setdefault(nid, {}).setdefault((pos, name), set()).add(vals)
+            return
+        from obda.execution.engine import Answer
+
+        if q.plan.distinct:
+            if vals in q.engine.emitted:
+                return
+            q.engine.emitted.add(vals)
+        self.pending.append(Answer(at, vals, 1))
+        if len(self.pending) >= 10_000:
+            self._flush_answers()
+
+    def _flush_answers(self) -> None:
+        q = self.query
+        q.emit_static_first(self.batch.first_ts)
+        if self.pending:
+            q.emit(self.pending)
+            self.emitted += len(self.pending)
+            self.pending = []
+
+    def finish(self) -> None:
+        """Merge the updates, write the answers, move the marker, keep the files with open rows."""
+        q, b = self.query, self.batch
+        rt = q.runtime
+        if self.closes:
+            for mi, me in enumerate(q.engine.members):
+                consumed = {nid: [(pos, values) for (pos, name), values in per.items() if me.marks.get(name)]
+                            for nid, per in self.consumed.get(mi, {}).items()}
+                me.absorb(b.hi, self.deltas.get(mi, {}), consumed)
+            if b.first_ts is not None and b.first_ts <= b.hi:
+                self._flush_answers()
+            if self.frame is not None:
+                frame = self.frame
+                if self.filtering:
+                    from pyspark.sql import functions as F
+
+                    from obda.execution.answers import AT
+
+                    frame = frame.where(F.col(AT) <= F.lit(b.hi))
+                self.emitted += q.write_frame(frame)
+            rt.metrics.rows_out += self.emitted
+            q.last_answers = self.emitted
+            if rt.first_closed is None:
+                rt.first_closed = b.first_ts if b.first_ts is not None and b.first_ts <= b.hi else b.hi
+            rt.closed_upto = b.hi
+            rt.metrics.closed_upto = b.hi
+            rt.metrics.closed_timestamps += 1
+        if b.final:
+            q.finished = True
+        q.static_only()
+        closed = rt.closed_upto
+        still_open: dict[str, dict[str, int]] = {s: {} for s in q.streams}
+        for source in (q.open_files, b.file_max):
+            for s, fs in source.items():
+                for f, m in fs.items():
+                    if closed is None or m > closed:
+                        still_open[s][f] = m
+        q.open_files = still_open

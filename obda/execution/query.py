@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 import logging
 import os
 import threading
@@ -20,6 +19,7 @@ from obda.analysis import AnalysisReport, Forest, analyze, build_forest
 from obda.execution import views as view_rows
 from obda.execution.rows import TableBatch, process_rows, read_file_rows, static_rows
 from obda.execution.runtime import Metrics, Runtime, peak_rss_bytes
+from obda.execution.microbatch import Batch, Closing, in_range
 from obda.execution.scan import Scan, flag_column, key_column
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
@@ -232,7 +232,7 @@ class ContinuousQuery:
             )
         return Aggregator(plan)
 
-    def _emit(self, answers: list) -> None:
+    def emit(self, answers: list) -> None:
         """Answers of the executed (SPJ) query: to the sink, or to the aggregates of an aggregate query."""
         if self.aggregate is not None:
             self.aggregate.add(answers)
@@ -440,7 +440,7 @@ class ContinuousQuery:
             log.info("unbounded query state: %s", m.state_growth())
         return sum(len(f) for f in new.values())
 
-    def _static_only(self) -> None:
+    def static_only(self) -> None:
         if not self.streams and not self.engine.static_done:
             answers = self.engine.static_only()
             if self.order_by:
@@ -449,7 +449,7 @@ class ContinuousQuery:
                 at = {c: i for i, c in enumerate(self.plan.columns)}
                 answers = sorted_by(answers, self.order_by, lambda a, name: a.values[at[name]])
             self.runtime.metrics.rows_out += sum(a.count for a in answers)
-            self._emit(answers)
+            self.emit(answers)
 
     def _step_local(self, exhausted: bool, pending: dict[str, list[str]] | None = None):
         """The local backend: rows grouped in Python, the engine steps one closed timestamp at a time."""
@@ -459,8 +459,8 @@ class ContinuousQuery:
         answers = self.runtime.close(exhausted=exhausted and not new)
         if exhausted and not new:
             self.finished = True
-        self._emit(answers)
-        self._static_only()
+        self.emit(answers)
+        self.static_only()
         return new, [r for b in batches for r in b.quarantine] + self.runtime.take_quarantine()
 
     # -- the Spark backend, in phases (a query alone, or one reader of a shared scan) -------------
@@ -487,7 +487,7 @@ class ContinuousQuery:
         spark_batch(self.spark, [member], reads, self._parsed, nbytes, _reraise)
         return new, member.batch.quarantine
 
-    def _single_pass(self, scan: Scan, reads, new: dict[str, list[str]]) -> "_Batch | None":
+    def _single_pass(self, scan: Scan, reads, new: dict[str, list[str]]) -> "Batch | None":
         """The last micro-batch in one job: the range ``(lo, ∞)`` closes, the stats are observed by
         the job that computes the answers, nothing is cached.
 
@@ -516,14 +516,14 @@ class ContinuousQuery:
             return None
         projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self.reader()})
         lo = self.runtime.closed_upto
-        closing = self.closing(projected, _Batch(lo=lo, final=True), open_ended=True, new_bytes=nbytes)
+        closing = self.closing(projected, Batch(lo=lo, final=True), open_ended=True, new_bytes=nbytes)
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
             for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self.spill_dir(closing, nbytes)):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
-            closing.emitted += self._write_frame(closing.frame)
+            closing.emitted += self.write_frame(closing.frame)
             closing.frame = None
         else:  # no member can answer: the job counts the rows only
             projected.count()
@@ -565,12 +565,12 @@ class ContinuousQuery:
         reads += [ScanRead(r.table, r.fmt, r.paths, (self.ns,), False) for r in self.requests(carried)]
         return reads
 
-    def apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "_Batch":
+    def apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "Batch":
         """Counts, late/invalid rows, the marker: ``(lo, hi]`` and the files still holding open rows."""
         from obda.execution.spark_io import _owner, _quarantine_rows, _read
 
         lo = self.runtime.closed_upto
-        batch = _Batch(lo=lo, final=final)
+        batch = Batch(lo=lo, final=final)
         tables = {s: TableBatch(s, files=tuple(new.get(s, ()))) for s in new}
         owner: dict[str, str] = {}  # a listed file under the names Spark may report it by
         for r in reads:
@@ -602,7 +602,7 @@ class ContinuousQuery:
         batch.hi = self.runtime.watermark(exhausted=final)
         return batch
 
-    def closing(self, projected, batch: "_Batch", open_ended: bool = False, new_bytes: int = 0) -> "_Closing":
+    def closing(self, projected, batch: "Batch", open_ended: bool = False, new_bytes: int = 0) -> "Closing":
         """The work of closing ``(lo, hi]``: the frames to collect in the micro-batch's one job, and what
         to do with what comes back (``consume``), then ``finish`` (synopses, answers, the marker).
 
@@ -616,7 +616,7 @@ class ContinuousQuery:
         from obda.execution.answers import AT, value_column
         from obda.execution.distributed import SparkForest
 
-        closing = _Closing(self, batch)
+        closing = Closing(self, batch)
         lo, hi = batch.lo, batch.hi
         if not open_ended:
             if hi is None or (lo is not None and hi <= lo):
@@ -661,7 +661,7 @@ class ContinuousQuery:
             closing.frame = answers
         return closing
 
-    def _aggregate_data(self, projected, batch: "_Batch", closing: "_Closing", new_panes: bool = True) -> None:
+    def _aggregate_data(self, projected, batch: "Batch", closing: "Closing", new_panes: bool = True) -> None:
         """An aggregate's part of the collect job: the data timestamps its changelog lines fall on
         (:meth:`~obda.execution.aggregate.Aggregator.data_frame`), if it needs any."""
         flags = [flag_column(p.id, self.ns) for p in self.plan.pipelines if p.table.is_stream]
@@ -670,7 +670,7 @@ class ContinuousQuery:
             closing.partials[len(closing.parts)] = "data"
             closing.parts.append(df)
 
-    def _check_constraints(self, projected, batch: "_Batch"):
+    def _check_constraints(self, projected, batch: "Batch"):
         """The Spark backend's k-constraint check of the closing range ``(lo, hi]``, before its answers.
 
         One job brings the rows the monitors read (the constrained streams on the constraints' columns),
@@ -692,11 +692,11 @@ class ContinuousQuery:
 
         ns, hi = self.ns, batch.hi
         ts = F.col(TS)
-        in_range = _in_range(batch)
+        closes = in_range(batch)
         width = {p.id: len(p.attrs) for p in self.plan.pipelines}
         keys = {pid: [key_column(pid, j, ns) for j in range(width[pid])] for _, _, pid in watch.monitors}
         pids = [pid for _, _, pid in watch.monitors]
-        parts = [projected.where(in_range & F.coalesce(F.col(flag_column(pid, ns)), F.lit(False)))
+        parts = [projected.where(closes & F.coalesce(F.col(flag_column(pid, ns)), F.lit(False)))
                  .groupBy(ts.alias(AT), *keys[pid]).count() for pid in pids]
         bad: dict[tuple[str, str], set] = {}
         at_ts, groups = None, {}
@@ -726,7 +726,7 @@ class ContinuousQuery:
                                         for c in projected.columns])
         return projected
 
-    def spill_dir(self, closing: "_Closing", nbytes: int) -> str | None:
+    def spill_dir(self, closing: "Closing", nbytes: int) -> str | None:
         """Where the closing job writes its rows for the driver to merge (:func:`~obda.execution.distributed.
         collect_tagged`), or None to stream them from one partition: spilled when answers go through the
         driver and the micro-batch's new files reach ``spill_bytes`` (a large batch's answers in one
@@ -745,7 +745,7 @@ class ContinuousQuery:
             self._spill_root = tempfile.mkdtemp(prefix="obda-spill-", dir=root)
         return self._spill_root
 
-    def _keyed_parts(self, projected, batch: "_Batch", closing: "_Closing") -> None:
+    def _keyed_parts(self, projected, batch: "Batch", closing: "Closing") -> None:
         """Many-one joins (``Node.consumed``): the key values the range's keyed rows bring, per node that
         they consume, collected in the closing job (the local backend reads them off each timestamp's rows)."""
         from pyspark.sql import functions as F
@@ -753,7 +753,7 @@ class ContinuousQuery:
         from obda.execution.answers import AT
         from obda.execution.distributed import TS
 
-        in_range = _in_range(batch)
+        closes = in_range(batch)
         for mi, me in enumerate(self.engine.members):
             for nid, specs in me.consumers.items():
                 for t, idx, pos, name in specs:
@@ -762,10 +762,10 @@ class ContinuousQuery:
                     pid = me.plan.pipelines[t].id
                     flag = F.coalesce(F.col(flag_column(pid, self.ns)), F.lit(False))
                     closing.keyed[len(closing.parts)] = (mi, nid, pos, name)
-                    closing.parts.append(projected.where(in_range & flag).select(
+                    closing.parts.append(projected.where(closes & flag).select(
                         F.col(TS).alias(AT), *[key_column(pid, j, self.ns) for j in idx]).distinct())
 
-    def _emit_static_first(self, first_ts: int | None) -> None:
+    def emit_static_first(self, first_ts: int | None) -> None:
         """Answers of members over static tables only: once, at the first closed timestamp with rows."""
         engine = self.engine
         if engine.static_done:
@@ -777,10 +777,10 @@ class ContinuousQuery:
         for me in engine.members:
             engine._collect(me.plan, me.static_answers(), first_ts, static)
         if static:
-            self._emit(static)
+            self.emit(static)
             self.runtime.metrics.rows_out += sum(a.count for a in static)
 
-    def _write_frame(self, answers) -> int:
+    def write_frame(self, answers) -> int:
         """Hand the range's answers (a DataFrame) to a sink that writes with Spark; returns how many it wrote."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
@@ -883,9 +883,9 @@ def _spark_failure(e: Exception, batch: int) -> Exception:
     can act on; any other exception unchanged."""
     if not type(e).__module__.startswith(("pyspark", "py4j")):
         return e
-    from obda.execution.spark_io import _first_line
+    from obda.execution.spark_io import first_line
 
-    return ExecutionError(f"micro-batch {batch} failed in Spark ({_first_line(e)}); nothing of it was committed: "
+    return ExecutionError(f"micro-batch {batch} failed in Spark ({first_line(e)}); nothing of it was committed: "
                           "with --checkpoint a new run resumes it. If the JVM ran out of memory, give it more "
                           "(--conf spark.driver.memory=4g) or read less per micro-batch (--max-bytes-per-batch)")
 
@@ -965,128 +965,3 @@ def _merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
                 for k, c in rows.items():
                     dst[k] = dst.get(k, 0) + c
     return b
-
-
-@dataclass
-class _Batch:
-    """What a micro-batch's stats decided for one query: the range ``(lo, hi]`` and its bookkeeping."""
-
-    lo: int | None
-    final: bool
-    hi: int | None = None
-    first_ts: int | None = None  # earliest timestamp after lo that some pipeline keeps
-    file_max: dict[str, dict[str, int]] = field(default_factory=dict)  # stream -> file -> largest timestamp
-    quarantine: list[dict] = field(default_factory=list)
-
-
-def _in_range(batch: "_Batch"):
-    """The Spark condition of a row of the range ``(lo, hi]`` that a micro-batch closes (``hi`` None: open)."""
-    from pyspark.sql import functions as F
-
-    from obda.execution.distributed import TS
-
-    ts = F.col(TS)
-    cond = ts.isNotNull() & ((ts > F.lit(batch.lo)) if batch.lo is not None else F.lit(True))
-    return cond & (ts <= F.lit(batch.hi)) if batch.hi is not None else cond
-
-
-class _Closing:
-    """Closing one query's range: the parts of the collect job, their consumer, the end of the batch."""
-
-    def __init__(self, query: "ContinuousQuery", batch: _Batch):
-        self.query, self.batch = query, batch
-        self.parts: list = []  # DataFrames to collect: synopsis updates, then (maybe) answers
-        self.slots: list[tuple[int, int]] = []  # (member, node) of each update part
-        self.frame = None  # answers written by the sink with Spark
-        self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
-        self.keyed: dict[int, tuple] = {}  # part index -> (member, node, key positions, key): keyed rows' values
-        self.consumed: dict[int, dict[int, dict]] = {}  # member -> node -> (positions, key) -> values
-        self.closes = False
-        self.deltas: dict[int, dict[int, dict]] = {}
-        self.pending: list = []
-        self.emitted = 0
-        self.answers_collected = False  # the last part holds answers that go through the driver
-        self.filtering = False  # parts planned open-ended: only rows tagged in the range that closed count
-
-    def set_range(self, batch: _Batch) -> None:
-        """The range a micro-batch planned open-ended closes, known from its stats once its job ran: of
-        the job's rows, the ones tagged in ``(lo, hi]`` are consumed, the others dropped."""
-        self.batch, self.filtering = batch, True
-        self.closes = batch.hi is not None and (batch.lo is None or batch.hi > batch.lo)
-
-    def consume(self, tag: int, at, vals: tuple) -> None:
-        """One collected row of part ``tag``: an update of a node's synopsis, or an answer."""
-        q = self.query
-        if self.filtering and (not self.closes or at is None or at > self.batch.hi):
-            return
-        if tag < len(self.slots):
-            mi, nid = self.slots[tag]
-            d = self.deltas.setdefault(mi, {}).setdefault(nid, {})
-            if q.engine.members[mi].setsem:
-                d[vals] = 1
-            else:
-                d[vals[:-1]] = d.get(vals[:-1], 0) + vals[-1]
-            return
-        if tag in self.partials:
-            q.aggregate.add_partial(self.partials[tag], at, vals)
-            return
-        if tag in self.keyed:
-            mi, nid, pos, name = self.keyed[tag]
-            self.consumed.setdefault(mi, {}).setdefault(nid, {}).setdefault((pos, name), set()).add(vals)
-            return
-        from obda.execution.engine import Answer
-
-        if q.plan.distinct:
-            if vals in q.engine.emitted:
-                return
-            q.engine.emitted.add(vals)
-        self.pending.append(Answer(at, vals, 1))
-        if len(self.pending) >= 10_000:
-            self._flush_answers()
-
-    def _flush_answers(self) -> None:
-        q = self.query
-        q._emit_static_first(self.batch.first_ts)
-        if self.pending:
-            q._emit(self.pending)
-            self.emitted += len(self.pending)
-            self.pending = []
-
-    def finish(self) -> None:
-        """Merge the updates, write the answers, move the marker, keep the files with open rows."""
-        q, b = self.query, self.batch
-        rt = q.runtime
-        if self.closes:
-            for mi, me in enumerate(q.engine.members):
-                consumed = {nid: [(pos, values) for (pos, name), values in per.items() if me.marks.get(name)]
-                            for nid, per in self.consumed.get(mi, {}).items()}
-                me.absorb(b.hi, self.deltas.get(mi, {}), consumed)
-            if b.first_ts is not None and b.first_ts <= b.hi:
-                self._flush_answers()
-            if self.frame is not None:
-                frame = self.frame
-                if self.filtering:
-                    from pyspark.sql import functions as F
-
-                    from obda.execution.answers import AT
-
-                    frame = frame.where(F.col(AT) <= F.lit(b.hi))
-                self.emitted += q._write_frame(frame)
-            rt.metrics.rows_out += self.emitted
-            q.last_answers = self.emitted
-            if rt.first_closed is None:
-                rt.first_closed = b.first_ts if b.first_ts is not None and b.first_ts <= b.hi else b.hi
-            rt.closed_upto = b.hi
-            rt.metrics.closed_upto = b.hi
-            rt.metrics.closed_timestamps += 1
-        if b.final:
-            q.finished = True
-        q._static_only()
-        closed = rt.closed_upto
-        still_open: dict[str, dict[str, int]] = {s: {} for s in q.streams}
-        for source in (q.open_files, b.file_max):
-            for s, fs in source.items():
-                for f, m in fs.items():
-                    if closed is None or m > closed:
-                        still_open[s][f] = m
-        q.open_files = still_open

@@ -97,14 +97,14 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
     try:
         spark = b.getOrCreate()
     except Exception as e:  # the JVM did not start: a setting it refuses, no Java, too little memory
-        raise ExecutionError(f"Spark could not start ({_first_line(e)}); check the Spark settings (--conf, "
+        raise ExecutionError(f"Spark could not start ({first_line(e)}); check the Spark settings (--conf, "
                              "$SPARK_CONF_DIR/spark-defaults.conf) and that Java 17+ is installed") from None
     spark.sparkContext.setLogLevel("ERROR")
     configure_session(spark)
     return spark
 
 
-def _first_line(e: BaseException) -> str:
+def first_line(e: BaseException) -> str:
     """The part of a (Java) error message a user can act on: its first line that says something."""
     for line in str(e).splitlines():
         line = line.strip().lstrip(": ").strip()
