@@ -27,7 +27,9 @@ from apikit import BOUNDED_JOIN, answers, api_answers, make_workspace
 from obda.datagen import DEFAULT_START, DEFAULT_STEP
 from obda.project import Project
 
-pytestmark = [pytest.mark.spark]  # a cluster and two drivers: a few minutes on a small machine, in the default run
+# a standalone cluster and two drivers: about 50 s on 2 cores, in the slow run (-m slow) to keep the default
+# run within its 15 minutes
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
 

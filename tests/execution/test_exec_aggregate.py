@@ -169,7 +169,7 @@ def test_restart_from_checkpoint_continues_the_changelog(tmp_path, name):
     assert 0 < len((tmp_path / "part.jsonl").read_text()) < len((tmp_path / "full.jsonl").read_text())
     resumed = ContinuousQuery(sql, src, None, base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "part.jsonl"),
                               backend="local", max_files_per_batch=2, checkpoint_dir=tmp_path / "ck")
-    assert resumed.aggregate.panes  # the groups came back from the checkpoint
+    assert resumed.open().aggregate.panes  # the groups came back from the checkpoint (open() restores it)
     resumed.run_until_exhausted()
     resumed.close()
     assert (tmp_path / "part.jsonl").read_text() == (tmp_path / "full.jsonl").read_text()

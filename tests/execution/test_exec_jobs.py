@@ -63,5 +63,7 @@ def test_spark_jobs_per_micro_batch_stay_within_the_plan(spark, workspace, tmp_p
     metrics = q.run_until_exhausted()
     jobs = spark_jobs(spark) - j1
     q.close()
+    print(f"{name} into a {sink_kind}: {jobs} Spark jobs in {metrics.batches} micro-batches "
+          f"({jobs / metrics.batches:.2f} per micro-batch)")  # pytest -s
     assert metrics.batches >= 5 and metrics.rows_out > 0
     assert jobs / metrics.batches <= budget, f"{jobs} Spark jobs in {metrics.batches} micro-batches"

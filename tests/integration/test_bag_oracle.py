@@ -308,6 +308,7 @@ def test_fixture_has_equal_rows_and_keyless_tables():
 # --------------------------------------------------------------------------- the oracle's dataset vs morph-kgc
 
 
+@pytest.mark.slow  # 20 s; the W3C R2RML cases against morph-kgc stay in the default run
 def test_materialised_dataset_equals_morph_kgc(fixture_world):
     """obda's materialiser (the oracle's) and morph-kgc 2.10.0 give the same dataset for the fixture:
     the same quads, graph by graph (numeric literals by value: see ``bag_oracle.quads_by_value``)."""
