@@ -630,6 +630,7 @@ def test_a_stream_key_cuts_the_state_of_a_many_one_join():
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # 13 s; the local backend's keyed consumption stays in the default run
 def test_the_spark_backend_consumes_by_the_key_as_the_local_one(spark, tmp_path):
     rows = key_generate(41, steps=40, duplicates=0.2)
     q, lines, records, lq = both_backends(spark, tmp_path, KEY_SQL, key_sources(), rows, 41, allow_unbounded=True)

@@ -164,6 +164,7 @@ def test_many_files_in_one_micro_batch(spark, tmp_path):
     assert bindings(text, ("a",)) == Oracle(src, rows).answers(case.sql)
 
 
+@pytest.mark.slow  # 14 s (the default run keeps under 15 minutes)
 def test_file_names_with_glob_characters_are_read_as_named(spark, tmp_path):
     """Spark's readers expand ``[ ] { } * ? \\`` in paths; the executor's files are read as listed.
 
