@@ -172,6 +172,15 @@ def spark_jobs(spark) -> int:
         return -1
 
 
+def codegen_compiles(spark) -> tuple[int, float]:
+    """Whole-stage and expression code compiled by Janino in this JVM so far: (count, ≈ seconds)."""
+    try:
+        h = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics.METRIC_COMPILATION_TIME()
+        return h.getCount(), h.getCount() * h.getSnapshot().getMean() / 1000.0
+    except Exception:
+        return -1, 0.0
+
+
 def process_peak_rss() -> int:
     import resource
 
@@ -223,6 +232,7 @@ def run_obda(spark, spec: dict, base: Path, out: Path) -> dict:
     if spec.get("max_files_per_batch"):
         kw["max_files_per_batch"] = spec["max_files_per_batch"]
     jobs0 = spark_jobs(spark)
+    compiles0 = codegen_compiles(spark)
     t_start = time.perf_counter()
     q = ContinuousQuery(compiled, project.sources, report, base_dir=base, sink=sink, spark=spark, **kw)
     t0 = time.perf_counter()
@@ -250,6 +260,7 @@ def run_obda(spark, spec: dict, base: Path, out: Path) -> dict:
         "input_rows": sum(m["rows_read"].values()),
         "micro_batches": m["batches"],
         "spark_jobs": spark_jobs(spark) - jobs0,
+        "codegen": tuple(b - a for a, b in zip(compiles0, codegen_compiles(spark))),
         "files_read": sum(len(v) for v in q.processed.values()),
         "driver_peak_rss_bytes": m["driver_peak_rss_bytes"],
         "state_entries": m["state_entries"],
@@ -821,7 +832,8 @@ def main(argv=None) -> int:
         print(f"  {k:28s} startup {r['startup_seconds']:.2f} s + run {r['run_seconds']:.2f} s; "
               f"{r['input_rows']} rows read, {r['files_read']} files, {r['micro_batches']} micro-batches "
               f"(the last only closes the input), {r['spark_jobs']} Spark jobs "
-              f"({r['spark_jobs'] / max(1, r['micro_batches']):.1f} per micro-batch); max state entries "
+              f"({r['spark_jobs'] / max(1, r['micro_batches']):.1f} per micro-batch), {r['codegen'][0]} code "
+              f"compilations (≈ {r['codegen'][1]:.1f} s); max state entries "
               f"{r['max_state_entries']}; driver peak RSS {_mb(r['driver_peak_rss_bytes'])}, "
               f"JVM {_mb(r['jvm_peak_rss_bytes'])}; sink {r['sink']}")
     for k in ("spark_stream_join_distinct", "spark_stream_join_bag"):

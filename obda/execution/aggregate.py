@@ -286,9 +286,11 @@ class Aggregator:
 
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
+        from pyspark.sql import types as T
 
         from obda.execution.answers import AT
         from obda.execution.distributed import TS
+        from obda.execution.spark_io import local_frame
 
         window = self.plan.window
         fixed = sorted({e for e, _, _, _ in self._expiry if hi is None or e <= hi}) if window is not None else []
@@ -315,7 +317,8 @@ class Aggregator:
         else:
             u = per_ts.select(t, F.lit(1).alias("__d"))
         if fixed:
-            u = u.unionByName(projected.sparkSession.createDataFrame([(e, 0) for e in fixed], "__t long, __d int"))
+            pairs = T.StructType([T.StructField("__t", T.LongType()), T.StructField("__d", T.IntegerType())])
+            u = u.unionByName(local_frame(projected.sparkSession, [(e, 0) for e in fixed], pairs))
         # the first data timestamp at or after each time: a running MIN in descending order (a data
         # timestamp equal to a time sorts before it)
         w = W.orderBy(F.col("__t").desc(), F.col("__d").desc()).rowsBetween(W.unboundedPreceding, W.currentRow)

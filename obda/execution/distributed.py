@@ -33,6 +33,7 @@ distinct answers (the emitted set is part of a DISTINCT query's state).
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -42,7 +43,7 @@ from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
-from obda.model.query import OPS
+from obda.execution.spark_io import local_frame
 
 TS = "__ts"
 
@@ -93,54 +94,78 @@ def _frame(spark, names: list[str], data: Counted, count: str | None, types: dic
         tuples = [tuple(k) + (c,) for k, c in rows]
     else:
         tuples = [tuple(k) for k, _ in rows]
-    return spark.createDataFrame(tuples, T.StructType(fields))
+    return local_frame(spark, tuples, T.StructType(fields))
 
 
-def _pred(p: CrossPred, nm: _Names):
-    from pyspark.sql import functions as F
+def _q(name: str) -> str:
+    return f"`{name}`"
 
-    left, right = F.col(nm(p.left)), F.col(nm(p.right))
+
+def _pred(p: CrossPred, nm: _Names) -> str:
+    right = _q(nm(p.right))
     if p.offset:  # an interval join: timestamps are long microseconds here (spark_io._projection)
-        right = right + F.lit(p.offset).cast("long")
-    return OPS[p.op](left, right)
+        right = f"({right} + {int(p.offset)})"
+    return f"{_q(nm(p.left))} {p.op} {right}"
+
+
+def _and(conds) -> str | None:
+    conds = [c for c in conds if c]
+    return " AND ".join(f"({c})" for c in conds) if conds else None
 
 
 @dataclass
 class _Rel:
-    """A relation of the member's plan: DataFrame, its attributes, its timestamp column, its count column."""
+    """A relation of the member's plan: a common table expression, its attributes, timestamp and count columns."""
 
-    df: object
+    name: str
     attrs: frozenset
     ts: str | None = None
     count: str | None = None
+
+
+class _Statement:
+    """The common table expressions of one micro-batch's plan (in order) and its parameters."""
+
+    def __init__(self):
+        self.ctes: dict[str, str] = {}
+        self.args: dict[str, object] = {}
+
+    def add(self, name: str, sql: str) -> str:
+        self.ctes[name] = sql
+        return name
+
+    def param(self, value) -> str:
+        key = f"p{len(self.args)}"
+        self.args[key] = value
+        return f":{key}"
+
+    def frame(self, spark, select: str):
+        ctes = ",\n".join(f"{_q(n)} AS ({s})" for n, s in self.ctes.items())
+        return spark.sql(f"WITH {ctes}\n{select}" if ctes else select, args=dict(self.args))
 
 
 class _Joiner:
     """Joins relations one by one, applying each condition as soon as its attributes are present."""
 
     def __init__(self, first: _Rel, preds: Iterable[CrossPred], nm: _Names):
-        self.df = first.df
+        self.sql = _q(first.name)
         self.attrs = set(first.attrs)
         self.counts = [first.count] if first.count else []
         self.pending = list(preds)
         self.nm = nm
 
-    def join(self, rel: _Rel, extra=None) -> None:
-        from pyspark.sql import functions as F
-
+    def join(self, rel: _Rel, extra: str | None = None) -> None:
         self.attrs |= rel.attrs
         ready = [p for p in self.pending if set(p.attrs) <= self.attrs]
         self.pending = [p for p in self.pending if p not in ready]
-        cond = None
-        for c in [_pred(p, self.nm) for p in ready] + ([extra] if extra is not None else []):
-            cond = c if cond is None else cond & c
+        cond = _and([_pred(p, self.nm) for p in ready] + [extra])
         # no broadcast: a broadcast is a Spark job of its own, and the micro-batch is one job
         # (spark_io.configure_session turns automatic broadcasts off)
-        self.df = self.df.join(rel.df, on=cond, how="inner") if cond is not None else self.df.crossJoin(rel.df)
+        self.sql += f" JOIN {_q(rel.name)} ON {cond}" if cond else f" CROSS JOIN {_q(rel.name)}"
         if rel.count:
             self.counts.append(rel.count)
 
-    def join_all(self, candidates: list[tuple["_Rel", object, bool]]) -> None:
+    def join_all(self, candidates: list[tuple["_Rel", str | None, bool]]) -> None:
         """Join every candidate ``(relation, extra condition, extra is an equality)``, in an
         order that gives each join an equality key when one exists (as the local engine orders its
         joins): a relation linked by an equality first, then one linked by any condition, then the
@@ -163,29 +188,27 @@ class _Joiner:
             rel, extra, _ = pick
             self.join(rel, extra)
 
-    def count_expr(self):
-        from pyspark.sql import functions as F
+    def count_expr(self) -> str | None:
+        return " * ".join(_q(c) for c in self.counts) if self.counts else None
 
-        if not self.counts:
-            return None
-        e = F.col(self.counts[0])
-        for c in self.counts[1:]:
-            e = e * F.col(c)
-        return e
-
-    def done(self):
-        for p in self.pending:  # conditions among the first relation's own attributes
-            self.df = self.df.where(_pred(p, self.nm))
+    def done(self, select: str) -> str:
+        """``SELECT select FROM`` the joins ``WHERE`` the conditions among the first relation's own attributes."""
+        where = _and([_pred(p, self.nm) for p in self.pending])
         self.pending = []
-        return self.df
+        return f"SELECT {select} FROM {self.sql}" + (f" WHERE {where}" if where else "")
 
 
 class SparkForest:
     """The Spark side of one query: builds, per micro-batch, its answers and synopsis updates.
 
-    The static tables' rows (as the driver loaded them, ``engine``'s statics) become one
-    cached DataFrame per static alias, built on first use.
+    The plan is SQL text over temporary views (the micro-batch's projected rows, each past synopsis
+    and static table as a local relation), analysed by Spark once per statement: one round trip
+    from Python per statement instead of one per DataFrame operation, each of which Spark
+    analyses again (the cost of planning a micro-batch).  The static tables' rows (as the driver
+    loaded them, ``engine``'s statics) become one view per static alias, built on first use.
     """
+
+    _serial = 0
 
     def __init__(self, spark, forest: Forest, engine: QueryEngine, ns: str = ""):
         self.spark = spark
@@ -194,49 +217,53 @@ class SparkForest:
         self.engine = engine
         self._names = [_Names() for _ in forest.members]
         self._statics: dict[tuple[int, str], _Rel] = {}
+        self._views: set[str] = set()
+        SparkForest._serial += 1
+        self._prefix = f"__obda{SparkForest._serial}_"  # of its temporary views in the session
+
+    def _view(self, df, name: str) -> str:
+        name = self._prefix + name
+        df.createOrReplaceTempView(name)
+        self._views.add(name)
+        return name
 
     # -- inputs -------------------------------------------------------------------------------
-    def _range(self, lo: int | None, hi: int | None):
-        from pyspark.sql import functions as F
-
-        ts = F.col(TS)
-        cond = ts.isNotNull()
+    @staticmethod
+    def _range(lo: int | None, hi: int | None) -> str:
+        ts = _q(TS)
+        cond = f"{ts} IS NOT NULL"
         if lo is not None:
-            cond = cond & (ts > F.lit(lo))
+            cond += f" AND {ts} > {int(lo)}"
         if hi is not None:
-            cond = cond & (ts <= F.lit(hi))
+            cond += f" AND {ts} <= {int(hi)}"
         return cond
 
-    def _alias_rows(self, batch, mi: int, alias: str, rng, tcol: str) -> _Rel:
+    def _alias_rows(self, st: _Statement, mi: int, alias: str, tcol: str) -> _Rel:
         """The rows of a stream alias in the range: its timestamp as ``tcol``, its attributes."""
-        from pyspark.sql import functions as F
-
         mf = self.forest.members[mi]
         nm = self._names[mi]
         p = mf.pipelines[alias]
         views: ViewDedupe = self.forest.views
         positions = views.positions.get(p.id)
+        name = f"m{mi}_{tcol}"
         if positions is None:
-            df = batch.where(F.col(flag_column(p.id, self.ns)) & rng).select(
-                F.col(TS).alias(tcol), *[F.col(key_column(p.id, j, self.ns)).alias(nm(a)) for j, a in enumerate(p.attrs)]
-            )
-            return _Rel(df, frozenset(p.attrs), tcol)
+            cols = ", ".join(f"{_q(key_column(p.id, j, self.ns))} AS {_q(nm(a))}" for j, a in enumerate(p.attrs))
+            sql = f"SELECT {_q(TS)} AS {_q(tcol)}{', ' if cols else ''}{cols} FROM {_q(self._scan)} " \
+                  f"WHERE {_q(flag_column(p.id, self.ns))} AND {self._rng}"
+            return _Rel(st.add(name, sql), frozenset(p.attrs), tcol)
         # a per-atom view: the distinct rows of every branch per timestamp, projected onto the alias
         branches = sorted(b for b, t in views.branch_of.items() if t == p.id)
         width = len(next(q for q in self.forest.pipelines if q.id == branches[0]).attrs)
-        union = None
+        parts = []
         for b in branches:
-            part = batch.where(F.col(flag_column(b, self.ns)) & rng).select(
-                F.col(TS).alias(tcol), *[F.col(key_column(b, j, self.ns)).alias(f"__r{j}") for j in range(width)]
-            )
-            union = part if union is None else union.unionByName(part)
-        union = union.distinct()
-        df = union.select(
-            F.col(tcol), *[(F.col(tcol) if i < 0 else F.col(f"__r{i}")).alias(nm(a)) for i, a in zip(positions, p.attrs)]
-        )
-        return _Rel(df, frozenset(p.attrs), tcol)
+            cols = "".join(f", {_q(key_column(b, j, self.ns))} AS __r{j}" for j in range(width))
+            parts.append(f"SELECT {_q(TS)} AS {_q(tcol)}{cols} FROM {_q(self._scan)} "
+                         f"WHERE {_q(flag_column(b, self.ns))} AND {self._rng}")
+        union = st.add(name + "_u", "SELECT DISTINCT * FROM (" + " UNION ALL ".join(parts) + ")")
+        cols = "".join(f", {_q(tcol) if i < 0 else f'__r{i}'} AS {_q(nm(a))}" for i, a in zip(positions, p.attrs))
+        return _Rel(st.add(name, f"SELECT {_q(tcol)}{cols} FROM {_q(union)}"), frozenset(p.attrs), tcol)
 
-    def _static(self, mi: int, alias: str) -> _Rel:
+    def _static(self, st: _Statement, mi: int, alias: str) -> _Rel:
         key = (mi, alias)
         rel = self._statics.get(key)
         if rel is None:
@@ -247,100 +274,90 @@ class SparkForest:
             count = f"__cs{len(self._statics)}"
             # a local relation (the rows are the driver's), joined by shuffling (a broadcast would be a job
             # per micro-batch); a cached frame would be computed by a job of its own
-            df = _frame(self.spark, [nm(a) for a in p.attrs], data, count)
-            rel = self._statics[key] = _Rel(df, frozenset(p.attrs), None, count)
+            view = self._view(_frame(self.spark, [nm(a) for a in p.attrs], data, count), f"static{mi}_{len(self._statics)}")
+            rel = self._statics[key] = _Rel(view, frozenset(p.attrs), None, count)
         return rel
 
-    def _past(self, mi: int, node_id: int, tcol: str, count: str) -> _Rel | None:
-        """The node's past synopsis (driver state) as a DataFrame with a NULL timestamp, or None when empty."""
-        from pyspark.sql import functions as F
-        from pyspark.sql import types as T
-
+    def _past(self, st: _Statement, mi: int, node_id: int, tcol: str, count: str) -> str | None:
+        """The node's past synopsis (driver state) with a NULL timestamp, as a SELECT; None when empty."""
         me = self.engine.members[mi]
         node = me.plan.nodes[node_id]
         data = me.past[node_id].data
         if not data:
             return None
         nm = self._names[mi]
-        df = _frame(self.spark, [nm(a) for a in node.key], data, count)
-        df = df.select(F.lit(None).cast(T.LongType()).alias(tcol), *[nm(a) for a in node.key], count)
-        return _Rel(df, frozenset(node.key), tcol, count)
+        view = self._pasts.get((mi, node_id))
+        if view is None:
+            keys = [nm(a) for a in node.key]
+            view = self._pasts[(mi, node_id)] = self._view(_frame(self.spark, keys, data, "__n"), f"past{mi}_{node_id}")
+        cols = "".join(f", {_q(nm(a))}" for a in node.key)
+        return f"SELECT CAST(NULL AS BIGINT) AS {_q(tcol)}{cols}, __n AS {_q(count)} FROM {_q(view)}"
 
     # -- one member ---------------------------------------------------------------------------
-    def _cur(self, batch, mi: int, node_id: int, rng, memo: dict) -> _Rel:
+    def _cur(self, st: _Statement, mi: int, node_id: int, memo: dict) -> _Rel | None:
         """``cur(n)`` over the range: (timestamp, key attributes, count?) — not aggregated."""
         if node_id in memo:
             return memo[node_id]
-        from pyspark.sql import functions as F
-
         mf = self.forest.members[mi]
         nm = self._names[mi]
         n = mf.nodes[node_id]
         tcol = f"__t{node_id}"
-        first = self._alias_rows(batch, mi, n.aliases[0], rng, tcol)
+        first = self._alias_rows(st, mi, n.aliases[0], tcol)
         j = _Joiner(first, n.preds, nm)
         candidates = []
         for k, a in enumerate(n.aliases[1:]):  # the unit's other aliases: same timestamp
-            other = self._alias_rows(batch, mi, a, rng, f"{tcol}_{k}")
-            candidates.append((other, F.col(f"{tcol}_{k}") == F.col(tcol), True))
+            other = self._alias_rows(st, mi, a, f"{tcol}_{k}")
+            candidates.append((other, f"{_q(f'{tcol}_{k}')} = {_q(tcol)}", True))
         for c in n.children:  # strictly earlier rows of each child (its past has no timestamp)
-            rel = self._all(batch, mi, c, rng, memo, f"__a{node_id}_{c}")
+            rel = self._all(st, mi, c, memo, f"__a{node_id}_{c}")
             if rel is None:
                 memo[node_id] = None
                 return None
-            candidates.append((rel, F.col(rel.ts).isNull() | (F.col(rel.ts) < F.col(tcol)), False))
+            candidates.append((rel, f"{_q(rel.ts)} IS NULL OR {_q(rel.ts)} < {_q(tcol)}", False))
         for s in n.statics:
-            candidates.append((self._static(mi, s), None, False))
+            candidates.append((self._static(st, mi, s), None, False))
         j.join_all(candidates)
-        df = j.done()
         count = j.count_expr()
         cname = f"__c{node_id}"
-        cols = [F.col(tcol)] + [F.col(nm(a)) for a in n.key] + ([count.alias(cname)] if count is not None else [])
-        rel = _Rel(df.select(*cols), frozenset(n.key), tcol, cname if count is not None else None)
+        cols = ", ".join([_q(tcol)] + [_q(nm(a)) for a in n.key] + ([f"{count} AS {cname}"] if count else []))
+        rel = _Rel(st.add(f"m{mi}_cur{node_id}", j.done(cols)), frozenset(n.key), tcol, cname if count else None)
         memo[node_id] = rel
         return rel
 
-    def _all(self, batch, mi: int, node_id: int, rng, memo: dict, prefix: str) -> _Rel | None:
+    def _all(self, st: _Statement, mi: int, node_id: int, memo: dict, prefix: str) -> _Rel | None:
         """``past ∪ cur`` of a node, its timestamp and count columns renamed with ``prefix``."""
-        from pyspark.sql import functions as F
-
         nm = self._names[mi]
         node = self.forest.members[mi].nodes[node_id]
         tcol, count = f"{prefix}_t", f"{prefix}_c"
-        cur = self._cur(batch, mi, node_id, rng, memo)
+        cur = self._cur(st, mi, node_id, memo)
+        keys = [_q(nm(a)) for a in node.key]
+        ks = "".join(f", {k}" for k in keys)
         parts = []
         if cur is not None and self.forest.members[mi].distinct:
             # set semantics: a later row reads only whether an entry with its key came before it, so the
             # batch's rows of one key shrink to the earliest before joining (dense data: each reading would
             # otherwise join every earlier row of its key in the batch, and only then be deduplicated)
-            keys = [nm(a) for a in node.key]
-            earliest = F.min(F.col(cur.ts)).alias(tcol)
-            df = cur.df.groupBy(*keys).agg(earliest) if keys else cur.df.agg(earliest).where(F.col(tcol).isNotNull())
-            parts.append(df.select(F.col(tcol), *keys, F.lit(1).cast("long").alias(count)))
+            earliest = f"SELECT MIN({_q(cur.ts)}) AS {_q(tcol)}{ks} FROM {_q(cur.name)}"
+            sql = (f"{earliest} GROUP BY {', '.join(keys)}" if keys
+                   else f"SELECT * FROM ({earliest}) WHERE {_q(tcol)} IS NOT NULL")
+            parts.append(f"SELECT {_q(tcol)}{ks}, CAST(1 AS BIGINT) AS {_q(count)} FROM ({sql})")
         elif cur is not None:
-            parts.append(
-                cur.df.select(
-                    F.col(cur.ts).alias(tcol), *[nm(a) for a in node.key],
-                    (F.col(cur.count) if cur.count else F.lit(1).cast("long")).alias(count),
-                )
-            )
-        past = self._past(mi, node_id, tcol, count)
+            c = _q(cur.count) if cur.count else "CAST(1 AS BIGINT)"
+            parts.append(f"SELECT {_q(cur.ts)} AS {_q(tcol)}{ks}, {c} AS {_q(count)} FROM {_q(cur.name)}")
+        past = self._past(st, mi, node_id, tcol, count)
         if past is not None:
-            parts.append(past.df)
+            parts.append(past)
         if not parts:
             return None
-        df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
-        return _Rel(df, frozenset(node.key), tcol, count)
+        return _Rel(st.add(f"m{mi}{prefix}", " UNION ALL ".join(parts)), frozenset(node.key), tcol, count)
 
-    def _answers(self, batch, mi: int, rng, memo: dict):
-        """The member's answers in the range: ``__at``, the bound values, one row per occurrence."""
-        from pyspark.sql import functions as F
-
+    def _answers(self, st: _Statement, mi: int, memo: dict) -> list[str]:
+        """The member's answers in the range as SELECTs: ``__at``, the bound values, one row per occurrence."""
         mf = self.forest.members[mi]
         nm = self._names[mi]
-        out = None
+        out = []
         for i, r in enumerate(mf.roots):
-            cur = self._cur(batch, mi, r, rng, memo)
+            cur = self._cur(st, mi, r, memo)
             if cur is None:
                 continue
             j = _Joiner(cur, mf.forest_preds, nm)
@@ -348,42 +365,38 @@ class SparkForest:
             for k, q in enumerate(mf.roots):
                 if k == i:
                     continue
-                rel = self._all(batch, mi, q, rng, memo, f"__r{mi}_{i}_{k}")
+                rel = self._all(st, mi, q, memo, f"__r{mi}_{i}_{k}")
                 if rel is None:
                     break
-                before = F.col(rel.ts) < F.col(cur.ts) if k < i else F.col(rel.ts) <= F.col(cur.ts)
-                candidates.append((rel, F.col(rel.ts).isNull() | before, False))
+                before = f"{_q(rel.ts)} {'<' if k < i else '<='} {_q(cur.ts)}"
+                candidates.append((rel, f"{_q(rel.ts)} IS NULL OR {before}", False))
             else:
                 for s in mf.forest_statics:
-                    candidates.append((self._static(mi, s), None, False))
+                    candidates.append((self._static(st, mi, s), None, False))
                 j.join_all(candidates)
                 candidates = None
             if candidates is not None:  # another root has no rows at all yet: no answer
                 continue
-            df = j.done()
             count = j.count_expr()
-            cols = [F.col(cur.ts).alias(AT)] + [
-                self._bind(it, nm).alias(value_column(k)) for k, it in enumerate(mf.member.items)
-            ]
+            values = [value_column(k) for k in range(len(mf.member.items))]
+            cols = ", ".join([f"{_q(cur.ts)} AS {_q(AT)}"] + [
+                f"{self._bind(st, it, nm)} AS {_q(v)}" for it, v in zip(mf.member.items, values)])
             if count is not None and not self.forest.distinct:
-                df = df.select(*cols, count.alias("__n")).where(F.col("__n") > 0)
-                df = df.select(AT, *[value_column(k) for k in range(len(cols) - 1)],
-                               F.explode(F.array_repeat(F.lit(0), F.col("__n").cast("int"))).alias("__rep")).drop("__rep")
+                name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n"))
+                out.append(f"SELECT {', '.join(_q(c) for c in [AT] + values)} FROM {_q(name)} "
+                           f"LATERAL VIEW explode(array_repeat(0, CAST(__n AS INT))) __e AS __rep WHERE __n > 0")
             else:
-                df = df.select(*cols)
-            out = df if out is None else out.unionByName(df)
+                out.append(f"SELECT * FROM {_q(st.add(f'm{mi}_ans{i}', j.done(cols)))}")
         return out
 
     @staticmethod
-    def _bind(item, nm: _Names):
-        from pyspark.sql import functions as F
-
+    def _bind(st: _Statement, item, nm: _Names) -> str:
         if item.kind == "attr":
-            return F.col(nm(item.attr))
+            return _q(nm(item.attr))
         if item.kind == "const":
-            return F.lit(item.value)
-        parts = [F.lit(v) if k == "const" else F.col(nm(v)).cast("string") for k, v in item.parts]
-        return F.concat(*parts)
+            return st.param(item.value)
+        parts = [st.param(v) if k == "const" else f"CAST({_q(nm(v))} AS STRING)" for k, v in item.parts]
+        return f"concat({', '.join(parts)})"
 
     # -- the micro-batch ------------------------------------------------------------------------
     def evaluate(self, batch, lo: int | None, hi: int | None,
@@ -393,54 +406,64 @@ class SparkForest:
         ``batch``: the projected rows of the micro-batch.  ``hi`` None: no upper bound.
         Returns the answers DataFrame (None when no member can answer) and ``{member: {node:
         DataFrame of the node's key (+ count)}}`` for the nodes whose past the engine keeps
-        once ``keep_upto`` (default ``hi``) closed.
+        once ``keep_upto`` (default ``hi``) closed.  One SQL statement for the answers and one per
+        update, over the same common table expressions.
         """
         keep_upto = hi if keep_upto is None else keep_upto
-        rng = self._range(lo, hi)
-        answers = None
-        updates: dict[int, dict[int, object]] = {}
+        self._scan = self._view(batch, "scan")
+        self._rng = self._range(lo, hi)
+        self._pasts: dict[tuple[int, int], str] = {}
+        st = _Statement()
+        answers: list[str] = []
+        updates: dict[int, dict[int, str]] = {}
         for mi, mf in enumerate(self.forest.members):
             if mf.unsatisfiable or not mf.nodes:
                 continue
             memo: dict = {}
-            df = self._answers(batch, mi, rng, memo)
-            if df is not None:
-                answers = df if answers is None else answers.unionByName(df)
+            answers += self._answers(st, mi, memo)
             me: MemberEngine = self.engine.members[mi]
             for n in mf.nodes:
                 if keep_upto is None or not me.keeps_after(n.id, keep_upto):
                     continue
-                cur = self._cur(batch, mi, n.id, rng, memo)
+                cur = self._cur(st, mi, n.id, memo)
                 if cur is not None:
                     updates.setdefault(mi, {})[n.id] = self._update(mi, n.id, cur)
-        return answers, updates
+        frames = {mi: {nid: st.frame(self.spark, sql) for nid, sql in per.items()} for mi, per in updates.items()}
+        out = st.frame(self.spark, " UNION ALL ".join(answers)) if answers else None
+        # the frames hold their analysed plans: the micro-batch's views go (the statics' stay while the query runs)
+        for name in [self._scan, *self._pasts.values()]:
+            self.spark.catalog.dropTempView(name)
+            self._views.discard(name)
+        return out, frames
 
-    def _update(self, mi: int, node_id: int, cur: _Rel):
+    def _update(self, mi: int, node_id: int, cur: _Rel) -> str:
         """``cur(n)`` aggregated on the node's key, per timestamp (``__at``): counts summed (bags), the extreme
         kept (compressed sets); a set's key once, at its earliest timestamp.  The timestamp lets a range
         computed open-ended (the micro-batch's marker known only after its one job) keep the updates of
         the timestamps that close (``microbatch.Closing.consume``)."""
-        from pyspark.sql import functions as F
-
         mf = self.forest.members[mi]
         nm = self._names[mi]
         n = mf.nodes[node_id]
-        keys = [nm(a) for a in n.key]
-        at = F.col(cur.ts).alias(AT)
+        keys = [_q(nm(a)) for a in n.key]
+        at, src = f"{_q(cur.ts)} AS {_q(AT)}", _q(cur.name)
         if not mf.distinct:
-            c = F.col(cur.count) if cur.count else F.lit(1)
-            return cur.df.groupBy(at, *keys).agg(F.sum(c).cast("long").alias("__n"))
+            c = _q(cur.count) if cur.count else "1"
+            return (f"SELECT {', '.join([at] + keys)}, CAST(SUM({c}) AS BIGINT) AS __n FROM {src} "
+                    f"GROUP BY {', '.join([_q(cur.ts)] + keys)}")
         if n.compress is not None:
             pos, mode = n.compress
             rest = [k for i, k in enumerate(keys) if i != pos]
-            agg = (F.min if mode == "min" else F.max)(F.col(keys[pos])).alias(keys[pos])
-            return cur.df.groupBy(at, *rest).agg(agg).select(AT, *keys)
-        return cur.df.groupBy(*keys).agg(F.min(F.col(cur.ts)).alias(AT))
+            extreme = f"{mode.upper()}({keys[pos]}) AS {keys[pos]}"
+            inner = f"SELECT {', '.join([at] + rest + [extreme])} FROM {src} GROUP BY {', '.join([_q(cur.ts)] + rest)}"
+            return f"SELECT {', '.join([_q(AT)] + keys)} FROM ({inner})"
+        group = f" GROUP BY {', '.join(keys)}" if keys else ""
+        return f"SELECT {''.join(k + ', ' for k in keys)}MIN({_q(cur.ts)}) AS {_q(AT)} FROM {src}{group}"
 
     def release(self) -> None:
-        """Drop the cached static frames (the query closes)."""
-        for rel in self._statics.values():
-            rel.df.unpersist()
+        """Drop the query's temporary views (the query closes)."""
+        for name in self._views:
+            self.spark.catalog.dropTempView(name)
+        self._views = set()
         self._statics = {}
 
 
@@ -459,7 +482,8 @@ def _decoder(dtype):
     return lambda s: s
 
 
-def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spill_dir: str | None = None):
+def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spill_dir: str | None = None,
+                   observed: bool = False):
     """Collect several DataFrames of different schemas in **one** Spark job.
 
     ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
@@ -481,29 +505,50 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
     * else one ``collect`` (the job's observed metrics, :func:`obda.execution.scan.observed_stats`,
       are then reported).
     """
-    from pyspark.sql import functions as F
-
-    frames, decoders = [], []
-    for tag, df in enumerate(parts):
-        cols = [c for c in df.columns if c != AT]
-        decoders.append(tuple(_decoder(df.schema[c].dataType) for c in cols))
-        at = F.col(AT) if AT in df.columns else F.lit(None).cast("long")
-        values = F.array(*[F.col(c).cast("string") for c in cols]) if cols else F.array().cast("array<string>")
-        frames.append(df.select(F.lit(tag).alias("__k"), at.alias(AT), values.alias("__v")))
-    if not frames:
+    if not parts:
         return
-    union = frames[0]
-    for f in frames[1:]:
-        union = union.unionByName(f)
-    order = (AT, "__k") if by_time else ("__k", AT)
+    spark = parts[0].sparkSession
+    serial = next(_parts)
+    frames, views, decoders = [], [], []
+    for tag, df in enumerate(parts):
+        fields = [f for f in df.schema.fields if f.name != AT]
+        decoders.append(tuple(_decoder(f.dataType) for f in fields))
+        at = _q(AT) if len(fields) < len(df.schema.fields) else "CAST(NULL AS BIGINT)"
+        values = ", ".join(f"CAST({_q(f.name)} AS STRING)" for f in fields)
+        frames.append(df.selectExpr(f"{tag} AS __k", f"{at} AS {_q(AT)}",
+                                    f"array({values}) AS __v" if fields else "CAST(array() AS ARRAY<STRING>) AS __v"))
+        if not observed:
+            views.append(f"__obda_part{serial}_{tag}")
+            frames[-1].createOrReplaceTempView(views[-1])
+    # the union, its partitioning and order in one statement: Spark analyses the micro-batch's whole plan
+    # once (each DataFrame operation on it — a union of two, a sort — would analyse all of it again).  An
+    # observed part (``observed``) stays a DataFrame: Spark finds its observation in the job's unanalysed plan
+    union = " UNION ALL ".join(f"SELECT * FROM {_q(v)}" for v in views)
+    order = ", ".join(_q(c) for c in ((AT, "__k") if by_time else ("__k", AT)))
+    try:
+        if observed:
+            frame = frames[0]
+            for f in frames[1:]:
+                frame = frame.union(f)
+            frame = frame.coalesce(1) if spill_dir is None else frame
+            ordered = frame.sortWithinPartitions(*((AT, "__k") if by_time else ("__k", AT)))
+        elif spill_dir is not None:
+            ordered = spark.sql(f"SELECT * FROM ({union}) SORT BY {order}")
+        else:
+            ordered = spark.sql(f"SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM ({union})) SORT BY {order}")
+    finally:
+        for v in views:
+            spark.catalog.dropTempView(v)
     if spill_dir is not None:
-        rows = _spilled(union.sortWithinPartitions(*order), spill_dir, by_time)
+        rows = _spilled(ordered, spill_dir, by_time)
     else:
-        ordered = union.coalesce(1).sortWithinPartitions(*order)
         rows = ordered.toLocalIterator() if stream else ordered.collect()
     for k, at, vals in rows:
         dec = decoders[k]
         yield k, at, tuple(d(v) for d, v in zip(dec, vals))
+
+
+_parts = itertools.count()
 
 
 def _spilled(ordered, spill_dir: str, by_time: bool):

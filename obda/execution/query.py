@@ -22,7 +22,7 @@ from obda.execution.runtime import Metrics, Runtime, peak_rss_bytes
 from obda.execution.microbatch import Batch, Closing, in_range
 from obda.execution.scan import Scan, flag_column, key_column
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
-from obda.execution.spark_io import list_files, resolve_location, table_format
+from obda.execution.spark_io import list_files, local_frame, resolve_location, table_format
 from obda.model.compilation import Compilation
 from obda.model.sources import Sources
 
@@ -520,7 +520,8 @@ class ContinuousQuery:
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
-            for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self.spill_dir(closing, nbytes)):
+            for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self.spill_dir(closing, nbytes),
+                                                    observed=True):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
             closing.emitted += self.write_frame(closing.frame)
@@ -715,7 +716,7 @@ class ContinuousQuery:
             pid = monitor[(name, table)]
             fields = [projected.schema[TS]] + [projected.schema[k] for k in keys[pid]]
             names = [f"__b{i}_{j}" for j in range(len(fields))]
-            frame = self.spark.createDataFrame(sorted(rows, key=repr), T.StructType(
+            frame = local_frame(self.spark, sorted(rows, key=repr), T.StructType(
                 [T.StructField(n, f.dataType, True) for n, f in zip(names, fields)])).withColumn(f"__b{i}", F.lit(True))
             cond = ts == F.col(names[0])
             for k, n in zip(keys[pid], names[1:]):

@@ -11,6 +11,7 @@ for all the queries running over the same streams.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 from obda.analysis.forest import Pipeline
@@ -106,8 +107,19 @@ def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]
 
 def stats_frame(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]):
     """The aggregation of :func:`scan_stats` as a DataFrame (not run): one row per (read, file), for a
-    job that computes it with other parts (:func:`~obda.execution.distributed.collect_tagged`)."""
-    return projected.groupBy("__g", "__file").agg(*_stats_aggregates(projected, readers))
+    job that computes it with other parts (:func:`~obda.execution.distributed.collect_tagged`).  Built
+    as one SQL statement over a temporary view (one round trip from Python, one analysis)."""
+    spark = projected.sparkSession
+    view = f"__obda_stats_{next(_views)}"
+    projected.createOrReplaceTempView(view)
+    try:
+        aggs = ", ".join(_stats_aggregates(projected, readers))
+        return spark.sql(f"SELECT __g, __file, {aggs} FROM `{view}` GROUP BY __g, __file")
+    finally:
+        spark.catalog.dropTempView(view)  # the frame holds its analysed plan
+
+
+_views = itertools.count()
 
 
 def stats_of(rows, readers: dict) -> list[tuple]:
@@ -121,29 +133,25 @@ def stats_of(rows, readers: dict) -> list[tuple]:
     return out
 
 
-def _stats_aggregates(projected, readers: dict, only=None, suffix: str = "") -> list:
-    """The aggregates of :func:`scan_stats` (rows, invalid, then per reader valid, late, max_ts,
-    min_ts), over the rows where ``only`` holds (a Column; default all)."""
-    from pyspark.sql import functions as F
-
-    v, ts = F.col("__v"), F.col("__ts")
-    row = F.lit(True) if only is None else only
-    aggs = [F.sum(F.when(row, 1).otherwise(0)).alias(f"rows{suffix}"),
-            F.sum(F.when(row & ~v, 1).otherwise(0)).alias(f"invalid{suffix}")]
+def _stats_aggregates(projected, readers: dict, only: str | None = None, suffix: str = "") -> list[str]:
+    """The aggregates of :func:`scan_stats` as SQL (rows, invalid, then per reader valid, late, max_ts,
+    min_ts), over the rows where ``only`` holds (SQL; default all)."""
+    row = "true" if only is None else f"({only})"
+    aggs = [f"SUM(CASE WHEN {row} THEN 1 ELSE 0 END) AS `rows{suffix}`",
+            f"SUM(CASE WHEN {row} AND NOT __v THEN 1 ELSE 0 END) AS `invalid{suffix}`"]
     columns = set(projected.columns)
     for k, ns in enumerate(readers):
         lo, pids = readers[ns]
-        late = row & v & ts.isNotNull() & (ts <= F.lit(lo)) if lo is not None else F.lit(False)
-        after = row & v & ts.isNotNull() & (ts > F.lit(lo)) if lo is not None else row & v & ts.isNotNull()
-        kept = F.lit(False)
-        for pid in pids:
-            if flag_column(pid, ns) in columns:
-                kept = kept | F.coalesce(F.col(flag_column(pid, ns)), F.lit(False))
+        valid = f"{row} AND __v AND __ts IS NOT NULL"
+        late = f"({valid} AND __ts <= {int(lo)})" if lo is not None else "false"
+        after = f"({valid} AND __ts > {int(lo)})" if lo is not None else f"({valid})"
+        kept = " OR ".join(f"coalesce(`{flag_column(pid, ns)}`, false)" for pid in pids
+                           if flag_column(pid, ns) in columns) or "false"
         aggs += [
-            F.sum(F.when(row & v & ~late, 1).otherwise(0)).alias(f"v{k}{suffix}"),
-            F.sum(F.when(late, 1).otherwise(0)).alias(f"l{k}{suffix}"),
-            F.max(F.when(after, ts)).alias(f"x{k}{suffix}"),
-            F.min(F.when(after & kept, ts)).alias(f"m{k}{suffix}"),
+            f"SUM(CASE WHEN {row} AND __v AND NOT {late} THEN 1 ELSE 0 END) AS `v{k}{suffix}`",
+            f"SUM(CASE WHEN {late} THEN 1 ELSE 0 END) AS `l{k}{suffix}`",
+            f"MAX(CASE WHEN {after} THEN __ts END) AS `x{k}{suffix}`",
+            f"MIN(CASE WHEN {after} AND ({kept}) THEN __ts END) AS `m{k}{suffix}`",
         ]
     return aggs
 
@@ -160,7 +168,7 @@ def observed_stats(projected, reads: int, readers: dict):
     obs = Observation(f"obda_scan_{id(projected)}")
     aggs = []
     for g in range(reads):
-        aggs += _stats_aggregates(projected, readers, F.col("__g") == F.lit(g), f"_{g}")
+        aggs += [F.expr(a) for a in _stats_aggregates(projected, readers, f"__g = {g}", f"_{g}")]
     observed = projected.observe(obs, *aggs)
     names = list(readers)
 

@@ -5,7 +5,9 @@ a ``_corrupt_record`` column; Parquet cast-checked; JDBC) and tells malformed ro
 :func:`_projection` gives the per-row columns of a read: the tag, the row's validity, its
 timestamp, one flag per pipeline (that alias' local conditions) and the kept attributes.
 The micro-batch scan (:mod:`obda.execution.scan`) is built from these.  Static tables are
-loaded once per query with :func:`spark_table_batch` (one job, grouped rows to the driver);
+loaded when a query opens with :func:`spark_table_batch` (one job, grouped rows to the driver),
+their files parsed once per session (:func:`_static_frame`: the parsed rows stay cached while
+the files do not change, shared by every query);
 :func:`_quarantine_rows` collects a batch's late and invalid rows with their file.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,6 +105,27 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
     spark.sparkContext.setLogLevel("ERROR")
     configure_session(spark)
     return spark
+
+
+def local_frame(spark, tuples: list[tuple], schema):
+    """A DataFrame of the driver's rows as a ``LocalRelation`` in the plan (built through Arrow).
+
+    ``spark.createDataFrame(list)`` makes a Python RDD: every task that reads it starts Python
+    workers to unpickle the rows, and a join that re-reads it (a cartesian product) does so per
+    partition pair.  A local relation is read in the JVM, and Spark's optimizer sees its rows
+    (an empty one prunes its joins).  ``schema``: a ``StructType``.  Values Arrow cannot hold in
+    the schema's type (a decimal of more digits) take the Python path.
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema)
+    columns = list(zip(*tuples)) if tuples else [()] * len(schema.fields)
+    try:
+        table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, arrow)], schema=arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return spark.createDataFrame(tuples, schema)
+    return spark.createDataFrame(table, schema)
 
 
 def first_line(e: BaseException) -> str:
@@ -280,6 +304,42 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = Fal
     raise ExecutionError(f"table {table.name!r}: format {fmt!r} is not readable by the executor", table.source_location)
 
 
+_STATIC_FRAMES: dict[int, tuple] = {}  # id(session) -> (session, OrderedDict of its parsed static tables)
+STATIC_FRAMES_PER_SESSION = 8  # the least recently used is unpersisted beyond this
+
+
+def _static_frame(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
+    """A static table's files parsed once per session: cached, shared by every query that opens.
+
+    Kept per table declaration and file list with each file's size and modification time: a
+    changed file is read again (a query opening later sees the files as they are then), and the
+    stale cache is dropped first (Spark would otherwise answer the same read from it).  A JDBC
+    table is read each time: a database table changes without a file to tell.
+    """
+    if fmt == "jdbc":
+        return _read(spark, table, paths, fmt)
+    stats = []
+    for path in paths:
+        st = os.stat(path)
+        stats.append((st.st_size, st.st_mtime_ns))
+    key = (table.name, table.columns, table.timestamp, tuple(sorted(table.options.items())), fmt, tuple(paths))
+    owner, frames = _STATIC_FRAMES.get(id(spark), (None, None))
+    if owner is not spark:  # a new session (maybe at a stopped one's address)
+        owner, frames = _STATIC_FRAMES[id(spark)] = (spark, OrderedDict())
+    got = frames.pop(key, None)
+    if got is not None and got[0] == stats:
+        frames[key] = got  # the most recently used last
+        return got[1]
+    if got is not None:
+        got[1].df.unpersist()
+    frame = _read(spark, table, paths, fmt)
+    frame = _Frame(frame.df.persist(), frame.bad, frame.raw)
+    frames[key] = (stats, frame)
+    while len(frames) > STATIC_FRAMES_PER_SESSION:
+        frames.popitem(last=False)[1][1].df.unpersist()
+    return frame
+
+
 @dataclass
 class _Layout:
     """Where the classification, flags and kept attributes of one request are in a collected row."""
@@ -371,7 +431,7 @@ def collect_batch(
 ) -> CollectedBatch:
     """Read the requests in **one** Spark job and bring their rows to the driver, grouped with a count.
 
-    Used to load static tables (once per query; they are kept on the driver).  The requests'
+    Used to load static tables (when a query opens; they are kept on the driver).  The requests'
     DataFrames are projected to a tag, the row's validity, its timestamp, one flag per pipeline
     (its local conditions hold) and the kept attributes, united by name (missing columns are
     NULL) and grouped with a count (see :func:`decode_batch`).
@@ -388,7 +448,7 @@ def collect_batch(
     union = None
     for i in live:
         r = requests[i]
-        frame = _read(spark, r.table, list(r.paths), r.fmt)
+        frame = _static_frame(spark, r.table, list(r.paths), r.fmt)
         key = (r.table.name, r.fmt, i)
         parsed = cache.get(key) if cache is not None else None
         if parsed is None:
