@@ -43,7 +43,7 @@ from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
-from obda.execution.spark_io import local_frame
+from obda.execution.spark_io import local_frame, release_finished_query_jobs
 
 TS = "__ts"
 
@@ -543,9 +543,13 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
         rows = _spilled(ordered, spill_dir, by_time)
     else:
         rows = ordered.toLocalIterator() if stream else ordered.collect()
-    for k, at, vals in rows:
-        dec = decoders[k]
-        yield k, at, tuple(d(v) for d, v in zip(dec, vals))
+    try:
+        for k, at, vals in rows:
+            dec = decoders[k]
+            yield k, at, tuple(d(v) for d, v in zip(dec, vals))
+    finally:
+        if stream and spill_dir is None:  # Spark keeps the iterator's jobs (and their plans) otherwise
+            release_finished_query_jobs(spark)
 
 
 _parts = itertools.count()

@@ -78,3 +78,15 @@ def test_a_micro_batchs_views_go_with_it_and_the_statics_with_the_query(spark, t
     q.run_until_exhausted()
     q.close()
     assert _obda_views(spark) - before == set()
+
+
+def test_a_micro_batchs_jobs_leave_no_record_in_the_dag_scheduler(spark, tmp_path):
+    """Spark 4.3 keeps the jobs ``toLocalIterator`` runs (and their plans) under their ended SQL execution;
+    the executor drops them, so the JVM does not grow with every micro-batch."""
+    dag = spark.sparkContext._jsc.sc().dagScheduler()
+    spark_io.release_finished_query_jobs(spark)
+    q = _query(spark, tmp_path, _files(tmp_path))
+    q.run_until_exhausted()
+    q.close()
+    assert q.metrics.batches > 1
+    assert dag.activeQueryToJobs().size() == 0
