@@ -33,7 +33,6 @@ distinct answers (the emitted set is part of a DISTINCT query's state).
 
 from __future__ import annotations
 
-import itertools
 import re
 from dataclasses import dataclass
 from decimal import Decimal
@@ -43,7 +42,7 @@ from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
-from obda.execution.spark_io import local_frame, release_finished_query_jobs
+from obda.execution.spark_io import local_frame, release_finished_query_jobs, sql_over
 
 TS = "__ts"
 
@@ -508,8 +507,7 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
     if not parts:
         return
     spark = parts[0].sparkSession
-    serial = next(_parts)
-    frames, views, decoders = [], [], []
+    frames, decoders = [], []
     for tag, df in enumerate(parts):
         fields = [f for f in df.schema.fields if f.name != AT]
         decoders.append(tuple(_decoder(f.dataType) for f in fields))
@@ -517,28 +515,24 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
         values = ", ".join(f"CAST({_q(f.name)} AS STRING)" for f in fields)
         frames.append(df.selectExpr(f"{tag} AS __k", f"{at} AS {_q(AT)}",
                                     f"array({values}) AS __v" if fields else "CAST(array() AS ARRAY<STRING>) AS __v"))
-        if not observed:
-            views.append(f"__obda_part{serial}_{tag}")
-            frames[-1].createOrReplaceTempView(views[-1])
     # the union, its partitioning and order in one statement: Spark analyses the micro-batch's whole plan
     # once (each DataFrame operation on it — a union of two, a sort — would analyse all of it again).  An
     # observed part (``observed``) stays a DataFrame: Spark finds its observation in the job's unanalysed plan
-    union = " UNION ALL ".join(f"SELECT * FROM {_q(v)}" for v in views)
-    order = ", ".join(_q(c) for c in ((AT, "__k") if by_time else ("__k", AT)))
-    try:
-        if observed:
-            frame = frames[0]
-            for f in frames[1:]:
-                frame = frame.union(f)
-            frame = frame.coalesce(1) if spill_dir is None else frame
-            ordered = frame.sortWithinPartitions(*((AT, "__k") if by_time else ("__k", AT)))
-        elif spill_dir is not None:
-            ordered = spark.sql(f"SELECT * FROM ({union}) SORT BY {order}")
-        else:
-            ordered = spark.sql(f"SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM ({union})) SORT BY {order}")
-    finally:
-        for v in views:
-            spark.catalog.dropTempView(v)
+    order = (AT, "__k") if by_time else ("__k", AT)
+    if observed:
+        frame = frames[0]
+        for f in frames[1:]:
+            frame = frame.union(f)
+        ordered = (frame.coalesce(1) if spill_dir is None else frame).sortWithinPartitions(*order)
+    else:
+        def statement(views):
+            union = " UNION ALL ".join(f"SELECT * FROM {_q(v)}" for v in views)
+            by = ", ".join(_q(c) for c in order)
+            if spill_dir is not None:
+                return f"SELECT * FROM ({union}) SORT BY {by}"
+            return f"SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM ({union})) SORT BY {by}"
+
+        ordered = sql_over(spark, frames, statement)
     if spill_dir is not None:
         rows = _spilled(ordered, spill_dir, by_time)
     else:
@@ -550,9 +544,6 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
     finally:
         if stream and spill_dir is None:  # Spark keeps the iterator's jobs (and their plans) otherwise
             release_finished_query_jobs(spark)
-
-
-_parts = itertools.count()
 
 
 def _spilled(ordered, spill_dir: str, by_time: bool):

@@ -11,11 +11,10 @@ for all the queries running over the same streams.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 from obda.analysis.forest import Pipeline
-from obda.execution.spark_io import _projection, _read, collect_rows
+from obda.execution.spark_io import _projection, _read, collect_rows, sql_over
 from obda.model.sources import Table
 
 
@@ -109,17 +108,9 @@ def stats_frame(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]
     """The aggregation of :func:`scan_stats` as a DataFrame (not run): one row per (read, file), for a
     job that computes it with other parts (:func:`~obda.execution.distributed.collect_tagged`).  Built
     as one SQL statement over a temporary view (one round trip from Python, one analysis)."""
-    spark = projected.sparkSession
-    view = f"__obda_stats_{next(_views)}"
-    projected.createOrReplaceTempView(view)
-    try:
-        aggs = ", ".join(_stats_aggregates(projected, readers))
-        return spark.sql(f"SELECT __g, __file, {aggs} FROM `{view}` GROUP BY __g, __file")
-    finally:
-        spark.catalog.dropTempView(view)  # the frame holds its analysed plan
-
-
-_views = itertools.count()
+    aggs = ", ".join(_stats_aggregates(projected, readers))
+    return sql_over(projected.sparkSession, [projected],
+                    lambda views: f"SELECT __g, __file, {aggs} FROM `{views[0]}` GROUP BY __g, __file")
 
 
 def stats_of(rows, readers: dict) -> list[tuple]:

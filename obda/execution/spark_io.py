@@ -13,6 +13,7 @@ the files do not change, shared by every query);
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections import OrderedDict
@@ -126,6 +127,26 @@ def local_frame(spark, tuples: list[tuple], schema):
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return spark.createDataFrame(tuples, schema)
     return spark.createDataFrame(table, schema)
+
+
+def sql_over(spark, frames: list, statement):
+    """``spark.sql(statement(names))`` over temporary views of ``frames`` (their ``names``, in order).
+
+    One statement is one round trip from Python and one analysis by Spark, where DataFrame
+    operations on a large plan cost one of each per operation.  The views are dropped once the
+    statement is analysed: the DataFrame keeps its analysed plan.
+    """
+    names = [f"__obda_view{next(_VIEWS)}" for _ in frames]
+    for name, df in zip(names, frames):
+        df.createOrReplaceTempView(name)
+    try:
+        return spark.sql(statement(names))
+    finally:
+        for name in names:
+            spark.catalog.dropTempView(name)
+
+
+_VIEWS = itertools.count()
 
 
 def release_finished_query_jobs(spark) -> int:
