@@ -365,7 +365,11 @@ def _static_frame(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
         return _read(spark, table, paths, fmt)
     stats = []
     for path in paths:
-        st = os.stat(path)
+        try:
+            st = os.stat(path)
+        except OSError as e:  # removed or unreadable since it was listed
+            raise ExecutionError(f"static table {table.name!r}: cannot read {path}: {e.strerror}",
+                                 table.source_location) from e
         stats.append((st.st_size, st.st_mtime_ns))
     key = (table.name, table.columns, table.timestamp, tuple(sorted(table.options.items())), fmt, tuple(paths))
     owner, frames = _STATIC_FRAMES.get(id(spark), (None, None))

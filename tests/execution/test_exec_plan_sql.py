@@ -90,3 +90,15 @@ def test_a_micro_batchs_jobs_leave_no_record_in_the_dag_scheduler(spark, tmp_pat
     q.close()
     assert q.metrics.batches > 1
     assert dag.activeQueryToJobs().size() == 0
+
+
+def test_a_static_file_gone_since_it_was_listed_is_a_located_error(spark, tmp_path):
+    import pytest
+
+    from obda.errors import ExecutionError
+
+    src = _files(tmp_path)
+    table = next(t for t in src.tables if t.name == "r")
+    gone = str(tmp_path / "data" / "r" / "gone.csv")
+    with pytest.raises(ExecutionError, match=r"static table 'r': cannot read .*gone\.csv"):
+        spark_io._static_frame(spark, table, [gone], "csv")
