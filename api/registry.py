@@ -307,13 +307,14 @@ class QueryRegistry:
         return q
 
     def _executor(self, q: RegisteredQuery):
+        from obda.analysis import plan_execution
         from obda.execution import ContinuousQuery
 
         from obda.model.sources import missing_locations_error, missing_stream_locations
 
         s = self.settings
         handle = ContinuousQuery(
-            q.compilation, self.project.sources, q.report,
+            plan_execution(q.compilation, self.project.sources, q.report),
             base_dir=self.project.directory, sink=q.results, checkpoint_dir=self._checkpoint_dir(q.id),
             allow_unbounded=q.allow_unbounded, idle_timeout=q.idle_timeout,
             master=s.master, backend=s.backend, trigger_interval=s.trigger_interval, shared=self.shared,

@@ -206,6 +206,7 @@ def _parts(out: Path) -> list[str]:
 def run_obda(spark, spec: dict, base: Path, out: Path) -> dict:
     from obda.analysis import analyze
     from obda.catalog import load_catalog
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery
     from obda.project import Project
 
@@ -234,7 +235,7 @@ def run_obda(spark, spec: dict, base: Path, out: Path) -> dict:
     jobs0 = spark_jobs(spark)
     compiles0 = codegen_compiles(spark)
     t_start = time.perf_counter()
-    q = ContinuousQuery(compiled, project.sources, report, base_dir=base, sink=sink, spark=spark, **kw)
+    q = ContinuousQuery(plan_execution(compiled, project.sources, report), base_dir=base, sink=sink, spark=spark, **kw)
     t0 = time.perf_counter()
     q.run_until_exhausted()
     t1 = time.perf_counter()

@@ -64,11 +64,12 @@ def digest(pairs) -> tuple[int, str]:
 
 
 def run_obda(spark, project, args, work: Path) -> dict:
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, JsonLinesSink
 
     comp = project.compile(QUERY % args.window)
     out = work / "obda_answers.jsonl"
-    q = ContinuousQuery(comp, project.sources, None, base_dir=work, sink=JsonLinesSink(out), spark=spark,
+    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=work, sink=JsonLinesSink(out), spark=spark,
                         max_files_per_batch=args.batch_files)
     t0 = time.perf_counter()
     metrics = q.run_until_exhausted()

@@ -68,6 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FIRST = "hot_readings_after_maintenance"
+QUERIES_PER_JOB = [5]  # --queries-per-job (set in main)
 
 
 def parse_args(argv=None):
@@ -90,6 +91,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup-files", type=int, default=4, help="files per stream of the warm-up runs (0: none)")
     p.add_argument("--warmup-rounds", type=int, default=2, help="warm-up rounds (the JVM speeds up over several runs)")
     p.add_argument("--warmup-queries", type=int, default=5, help="queries of the warm-up's shared run")
+    p.add_argument("--queries-per-job", type=int, default=None,
+                   help="queries sharing one scan and one job (default: the executor's)")
     p.add_argument("--no-phases", action="store_true", help="do not time the executor's phases")
     p.add_argument("--project", default=str(ROOT / "demo"))
     p.add_argument("--catalog", default=str(ROOT / "catalogs" / "demo.yaml"))
@@ -248,11 +251,12 @@ class Phases:
 
 
 def new_query(spark, project, entry, base: Path, out: Path, k: int):
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, JsonLinesSink
 
     if out.exists():
         out.unlink()
-    return ContinuousQuery(compiled(project, entry), project.sources, None, base_dir=base, sink=JsonLinesSink(out),
+    return ContinuousQuery(plan_execution(compiled(project, entry), project.sources), base_dir=base, sink=JsonLinesSink(out),
                            spark=spark, max_files_per_batch=k)
 
 
@@ -294,7 +298,7 @@ def run_shared(spark, project, queries, base: Path, outdir: Path, k: int, group:
     from obda.execution.shared import SharedScan
 
     qs = {label: new_query(spark, project, e, base, outdir / f"{label}.jsonl", k) for label, e in queries}
-    loop = SharedScan(spark, max_files_per_batch=k)
+    loop = SharedScan(spark, max_files_per_batch=k, queries_per_job=QUERIES_PER_JOB[0])
     for label, q in qs.items():
         loop.add(label, q)
     steps: list[tuple[float, int]] = []
@@ -363,6 +367,9 @@ def fmt_phases(ph: Counter, total: float, batches: int) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.queries_per_job:
+        QUERIES_PER_JOB[0] = args.queries_per_job
+    print(f"queries per job: {QUERIES_PER_JOB[0]}")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from obda.project import Project
 

@@ -55,10 +55,11 @@ SENSOR_IRI = "http://example.org/turbine/data/sensor/"
 
 
 def run_obda(spark, project, args, work: Path) -> dict:
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, JsonLinesSink
 
     comp = project.compile(QUERY % args.window)
-    q = ContinuousQuery(comp, project.sources, None, base_dir=work, sink=JsonLinesSink(work / "obda_changelog.jsonl"),
+    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=work, sink=JsonLinesSink(work / "obda_changelog.jsonl"),
                         spark=spark, max_files_per_batch=args.batch_files)
     t0 = time.perf_counter()
     metrics = q.run_until_exhausted()

@@ -8,7 +8,6 @@ file) — the message names the file, line and column.
 from __future__ import annotations
 
 import json
-import sys
 import warnings
 from contextlib import contextmanager
 from enum import Enum
@@ -282,7 +281,7 @@ def run(
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl --conf spark.driver.memory=2g
       obda run demo/queries/readings_per_sensor.rq --project demo --until-exhausted --output changelog.jsonl --final answer.jsonl
     """
-    from obda.analysis import analyze_query
+    from obda.analysis import analyze_query, plan_execution
     from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
     from obda.execution.spark_io import parse_conf
 
@@ -306,7 +305,7 @@ def run(
         else:
             sink = JsonLinesSink(output) if output else ConsoleSink()
         cq = ContinuousQuery(
-            comp, proj.sources, report, base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
+            plan_execution(comp, proj.sources, report), base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
             spark_conf=parse_conf(conf), max_files_per_batch=max_files_per_batch,
             **({"max_bytes_per_batch": _byte_size(max_bytes_per_batch)} if max_bytes_per_batch else {}),

@@ -122,6 +122,7 @@ def _query(run: dict):
 
 
 def _one(spark, run: dict) -> dict:
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, JsonLinesSink
 
     query, sources, report = _query(run)
@@ -132,7 +133,7 @@ def _one(spark, run: dict) -> dict:
     t0 = time.monotonic()
     group = f"obda-run-{run.get('name', id(run))}"
     spark.sparkContext.setJobGroup(group, group)
-    q = ContinuousQuery(query, sources, report, base_dir=run["base_dir"], sink=JsonLinesSink(out), spark=spark, **options)
+    q = ContinuousQuery(plan_execution(query, sources, report), base_dir=run["base_dir"], sink=JsonLinesSink(out), spark=spark, **options)
     try:
         q.run_until_exhausted()
     finally:

@@ -62,3 +62,16 @@ def test_a_stage_never_imports_a_later_one():
             if len(dp) > 1 and dp[1] in STAGES and STAGES.index(dp[1]) > STAGES.index(parts[1]):
                 bad.append(f"{m} -> {d}")
     assert not bad, bad
+
+
+def test_the_executor_imports_only_the_analysis_types():
+    """The analysis hands the executor one ExecutionPlan: ``obda.execution`` imports classes from
+    ``obda.analysis`` (the plan's types), never a function that parses or analyses."""
+    found = []
+    for p in (OBDA / "execution").rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):  # lazy imports too
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("obda.analysis"):
+                found += [f"{p.name}: {node.module}.{a.name}" for a in node.names if not a.name[:1].isupper()]
+            elif isinstance(node, ast.ImportFrom) and node.module == "obda" and any(a.name == "analysis" for a in node.names):
+                found.append(f"{p.name}: obda.analysis")
+    assert not found, found

@@ -34,7 +34,7 @@ from obda.model.sources import Sources
 
 __all__ = [
     "analyze", "analyze_query", "analyze_members", "members_of", "AnalysisReport", "MemberReport", "PartReport", "ViolationReport",
-    "SynopsisPlan", "BOUNDED", "UNBOUNDED", "NOT_SHOWN", "Forest", "build_forest",
+    "SynopsisPlan", "BOUNDED", "UNBOUNDED", "NOT_SHOWN", "Forest", "build_forest", "ExecutionPlan", "plan_execution",
 ]
 
 Source = Union[str, exp.Expression, Compilation]
@@ -270,3 +270,6 @@ def _beyond_paper(mq: ModifiedQuery, p: PartReport) -> bool:
             continue
         return False
     return bool(p.violations)
+
+
+from obda.analysis.execution_plan import ExecutionPlan, plan_execution  # noqa: E402 - uses analyze above

@@ -177,16 +177,19 @@ class AggregatePlan:
         return c if isinstance(c, str) else c.characteristic.sql()
 
 
-def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: str | None = None) -> AggregatePlan:
+def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: str | None = None,
+                   report: AggregateReport | None = None) -> AggregatePlan:
     """The plan of an aggregate query: SQL text whose SELECT list holds grouping columns and named
     aggregates, or the :class:`~obda.model.compilation.Compilation` of a SPARQL aggregate query.
 
     Raises :class:`~obda.errors.AnalysisError` for what the analysis refuses, and, for SQL, for what
     is analysed but not planned: HAVING, no GROUP BY, an expression over aggregates, an unnamed aggregate.
+    ``report``: the query's :func:`analyze_aggregate` report when the caller has it (not computed again).
     """
     from obda.model.compilation import Compilation
 
-    report = analyze_aggregate(source, sources, file, dialect)
+    if report is None:
+        report = analyze_aggregate(source, sources, file, dialect)
     if isinstance(source, Compilation):
         agg = source.aggregation
         where = {v: i for i, v in enumerate(source.query.projection)}

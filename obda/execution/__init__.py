@@ -2,12 +2,14 @@
 
 Python API (what the CLI and the HTTP API call)::
 
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, JsonLinesSink, get_spark
 
     q = ContinuousQuery(
-        sql,                      # SQL text, sqlglot expression or Compilation: UNION [ALL] of SPJ members
-        sources,                  # obda.model.sources.Sources (locations relative to base_dir)
-        report,                   # obda.analysis report, verdict strings per SELECT, or None (analysed here)
+        plan_execution(           # the analysis's one plan: forest, verdicts, aggregate plan (computed once)
+            sql,                  # SQL text, sqlglot expression or Compilation: UNION [ALL] of SPJ members
+            sources,              # obda.model.sources.Sources (locations relative to base_dir)
+            report),              # the analysis report already shown, verdict strings per SELECT, or None
         base_dir="demo",
         sink=JsonLinesSink("out.jsonl"),   # or ConsoleSink(), MemorySink() (default; .queue / .drain())
         quarantine="quarantine.jsonl",     # late / invalid rows with reasons (default: <checkpoint>/quarantine.jsonl, else memory)
@@ -65,11 +67,12 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
   their keys then contain unbounded attributes, so the state is the (aggregated)
   full history, and its growth is reported in ``metrics``.
 * The synopsis forest of every member comes from the analysis
-  (:mod:`obda.analysis.forest`); the executor neither parses SQL nor plans.
+  (:mod:`obda.analysis.forest`), handed over in one
+  :class:`~obda.analysis.execution_plan.ExecutionPlan`; the executor neither parses SQL nor analyses.
 """
 
 from obda.execution.engine import Answer, QueryEngine
-from obda.execution.query import ContinuousQuery, member_verdicts
+from obda.execution.query import ContinuousQuery
 from obda.execution.rows import TableBatch
 from obda.execution.runtime import Metrics, Runtime
 from obda.execution.sinks import ConsoleSink, JsonLinesSink, MemorySink, QuarantineSink, Sink, answer_lines
@@ -93,5 +96,4 @@ __all__ = [
     "TableBatch",
     "answer_lines",
     "get_spark",
-    "member_verdicts",
 ]

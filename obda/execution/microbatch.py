@@ -9,7 +9,7 @@ running over the same streams in one group.  :func:`spark_batch` is the whole mi
    cached lazily: the stages of the one job below share its partitions, each parsed once.
 2. **Plan every timestamp.**  Each query plans its answers, synopsis updates and aggregate partials
    for every timestamp after its last closed one, ``(lo, ∞)``, each row tagged with its timestamp
-   (:meth:`ContinuousQuery.closing <obda.execution.query.ContinuousQuery.closing>`,
+   (:meth:`SparkSteps.closing <obda.execution.spark_query.SparkSteps.closing>`,
    :mod:`obda.execution.distributed`).
 3. **One job.**  Those parts and the per-file stats (counts, late and invalid rows, timestamps: the
    marker's input, :func:`~obda.execution.scan.stats_frame`) are collected by **one** Spark job

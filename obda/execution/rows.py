@@ -312,3 +312,25 @@ def read_file_rows(path: str, fmt: str, options: dict | None = None):
                 out.append(line)
         return out
     raise ExecutionError(f"local backend cannot read format {fmt!r} ({path}); use the Spark backend")
+
+
+def merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
+    if len(parts) == 1 and parts[0].table == name:
+        return parts[0]
+    b = TableBatch(name)
+    for p in parts:
+        b.rows += p.rows
+        b.valid += p.valid
+        b.late += p.late
+        b.invalid += p.invalid
+        b.quarantine.extend(p.quarantine)
+        b.files += p.files
+        if p.max_ts is not None:
+            b.max_ts = p.max_ts if b.max_ts is None else max(b.max_ts, p.max_ts)
+        for ts, per in p.groups.items():
+            slot = b.groups.setdefault(ts, {})
+            for pid, rows in per.items():
+                dst = slot.setdefault(pid, {})
+                for k, c in rows.items():
+                    dst[k] = dst.get(k, 0) + c
+    return b

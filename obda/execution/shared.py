@@ -133,7 +133,7 @@ class SharedScan:
         return out
 
     def _shared_step(self, joined, exhausted: bool) -> int:
-        from obda.execution.query import cut_files
+        from obda.execution.spark_query import cut_files
 
         for _, q in joined:  # a query joining now brings its consumed files
             for s in q.streams:
@@ -155,7 +155,7 @@ class SharedScan:
         """One micro-batch of ``new`` for a group of queries (:func:`~obda.execution.microbatch.spark_batch`:
         one scan, one job), then each query's commit."""
         from obda.execution.microbatch import Member, spark_batch
-        from obda.execution.query import _file_bytes
+        from obda.execution.spark_query import file_bytes
         from obda.execution.scan import ScanRead
 
         locks = [q._lock for _, q in joined]
@@ -184,7 +184,7 @@ class SharedScan:
                 m.query.error = e
                 log.error("continuous query %s failed: %s", m.key, e, exc_info=e)
 
-            spark_batch(joined[0][1].spark, members, reads, self._cache, _file_bytes(new), fail)
+            spark_batch(joined[0][1].spark, members, reads, self._cache, file_bytes(new), fail)
             for m in members:
                 if m.error is None:
                     self._guarded(m.key, m.query, lambda m=m: m.query.commit_batch(m.new, m.batch.quarantine, t0))

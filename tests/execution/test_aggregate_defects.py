@@ -27,6 +27,7 @@ import pytest
 from execution.exec_harness import (Oracle, check_emitted_at, data_timestamps, demo_world, replay_changelog,
                                     write_csv_batches, write_static)
 from execution.test_exec_sparql_aggregate import norm, oracle_sql, run_and_check, sql_at
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 from obda.model.sources import Sources
 
@@ -88,7 +89,7 @@ def _run(demo, tmp_path, query: str, measurements: list[tuple], files_per_batch:
             write_static(base / "data", name, rows)
     comp = demo.compile(query)
     out = base / "changelog.jsonl"
-    q = ContinuousQuery(comp, located, None, base_dir=base, sink=JsonLinesSink(out), backend="local" if spark is None else "spark",
+    q = ContinuousQuery(plan_execution(comp, located), base_dir=base, sink=JsonLinesSink(out), backend="local" if spark is None else "spark",
                         spark=spark, max_files_per_batch=files_per_batch)
     q.run_until_exhausted()
     q.close()

@@ -204,10 +204,11 @@ def fed(tmp_path_factory):
 
 
 def query(project, kind: str, out: Path, ck: Path | None, backend: str = "local", spark=None, files: int = 1, **kw):
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, DirectorySink, JsonLinesSink
 
     sink = DirectorySink(out) if kind == "bag_join" else JsonLinesSink(out)
-    return ContinuousQuery(project.compile(QUERIES[kind]), project.sources, None, base_dir=project.directory,
+    return ContinuousQuery(plan_execution(project.compile(QUERIES[kind]), project.sources), base_dir=project.directory,
                            sink=sink, checkpoint_dir=ck, backend=backend, spark=spark, max_files_per_batch=files,
                            quarantine=(ck or out.parent) / "quarantine.jsonl", **kw)
 
@@ -348,9 +349,9 @@ def test_a_checkpoint_for_other_declarations_is_refused(fed, tmp_path):
     text = (other / "sources.yaml").read_text(encoding="utf-8").replace("after: PT5M", "after: PT6M")
     (other / "sources.yaml").write_text(text, encoding="utf-8")
     project = Project.load(other)
-    from obda.execution import ContinuousQuery
+    from obda.analysis import plan_execution
 
-    plan = ContinuousQuery(project.compile(CONSTRAINED), project.sources, None, base_dir=ws, backend="local").plan
+    plan = plan_execution(project.compile(CONSTRAINED), project.sources).forest
     with pytest.raises(ExecutionError, match="does not fit the declared constraints"):
         ConstraintWatch(plan).restore(st)
 

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 from execution.exec_harness import counter_of, drive
-from obda.analysis import analyze
+from obda.analysis import analyze, plan_execution
 from obda.model.sources import Sources
 
 BASE = dt.datetime(2024, 3, 1)
@@ -294,6 +294,7 @@ def from_micros(us: int) -> dt.datetime:
 
 
 def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_path):
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, MemorySink
 
     rows = generate(11, 2, 2, steps=30, late=0.1)
@@ -308,7 +309,7 @@ def test_a_continuous_query_runs_bounded_by_the_constraint_and_reports_it(tmp_pa
     src = Sources(tuple(__import__("dataclasses").replace(t, location=t.name, format="csv") for t in src.tables),
                   None, src.constraints)
     sink = MemorySink()
-    q = ContinuousQuery(SQL, src, base_dir=tmp_path, backend="local", sink=sink)  # no allow_unbounded needed
+    q = ContinuousQuery(plan_execution(SQL, src), base_dir=tmp_path, backend="local", sink=sink)  # no allow_unbounded needed
     q.run_until_exhausted()
     q.close()
     expected = reference_violations(rows, 2, 2)
@@ -337,7 +338,7 @@ def both_backends(spark, tmp_path, sql, src, rows, seed, **kw):
     write_csv_batches(tmp_path / "data", batches(rows, seed), src)
     runs = {}
     for backend in ("spark", "local"):
-        q = ContinuousQuery(sql, src, base_dir=tmp_path, backend=backend, spark=spark, max_files_per_batch=3,
+        q = ContinuousQuery(plan_execution(sql, src), base_dir=tmp_path, backend=backend, spark=spark, max_files_per_batch=3,
                             sink=JsonLinesSink(tmp_path / f"{backend}.jsonl"),
                             quarantine=tmp_path / f"{backend}-quarantine.jsonl", **kw)
         q.run_until_exhausted()

@@ -26,6 +26,7 @@ from execution.exec_harness import (
     write_static,
 )
 from obda.errors import AnalysisError, ExecutionError
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
 BOUNDED_A = "0 < m1.a AND m1.a < 5"
@@ -64,7 +65,7 @@ def _run(tmp_path, sql, seed, spark=None, **kw):
         write_static(base / "data", "r", STATIC_R)
     backend = "local" if spark is None else "spark"
     out = base / f"out{abs(hash((sql, backend, tuple(sorted(kw)))))}.jsonl"
-    q = ContinuousQuery(sql, src, None, base_dir=base, sink=JsonLinesSink(out), backend=backend, spark=spark,
+    q = ContinuousQuery(plan_execution(sql, src), base_dir=base, sink=JsonLinesSink(out), backend=backend, spark=spark,
                         max_files_per_batch=1 + seed % 3, **kw)
     q.run_until_exhausted()
     q.close()
@@ -158,16 +159,16 @@ def test_restart_from_checkpoint_continues_the_changelog(tmp_path, name):
     src = sources(s="data/s", t="data/t", u="data/u", r="data/r")
     write_csv_batches(tmp_path / "data", random_splits(rows, 11, max_chunk=3), src)
 
-    full = ContinuousQuery(sql, src, None, base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "full.jsonl"),
+    full = ContinuousQuery(plan_execution(sql, src), base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "full.jsonl"),
                            backend="local", max_files_per_batch=2)
     full.run_until_exhausted()
     full.close()
-    part = ContinuousQuery(sql, src, None, base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "part.jsonl"),
+    part = ContinuousQuery(plan_execution(sql, src), base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "part.jsonl"),
                            backend="local", max_files_per_batch=2, checkpoint_dir=tmp_path / "ck")
     part.run_until_exhausted(max_batches=4)
     part.close()
     assert 0 < len((tmp_path / "part.jsonl").read_text()) < len((tmp_path / "full.jsonl").read_text())
-    resumed = ContinuousQuery(sql, src, None, base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "part.jsonl"),
+    resumed = ContinuousQuery(plan_execution(sql, src), base_dir=tmp_path, sink=JsonLinesSink(tmp_path / "part.jsonl"),
                               backend="local", max_files_per_batch=2, checkpoint_dir=tmp_path / "ck")
     assert resumed.open().aggregate.panes  # the groups came back from the checkpoint (open() restores it)
     resumed.run_until_exhausted()
@@ -180,7 +181,7 @@ def test_state_is_the_groups_not_the_rows(tmp_path):
     rows = random_streams(3, steps=140)
     src = sources(s="data/s", t="data/t", u="data/u", r="data/r")
     write_csv_batches(tmp_path / "big" / "data", random_splits(rows, 3, max_chunk=6), src)
-    big = ContinuousQuery(QUERIES["one stream"], src, None, base_dir=tmp_path / "big", sink=JsonLinesSink(tmp_path / "big.jsonl"),
+    big = ContinuousQuery(plan_execution(QUERIES["one stream"], src), base_dir=tmp_path / "big", sink=JsonLinesSink(tmp_path / "big.jsonl"),
                           backend="local", max_files_per_batch=4)
     big.run_until_exhausted()
     assert big.metrics.rows_in["s"] > 5 * small.metrics.rows_in["s"]
@@ -193,7 +194,7 @@ def test_unbounded_aggregate_needs_the_opt_in(tmp_path):
     sql = "SELECT m1.b AS b, COUNT(*) AS n FROM s AS m1 GROUP BY m1.b"
     src = sources(s="data/s")
     with pytest.raises(ExecutionError, match="GROUP BY m1.b.*unbounded.*allow_unbounded"):
-        ContinuousQuery(sql, src, None, base_dir=tmp_path, backend="local")
+        ContinuousQuery(plan_execution(sql, src), base_dir=tmp_path, backend="local")
     q, rows, src2, records = _run(tmp_path, sql, 5, allow_unbounded=True)
     assert records and q.metrics.state_entries >= len({r["b"] for r in rows["s"]})
 
@@ -209,4 +210,4 @@ def test_unbounded_aggregate_needs_the_opt_in(tmp_path):
 ])
 def test_refused_with_a_message(tmp_path, sql, error, words):
     with pytest.raises(error, match=words):
-        ContinuousQuery(sql, sources(s="data/s"), None, base_dir=tmp_path, backend="local")
+        ContinuousQuery(plan_execution(sql, sources(s="data/s")), base_dir=tmp_path, backend="local")

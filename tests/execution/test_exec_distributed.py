@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from execution.exec_harness import CASES, STATIC_R, Oracle, random_streams, sources, write_seed
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink, SharedScan
 from obda.model.sources import Sources
 
@@ -86,7 +87,7 @@ def check_seed(spark, tmp_path: Path, specs: list[Spec], src: Sources, streams: 
     queries = {}
     for spec in specs:
         queries[spec.name] = ContinuousQuery(
-            spec.query, located, spec.report, base_dir=base, sink=JsonLinesSink(base / f"{spec.name}.jsonl"),
+            plan_execution(spec.query, located, spec.report), base_dir=base, sink=JsonLinesSink(base / f"{spec.name}.jsonl"),
             spark=spark, allow_unbounded=True, max_files_per_batch=files)
     if shared:
         loop = SharedScan(spark, max_files_per_batch=files)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from execution.exec_harness import demo_world, write_seed
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def _run(demo, tmp_path, text: str, timestamps: int, backend: str = "local", spa
     streams, statics = demo_world(src, 3, timestamps=timestamps, rows_per_timestamp=(3, 3), value_range=(0, 10**6))
     base = tmp_path / f"{backend}-{timestamps}"
     located = write_seed(base, src, streams, statics, 3)
-    q = ContinuousQuery(demo.compile(text), located, None, base_dir=base, sink=JsonLinesSink(base / "o.jsonl"),
+    q = ContinuousQuery(plan_execution(demo.compile(text), located), base_dir=base, sink=JsonLinesSink(base / "o.jsonl"),
                         backend=backend, spark=spark, max_files_per_batch=2, allow_unbounded=True)
     q.run_until_exhausted()
     q.close()

@@ -18,6 +18,7 @@ import yaml
 from api.feeder import Feeder, prepare_workspace
 from execution.exec_harness import spark_jobs
 from obda.analysis import analyze_query
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, DirectorySink, JsonLinesSink
 from obda.project import Project
 
@@ -56,7 +57,7 @@ def test_spark_jobs_per_micro_batch_stay_within_the_plan(spark, workspace, tmp_p
     comp = project.compile(_catalog_query(name))
     report = analyze_query(comp, project.sources)
     sink = DirectorySink(tmp_path / "out", "json") if sink_kind == "dir" else JsonLinesSink(tmp_path / "out.jsonl")
-    q = ContinuousQuery(comp, project.sources, report, base_dir=workspace, sink=sink, spark=spark,
+    q = ContinuousQuery(plan_execution(comp, project.sources, report), base_dir=workspace, sink=sink, spark=spark,
                         max_files_per_batch=1)
     q.open()  # the static tables' load
     j1 = spark_jobs(spark)

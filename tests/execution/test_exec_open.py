@@ -7,6 +7,7 @@ import pytest
 
 from execution.exec_harness import CASE, STATIC_R, random_splits, random_streams, sources, write_csv_batches, write_static
 from obda.errors import ExecutionError
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
 
@@ -19,7 +20,7 @@ def _files(tmp_path, seed=3):
 
 def _query(tmp_path, src, backend="local", **kw):
     case = CASE["tree_static_bag"]
-    return ContinuousQuery(case.sql, src, [case.verdict], base_dir=tmp_path, backend=backend,
+    return ContinuousQuery(plan_execution(case.sql, src, [case.verdict]), base_dir=tmp_path, backend=backend,
                            sink=JsonLinesSink(tmp_path / "out.jsonl"), **kw)
 
 
@@ -53,3 +54,31 @@ def test_open_refuses_another_querys_checkpoint_and_runs_after_a_clean_one(tmp_p
     q.run_until_exhausted()
     q.close()
     assert q.metrics.rows_out == len((tmp_path / "out.jsonl").read_text().splitlines()) > 0
+
+
+def test_the_executor_runs_the_plan_it_is_given_without_analysing(tmp_path, monkeypatch):
+    """One plan, computed once: constructing and running a query from an ExecutionPlan calls no analysis; an
+    aggregate's report handed to ``plan_execution`` is not computed again."""
+    import obda.analysis as analysis
+    from obda.analysis import aggregates, analyze_query
+
+    src = _files(tmp_path)
+    sql = "SELECT m1.a AS a, COUNT(*) AS n FROM s AS m1 WHERE 0 < m1.a AND m1.a < 5 GROUP BY m1.a"
+    report = analyze_query(sql, src)
+    calls = []
+    real = aggregates.analyze_aggregate
+    monkeypatch.setattr(aggregates, "analyze_aggregate", lambda *a, **k: calls.append("aggregate") or real(*a, **k))
+    plan = plan_execution(sql, src, report)
+    assert calls == [] and plan.aggregate.report is report
+
+    def refuse(*a, **k):
+        raise AssertionError("the executor analysed")
+
+    monkeypatch.setattr(analysis, "analyze", refuse)
+    monkeypatch.setattr(aggregates, "analyze_aggregate", refuse)
+    monkeypatch.setattr(analysis, "build_forest", refuse)
+    q = ContinuousQuery(plan, base_dir=tmp_path, backend="local", sink=JsonLinesSink(tmp_path / "agg.jsonl"))
+    q.run_until_exhausted()
+    assert q.columns == ("a", "n") and (tmp_path / "agg.jsonl").read_text()
+    with pytest.raises(ExecutionError, match="runs an ExecutionPlan"):
+        ContinuousQuery(sql, base_dir=tmp_path, backend="local")

@@ -11,6 +11,7 @@ import pytest
 import sqlglot
 
 from execution.exec_harness import Oracle, write_seed
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def test_static_query_answers_come_in_order_by_order(demo, tmp_path, backend, re
         want = [_norm(r) for r in oracle.con.execute(sqlglot.transpile(comp.to_sql("spark"), read="spark",
                                                                         write="duckdb")[0]).fetchall()]
         out = tmp_path / f"seed{seed}" / f"answers-{backend}.jsonl"
-        q = ContinuousQuery(comp, located, None, base_dir=tmp_path / f"seed{seed}", sink=JsonLinesSink(out),
+        q = ContinuousQuery(plan_execution(comp, located), base_dir=tmp_path / f"seed{seed}", sink=JsonLinesSink(out),
                             backend=backend, spark=spark)
         q.run_until_exhausted()
         q.close()

@@ -7,6 +7,7 @@ import os
 from decimal import Decimal
 
 from execution.exec_harness import CASE, STATIC_R, random_splits, random_streams, sources, write_csv_batches, write_static
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 from obda.execution import spark_io
 
@@ -20,7 +21,7 @@ def _files(tmp_path, seed=3):
 
 def _query(spark, tmp_path, src, out="out.jsonl"):
     case = CASE["tree_static_bag"]
-    return ContinuousQuery(case.sql, src, [case.verdict], base_dir=tmp_path, backend="spark", spark=spark,
+    return ContinuousQuery(plan_execution(case.sql, src, [case.verdict]), base_dir=tmp_path, backend="spark", spark=spark,
                            sink=JsonLinesSink(tmp_path / out))
 
 

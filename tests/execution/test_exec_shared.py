@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from execution.exec_harness import CASE, STATIC_R, Oracle, random_splits, random_streams, sources, spark_jobs, write_csv_batches, write_static
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 from obda.execution.shared import SharedScan
 
@@ -22,7 +23,7 @@ def _lines(path):
 
 def _query(spark, tmp_path, src, name, out, **kw):
     case = CASE[name]
-    return ContinuousQuery(case.sql, src, None, base_dir=tmp_path, sink=JsonLinesSink(tmp_path / out), spark=spark,
+    return ContinuousQuery(plan_execution(case.sql, src), base_dir=tmp_path, sink=JsonLinesSink(tmp_path / out), spark=spark,
                            max_files_per_batch=2, **kw)
 
 

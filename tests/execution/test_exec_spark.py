@@ -17,6 +17,7 @@ from execution.exec_harness import (
     write_csv_batches,
     write_static,
 )
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 from obda.model.sources import Sources
 
@@ -33,7 +34,7 @@ def project(tmp_path, seed, max_chunk=6):
 
 def run(spark, tmp_path, src, case, out, backend="spark", max_batches=None, **kw):
     q = ContinuousQuery(
-        case.sql, src, [case.verdict], base_dir=tmp_path, sink=JsonLinesSink(tmp_path / out), spark=spark,
+        plan_execution(case.sql, src, [case.verdict]), base_dir=tmp_path, sink=JsonLinesSink(tmp_path / out), spark=spark,
         backend=backend, **kw,
     )
     q.run_until_exhausted(max_batches=max_batches)
@@ -196,7 +197,7 @@ def test_directory_sink_gets_the_answers_from_the_executors(spark, tmp_path, fmt
 
     case = CASE["tree_static_bag"]
     src, rows = project(tmp_path, 5)
-    q = ContinuousQuery(case.sql, src, [case.verdict], base_dir=tmp_path, spark=spark, max_files_per_batch=3,
+    q = ContinuousQuery(plan_execution(case.sql, src, [case.verdict]), base_dir=tmp_path, spark=spark, max_files_per_batch=3,
                         sink=DirectorySink(tmp_path / "out", fmt), checkpoint_dir=tmp_path / "ck")
     q.driver_answers = 0
     written = []
@@ -230,7 +231,7 @@ def _one_stream_query(spark, tmp_path, sql, sink, backend="spark", **kw):
     src = sources(s="data/s")
     out = tmp_path / f"{backend}-out" if sink == "dir" else tmp_path / f"{backend}.jsonl"
     s = DirectorySink(out, "json") if sink == "dir" and backend == "spark" else JsonLinesSink(tmp_path / f"{backend}.jsonl")
-    q = ContinuousQuery(sql, src, ["bounded"], base_dir=tmp_path, spark=spark, backend=backend, sink=s,
+    q = ContinuousQuery(plan_execution(sql, src, ["bounded"]), base_dir=tmp_path, spark=spark, backend=backend, sink=s,
                         checkpoint_dir=tmp_path / f"ck-{backend}", **kw)
     return q, out if backend == "spark" else tmp_path / f"{backend}.jsonl"
 

@@ -20,6 +20,7 @@ import pytest
 from execution.exec_harness import (Oracle, check_emitted_at, data_timestamps, demo_world, replay_changelog,
                                     with_gaps, write_seed)
 from obda.catalog import load_catalog
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,7 +82,7 @@ def run_and_check(demo, tmp_path, entry, seeds, spark=None) -> tuple[int, int]:
         base = tmp_path / f"{entry.name}-{seed}"
         located = write_seed(base, demo.sources, streams, statics, seed)
         out = base / "changelog.jsonl"
-        q = ContinuousQuery(comp, located, None, base_dir=base, sink=JsonLinesSink(out),
+        q = ContinuousQuery(plan_execution(comp, located), base_dir=base, sink=JsonLinesSink(out),
                             backend="local" if spark is None else "spark", spark=spark,
                             max_files_per_batch=1 + seed % 3)
         q.run_until_exhausted()
@@ -142,7 +143,7 @@ def _state(demo, tmp_path, name: str, timestamps: int, allow_unbounded: bool = F
     streams, statics = demo_world(src, 1, timestamps=timestamps, rows_per_timestamp=(3, 3), value_range=(0, 10**6))
     base = tmp_path / f"{name}-{timestamps}"
     located = write_seed(base, src, streams, statics, 1)
-    q = ContinuousQuery(demo.compile(entry.query), located, None, base_dir=base, sink=JsonLinesSink(base / "o.jsonl"),
+    q = ContinuousQuery(plan_execution(demo.compile(entry.query), located), base_dir=base, sink=JsonLinesSink(base / "o.jsonl"),
                         backend="local", allow_unbounded=allow_unbounded, max_files_per_batch=2)
     q.run_until_exhausted()
     q.close()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery
 from obda.execution.sinks import MemorySink
 from obda.model.sources import ColumnType
@@ -93,7 +94,7 @@ def test_spark_pipelines_run_views(world, case, spark):
     project, _, _, oracle = world
     comp = project.compile(case.text)
     sink = MemorySink()
-    q = ContinuousQuery(comp, project.sources, ["bounded"] * len(comp.members), base_dir=FIXTURE, sink=sink,
+    q = ContinuousQuery(plan_execution(comp, project.sources, ["bounded"] * len(comp.members)), base_dir=FIXTURE, sink=sink,
                         spark=spark, allow_unbounded=True)
     q.run_until_exhausted()
     got = Counter(tuple(line["binding"][c] for c in comp.columns) for line in sink.drain())
@@ -174,7 +175,7 @@ def test_view_queries_are_analysed_and_run_when_bounded(world, case, tmp_path):
     if report.verdict != "bounded":
         return
     sink = MemorySink()
-    ContinuousQuery(comp, project.sources, report, base_dir=FIXTURE, sink=sink, backend="local").run_until_exhausted()
+    ContinuousQuery(plan_execution(comp, project.sources, report), base_dir=FIXTURE, sink=sink, backend="local").run_until_exhausted()
     got = Counter(tuple(line["binding"][c] for c in comp.columns) for line in sink.drain())
     assert got == Counter(oracle.answers(comp.to_sql("spark"))), case.id
 
@@ -194,5 +195,5 @@ ex:Hot a rr:TriplesMap;
     report = analyze(comp, src)  # analysable; not executable: said when it is run
     assert report.forest is None and report.to_dict()["not_executable"]
     with pytest.raises(ExecutionError, match="triples map http://ex.org/Hot joins jreading, jturbine over a stream") as e:
-        ContinuousQuery(comp, src, report, backend="local")
+        ContinuousQuery(plan_execution(comp, src, report), backend="local")
     assert e.value.location.line is not None

@@ -68,13 +68,14 @@ def postgres():
 
 def run_answers(ws: Path, spark) -> Counter:
     from obda.analysis import analyze
+    from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery, MemorySink
     from obda.project import Project
 
     project = Project.load(ws)
     comp = project.compile(BOUNDED_JOIN)
     sink = MemorySink()
-    cq = ContinuousQuery(comp, project.sources, analyze(comp, project.sources), base_dir=project.directory,
+    cq = ContinuousQuery(plan_execution(comp, project.sources, analyze(comp, project.sources)), base_dir=project.directory,
                          sink=sink, spark=spark, backend="spark")
     try:
         cq.run_until_exhausted()
