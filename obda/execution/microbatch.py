@@ -21,7 +21,9 @@ running over the same streams in one group.  :func:`spark_batch` is the whole mi
 5. **Write.**  A sink that writes with Spark (a directory) writes the answers of ``(lo, hi]`` — a
    second job, over the cached rows.  The caller then commits (quarantine, sink, checkpoint).
 
-A query with declared k-constraints runs in two phases instead: its check of a closed timestamp's
+The last micro-batch of a lone query with one stream pipeline runs uncached, its stats observed by
+the job that computes its answers (:func:`_single_pass`).  A query with declared k-constraints runs in
+two phases instead: its check of a closed timestamp's
 keys must come before the answers that the violating keys would change (the stats job first, then
 the check and the closing; docs/cluster.md).  Jobs per micro-batch are counted in
 tests/execution/test_exec_jobs.py.
@@ -56,6 +58,8 @@ def spark_batch(spark, members: list[Member], reads: list[ScanRead], cache: dict
                 fail: Callable[[Member, BaseException], None]) -> None:
     """Compute one micro-batch of ``members`` over ``reads`` (module docstring).  A member whose planning or
     closing raises is handed to ``fail`` (which may re-raise) and takes no further part."""
+    if len(members) == 1 and members[0].final and _single_pass(spark, members[0], reads, cache, new_bytes):
+        return
     pipelines = {m.query.ns: m.query.pipelines_by_table() for m in members}
     readers = {m.query.ns: m.query.reader() for m in members}
     with Scan(spark, reads, pipelines, cache, new_bytes) as scan:
@@ -77,6 +81,52 @@ def spark_batch(spark, members: list[Member], reads: list[ScanRead], cache: dict
             _collect(members, [stats_frame(projected, readers)], new_bytes, close)
         for m in members:
             _guard(m, fail, lambda m=m: m.closing.finish())
+
+
+def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes: int) -> bool:
+    """The last micro-batch of a lone query in one uncached job: the range ``(lo, ∞)`` closes, and the stats
+    are observed by the job that computes the answers.  Returns whether it ran (``m.batch`` set).
+
+    Only for a query with one stream pipeline: the job reads the rows once (with several, each would
+    read every file, as the observed rows cannot be filtered before the observation), and its one
+    synopsis node is a root, which keeps no past: no updates to collect beside the answers.  Not
+    run when the answers are a bag for a sink that gets them through the driver from one partition
+    (streamed, and Spark reports observed metrics to no streamed read; a micro-batch large enough to
+    spill them has them written by the job, which reports them), nor while answers of static-only
+    members are still to emit at the first timestamp (known after the job).  Decided before the
+    observation is made: Spark keeps an observation until a job reports it."""
+    from obda.execution.scan import observed_stats
+
+    q = m.query
+    if sum(1 for p in q.plan.pipelines if p.table.is_stream) != 1 or q.runtime.constraints is not None:
+        return False  # (k-constraints: their check is a job of its own, before the answers')
+    if not q.engine.static_done and any(
+        not me.plan.unsatisfiable and not me.plan.nodes and me.plan.forest_statics for me in q.engine.members
+    ):
+        return False
+    if q.aggregate is None and not q.plan.distinct and not q.sink.writes_frames and new_bytes < q.spill_bytes:
+        return False
+    with Scan(spark, reads, {q.ns: q.pipelines_by_table()}, cache, new_bytes, single_pass=True) as scan:
+        if scan.projected is None:
+            return False
+        projected, stats = observed_stats(scan.projected, len(reads), {q.ns: q.reader()})
+        lo = q.runtime.closed_upto
+        closing = q.closing(projected, Batch(lo=lo, final=True), open_ended=True, new_bytes=new_bytes)
+        if closing.parts and closing.frame is not None:
+            raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
+        if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
+            for tag, at, vals in distributed.collect_tagged(closing.parts, stream=False, observed=True,
+                                                            spill_dir=q.spill_dir(closing, new_bytes)):
+                closing.consume(tag, at, vals)
+        elif closing.frame is not None:
+            closing.emitted += q.write_frame(closing.frame)
+            closing.frame = None
+        else:  # no member can answer: the job counts the rows only
+            projected.count()
+        m.batch = closing.batch = q.apply_stats(reads, stats(), m.new, True)
+        closing.closes = m.batch.hi is not None and (lo is None or m.batch.hi > lo)
+        closing.finish()
+    return True
 
 
 def _closed(m: Member, reads, stats, projected, new_bytes: int) -> None:

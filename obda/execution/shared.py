@@ -2,14 +2,13 @@
 
 Ten queries over one stream, each with its own loop, list the stream's folder ten times,
 read every file ten times and run ten Spark jobs per micro-batch.  :class:`SharedScan`
-runs them together: per micro-batch **one** listing per stream and, per group of (by
-default) five queries, **one** read of the new files (:class:`~obda.execution.scan.Scan`:
-every query adds its flag and key columns to the same projection, under its own
-namespace), **one** stats job for their markers and **one** job collecting their synopsis
-updates and driver-bound answers.  Why groups: a scan's projection is as wide as its
-queries together, and Spark's analysis of plans over a very wide cached relation grows
-faster than the reads it saves (benchmarks/shared_queries.py: 20 queries in one scan cost
-22x one query per micro-batch, 1.7x the same queries run one after another)
+runs them together: per micro-batch **one** listing per stream and, when the micro-batch's new
+files reach ``share_scan_bytes``, per group of (by default) five queries, **one** read of the new
+files (:class:`~obda.execution.scan.Scan`: every query adds its flag and key columns to the same
+projection, under its own namespace) and **one** job for their markers, synopsis updates and
+driver-bound answers; a smaller micro-batch runs each query's scan and job on its own.  Why:
+Spark's analysis of a plan grows faster than linearly with its width, and at small micro-batches
+that costs more than the parses a shared scan saves (:data:`SHARE_SCAN_BYTES`; docs/cluster.md)
 (a :class:`~obda.execution.directory_sink.DirectorySink` still writes each query's
 answers with its own Spark write).  Each query keeps its own state, marker, checkpoint and
 sink, so it can stop, resume or fail alone.
@@ -32,18 +31,29 @@ from obda.execution.scan import namespace
 
 log = logging.getLogger("obda.execution")
 
+# A shared micro-batch with fewer bytes of new files than this runs each query's scan and job on its own
+# (the listing is still shared): there, planning one plan over a wider scan costs more than the parses it
+# saves.  benchmarks/shared_queries.py (20 demo queries, 2,000 rows in 10 micro-batches, 2 cores): 20
+# queries in one plan 37.6 s per micro-batch, in groups of five 12.8 s, each its own 9.5 s (one query
+# 0.7 s).  The threshold is estimated from those figures and the validating parse's cost (about 0.08 s
+# per MB, benchmarks/executor_vs_spark.py's floor): a group of five costs about 0.17 s more planning
+# per query and saves four parses in five, which pays from about 3 MB (docs/cluster.md, "Shared queries").
+SHARE_SCAN_BYTES = 4 << 20
+
 
 class SharedScan:
     """Runs :class:`~obda.execution.query.ContinuousQuery` objects over shared reads (configure, then start).
 
     ``spark``: the session every query uses.  ``max_files_per_batch`` / ``max_bytes_per_batch``:
     the limits of a shared micro-batch (as for a query alone).  ``queries_per_job``: how many
-    queries share one scan and one collect job (the queries are grouped).  Queries are added with
+    queries share one scan and one collect job (the queries are grouped) in a micro-batch of at least
+    ``share_scan_bytes`` of new files; a smaller one runs each query's scan and job on its own.  Queries are added with
     :meth:`add` (a query of the local backend runs its own micro-batches in the same loop).
     """
 
     def __init__(self, spark=None, *, trigger_interval: float = 1.0, max_files_per_batch: int | None = None,
-                 max_bytes_per_batch: int | None = None, queries_per_job: int = 5):
+                 max_bytes_per_batch: int | None = None, queries_per_job: int = 5,
+                 share_scan_bytes: int = SHARE_SCAN_BYTES):
         from obda.execution.query import DEFAULT_MAX_BYTES_PER_BATCH
 
         self._spark = spark
@@ -51,6 +61,7 @@ class SharedScan:
         self.max_files_per_batch = max_files_per_batch
         self.max_bytes_per_batch = max_bytes_per_batch or DEFAULT_MAX_BYTES_PER_BATCH
         self.queries_per_job = max(1, queries_per_job)  # queries that share one scan and one collect job
+        self.share_scan_bytes = share_scan_bytes  # below: each query its own scan and job
         self.queries: dict[str, object] = {}  # key -> ContinuousQuery
         self.cursor: dict[str, set[str]] = {}  # stream -> files consumed by the shared micro-batches
         self.batches = 0  # shared micro-batches run
@@ -143,9 +154,13 @@ class SharedScan:
         new = cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
         # the same files for every query; one scan per group of queries_per_job queries: a scan's
         # projection is as wide as its queries together, and Spark's analysis of plans over a very
-        # wide cached relation costs more than the reads it saves (benchmarks/shared_queries.py)
-        for first in range(0, len(joined), self.queries_per_job):
-            self._group_step(joined[first:first + self.queries_per_job], pending, new, exhausted, t0)
+        # wide cached relation costs more than the reads it saves (benchmarks/shared_queries.py); a
+        # micro-batch below share_scan_bytes is planned per query (its parse costs less than that)
+        from obda.execution.spark_query import file_bytes
+
+        size = self.queries_per_job if file_bytes(new) >= self.share_scan_bytes else 1
+        for first in range(0, len(joined), size):
+            self._group_step(joined[first:first + size], pending, new, exhausted, t0)
         for s, fs in new.items():
             self.cursor.setdefault(s, set()).update(fs)
         self.batches += 1

@@ -15,7 +15,7 @@ import os
 from obda.errors import ExecutionError
 from obda.execution.microbatch import Batch, Closing, in_range
 from obda.execution.rows import TableBatch
-from obda.execution.scan import Scan, flag_column, key_column
+from obda.execution.scan import flag_column, key_column
 from obda.execution.spark_io import local_frame
 
 # a micro-batch with at least this many bytes of new files brings its answers to the driver through
@@ -37,71 +37,15 @@ class SparkSteps:
         """The Spark backend: one micro-batch of this query alone, a group of one
         (:func:`obda.execution.microbatch.spark_batch` says how it is computed).
 
-        The last micro-batch of an input that ends (``exhausted`` and every file taken) closes
-        every timestamp it reads: for a query with one stream pipeline it runs uncached
-        (:meth:`_single_pass`).
         """
         from obda.execution.microbatch import Member, spark_batch
 
         new, carried, final = self._next_files(exhausted, pending)
         reads = self._reads(new, carried, (self.ns,))
         nbytes = file_bytes(new)
-        if final:
-            with Scan(self.spark, reads, {self.ns: self.pipelines_by_table()}, self._parsed, nbytes,
-                      single_pass=True) as scan:
-                batch = self._single_pass(scan, reads, new) if scan.projected is not None else None
-            if batch is not None:
-                return new, batch.quarantine
         member = Member("", self, new, final)
         spark_batch(self.spark, [member], reads, self._parsed, nbytes, _reraise)
         return new, member.batch.quarantine
-
-    def _single_pass(self, scan: Scan, reads, new: dict[str, list[str]]) -> "Batch | None":
-        """The last micro-batch in one job: the range ``(lo, ∞)`` closes, the stats are observed by
-        the job that computes the answers, nothing is cached.
-
-        Only for a query with one stream pipeline: the job reads the rows once (with several,
-        each would read every file, as the observed rows cannot be filtered before the
-        observation), and its one synopsis node is a root, which keeps no past: no updates to
-        collect beside the answers.  None (nothing run, nothing observed) when the answers are a
-        bag for a sink that gets them through the driver from one partition (streamed, and Spark
-        reports observed metrics to no streamed read; a micro-batch large enough to spill them,
-        :meth:`spill_dir`, has them written by the job, which reports them), or when answers of static-only members are still to emit
-        at the first timestamp (known after the job).  Decided before the observation is made:
-        Spark keeps an observation until a job reports it."""
-        from obda.execution.distributed import collect_tagged
-        from obda.execution.scan import observed_stats
-
-        engine = self.engine
-        if sum(1 for p in self.plan.pipelines if p.table.is_stream) != 1 or self.runtime.constraints is not None:
-            return None  # (k-constraints: their check is a job of its own, before the answers')
-        if not engine.static_done and any(
-            not m.plan.unsatisfiable and not m.plan.nodes and m.plan.forest_statics for m in engine.members
-        ):
-            return None
-        nbytes = file_bytes(new)
-        if (self.aggregate is None and not self.plan.distinct and not self.sink.writes_frames
-                and nbytes < self.spill_bytes):
-            return None
-        projected, stats = observed_stats(scan.projected, len(reads), {self.ns: self.reader()})
-        lo = self.runtime.closed_upto
-        closing = self.closing(projected, Batch(lo=lo, final=True), open_ended=True, new_bytes=nbytes)
-        if closing.parts and closing.frame is not None:
-            raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
-        if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
-            for tag, at, vals in collect_tagged(closing.parts, stream=False, spill_dir=self.spill_dir(closing, nbytes),
-                                                    observed=True):
-                closing.consume(tag, at, vals)
-        elif closing.frame is not None:
-            closing.emitted += self.write_frame(closing.frame)
-            closing.frame = None
-        else:  # no member can answer: the job counts the rows only
-            projected.count()
-        batch = self.apply_stats(reads, stats(), new, True)
-        closing.batch = batch
-        closing.closes = batch.hi is not None and (lo is None or batch.hi > lo)
-        closing.finish()
-        return batch
 
     def set_namespace(self, ns: str) -> None:
         """The query's namespace in the columns of a shared scan (:class:`~obda.execution.shared.SharedScan`)."""

@@ -76,7 +76,7 @@ def test_one_read_and_one_job_per_shared_micro_batch(spark, tmp_path, monkeypatc
     src = sources(s="data/s", t="data/t", u="data/u", r="data/r")
     write_csv_batches(tmp_path / "data", random_splits(rows, 42, max_chunk=4), src)
     write_static(tmp_path / "data", "r", STATIC_R)
-    loop = SharedScan(spark, max_files_per_batch=2)
+    loop = SharedScan(spark, max_files_per_batch=2, share_scan_bytes=0)  # every micro-batch shares its scan
     for n in NAMES:
         loop.add(n, _query(spark, tmp_path, src, n, f"o-{n}.jsonl"))
     calls = Counter()
@@ -88,3 +88,24 @@ def test_one_read_and_one_job_per_shared_micro_batch(spark, tmp_path, monkeypatc
     assert loop.batches == 2
     calls["jobs"] = spark_jobs(spark) - jobs
     assert calls == Counter({"read": 2, "jobs": 2})
+
+
+def test_a_small_shared_micro_batch_runs_each_query_on_its_own(spark, tmp_path, monkeypatch):
+    """Below ``share_scan_bytes`` of new files the listing is shared and each query has its own scan and job
+    (planning one wide plan costs more than the parses it saves; docs/cluster.md)."""
+    from obda.execution import scan
+
+    rows = random_streams(42)
+    src = sources(s="data/s", t="data/t", u="data/u", r="data/r")
+    write_csv_batches(tmp_path / "data", random_splits(rows, 42, max_chunk=4), src)
+    write_static(tmp_path / "data", "r", STATIC_R)
+    loop = SharedScan(spark, max_files_per_batch=2)  # the default threshold: these files are far below it
+    for n in NAMES:
+        loop.add(n, _query(spark, tmp_path, src, n, f"o-{n}.jsonl"))
+    reads = Counter()
+    real_project = scan.project_reads
+    monkeypatch.setattr(scan, "project_reads", lambda spark_, reads_, pipelines, *a, **k:
+                        reads.update([tuple(sorted(pipelines))]) or real_project(spark_, reads_, pipelines, *a, **k))
+    loop.step()
+    assert loop.batches == 1
+    assert sorted(reads.values()) == [1] * len(NAMES) and all(len(k) == 1 for k in reads)  # one reader per scan
