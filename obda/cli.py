@@ -135,12 +135,15 @@ def validate(
 ) -> None:
     """Check the ontology (OWL 2 QL), the sources file and the R2RML mappings.
 
-    Every problem is reported with file and line; exit code 1 if there is an error.
+    Every problem is reported with file and line; exit code 1 if there is an error, 2 if the project
+    folder does not exist (bad input).
 
     Example: obda validate --project demo
     """
-    from obda.project import validate_project
+    from obda.project import ProjectError, validate_project
 
+    if not project.is_dir():
+        _fail(ProjectError(f"project folder '{project}' does not exist or is not a folder"), format is Format.json)
     with _no_profile_warnings():  # the findings are among the problems printed below
         problems = validate_project(project)
     errors = [p for p in problems if p.severity == "error"]

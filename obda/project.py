@@ -326,6 +326,11 @@ def validate_project(directory: str | Path, *, profile: str | None = None) -> li
             Problem("owl2ql_profile", f"ignored axiom {f.axiom}: {f.reason}", f.location, "warning")
             for f in ontology.findings
         ]
+        problems += [
+            Problem("undeclared_term", f"{kind} <{iri}> is used in an axiom but declared nowhere (a typo? declare "
+                    f"it, e.g. with a owl:{'Class' if kind == 'class' else 'ObjectProperty'})", where, "warning")
+            for kind, iri, where in ontology.undeclared
+        ]
     except ObdaError as e:
         problems += as_problem(e)
     try:
@@ -334,4 +339,27 @@ def validate_project(directory: str | Path, *, profile: str | None = None) -> li
         problems += as_problem(e)
     if mapping is not None and sources is not None:
         problems += validate_mapping(mapping, ontology, sources)
+    if sources is not None:
+        problems += _missing_locations(sources, settings.directory)
     return problems
+
+
+def _missing_locations(sources: Sources, base: Path) -> list[Problem]:
+    """A warning per table whose files' location does not exist (a stream would read nothing until it does; a
+    static table cannot be loaded): located at the table in the sources file."""
+    out = []
+    for t in sources.tables:
+        if t.format == "jdbc":
+            continue
+        if not t.location:
+            if t.is_stream:
+                out.append(Problem("location_missing", f"stream {t.name!r} has no 'location': nothing would be read",
+                                   t.source_location, "warning"))
+            continue
+        p = Path(t.location) if Path(t.location).is_absolute() else base / t.location
+        if not p.exists():
+            what = "nothing would be read until it exists" if t.is_stream else "the table cannot be loaded"
+            out.append(Problem("location_missing", f"{'stream' if t.is_stream else 'static table'} {t.name!r}: its "
+                               f"location {t.location!r} ({p}) does not exist: {what} (create it, fix 'location', or "
+                               "write data with obda generate)", t.source_location, "warning"))
+    return out

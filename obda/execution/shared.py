@@ -35,9 +35,10 @@ log = logging.getLogger("obda.execution")
 # (the listing is still shared): there, planning one plan over a wider scan costs more than the parses it
 # saves.  benchmarks/shared_queries.py (20 demo queries, 2,000 rows in 10 micro-batches, 2 cores): 20
 # queries in one plan 37.6 s per micro-batch, in groups of five 12.8 s, each its own 9.5 s (one query
-# 0.7 s).  The threshold is estimated from those figures and the validating parse's cost (about 0.08 s
-# per MB, benchmarks/executor_vs_spark.py's floor): a group of five costs about 0.17 s more planning
-# per query and saves four parses in five, which pays from about 3 MB (docs/cluster.md, "Shared queries").
+# 0.7 s).  The threshold is estimated from those figures and the validating parse's cost (1.65 s for
+# 16.4 MB, about 0.1 s per MB, benchmarks/executor_vs_spark.py's floor): a group of five costs about
+# 0.17 s more planning per query and saves four parses in five, which pays from about 2 MB; 4 MiB
+# leaves a margin (docs/cluster.md, "Several queries: shared scans").
 SHARE_SCAN_BYTES = 4 << 20
 
 

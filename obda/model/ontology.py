@@ -127,6 +127,8 @@ class Ontology:
     labels: tuple[tuple[str, str], ...] = ()  # (iri, label)
     findings: tuple[ProfileFinding, ...] = ()  # axioms ignored in lenient mode
     files: tuple[str, ...] = ()
+    # (kind, iri, location): classes and properties axioms use that no declaration names (a typo, often)
+    undeclared: tuple[tuple[str, str, Location], ...] = ()
 
     def label(self, iri: str) -> str | None:
         for i, lab in self.labels:

@@ -100,6 +100,7 @@ class Extraction:
     axioms: tuple[Axiom, ...]
     labels: tuple[tuple[str, str], ...]
     findings: tuple[ProfileFinding, ...]
+    undeclared: tuple[tuple[str, str], ...] = ()  # (kind, iri) used in axioms, declared nowhere
 
 
 @dataclass
@@ -151,7 +152,7 @@ class _Extractor:
         g = self.g
         self.datatypes = self._typed(RDFS.Datatype)
         self.object_decl = self._typed(*_OBJECT_PROPERTY_TYPES)
-        data_decl = self._typed(OWL.DatatypeProperty)
+        data_decl = self._data_decl = self._typed(OWL.DatatypeProperty)
         self.classes_decl = self._typed(OWL.Class, RDFS.Class) - BUILTIN_CLASSES - self.datatypes
         annotation = self._typed(OWL.AnnotationProperty) | _BUILTIN_ANNOTATION_PROPERTIES
         declared = self.object_decl | data_decl
@@ -527,7 +528,17 @@ class _Extractor:
             axioms=tuple(axioms),
             labels=self._labels(),
             findings=tuple(dict.fromkeys(findings)),
+            undeclared=self._undeclared(),
         )
+
+    def _undeclared(self) -> tuple[tuple[str, str], ...]:
+        """The classes and properties the axioms use that no declaration (``a owl:Class``, ``a
+        owl:ObjectProperty`` ...) names: often a typo (``rdfs:domain :WindSpeedReadin``)."""
+        declared = self.classes_decl | self.object_decl | self._data_decl | self.annotation | BUILTIN_CLASSES
+        used = [("class", c) for c in self.usage.classes - self.datatypes]
+        used += [("property", p) for p in (self.usage.object_properties | self.usage.data_properties)
+                 - _TOP_BOTTOM_PROPERTIES]
+        return tuple(sorted((k, iri) for k, iri in used if iri not in declared and not is_datatype_iri(iri)))
 
     def _classes(self) -> frozenset[str]:
         named = (self.classes_decl | self.usage.classes) - BUILTIN_CLASSES - self.datatypes

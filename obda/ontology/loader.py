@@ -76,6 +76,16 @@ def build_ontology(docs: Sequence[SourceDocument], mode: Mode = "strict") -> Ont
         rest = "the rest is" if KEPT_MARK in f.reason else "it is"
         warnings.warn(f"{f} ({rest} ignored in lenient mode)", ProfileWarning, stacklevel=3)
     axioms = sorted(ex.axioms, key=lambda a: _axiom_key(a, order))
+
+    def first_mention(iri: str) -> Location:
+        for i, doc in enumerate(docs):
+            if i not in locators:
+                locators[i] = TextLocator(doc.text, doc.format, doc.prefixes, doc.units)
+            lines = locators[i].mentions(iri)
+            if lines:
+                return Location(doc.file, lines[0] + 1)
+        return Location(docs[0].file if docs else None)
+
     return Ontology(
         classes=ex.classes,
         object_properties=ex.object_properties,
@@ -84,6 +94,7 @@ def build_ontology(docs: Sequence[SourceDocument], mode: Mode = "strict") -> Ont
         labels=ex.labels,
         findings=tuple(findings),
         files=tuple(d.file for d in docs if d.file is not None),
+        undeclared=tuple((kind, iri, first_mention(iri)) for kind, iri in ex.undeclared),
     )
 
 

@@ -215,6 +215,7 @@ def _comparison(e: CompValue, term: Callable[[Identifier], Term]) -> Comparison:
         if shifted is not None:
             sides.append(shifted)
             continue
+        side = _signed_constant(side)
         if not isinstance(side, (Variable, URIRef, RDFLiteral)):
             raise _unsupported(side, operand=True)
         sides.append(term(side))
@@ -230,6 +231,19 @@ def _shifted(e, term: Callable[[Identifier], Term]) -> Shifted | None:
         return None
     d = duration_micros(other)
     return Shifted(term(base), d if str(e["op"][0]) == "+" else -d)
+
+
+def _signed_constant(e):
+    """A sign before a numeric constant (``?v > -10``), which rdflib parses as unary arithmetic, as the signed
+    literal (same datatype); any other expression unchanged."""
+    if isinstance(e, CompValue) and e.name in ("UnaryMinus", "UnaryPlus"):
+        inner = _signed_constant(unwrap(e["expr"]))
+        if isinstance(inner, RDFLiteral) and str(inner.datatype) in _NUMERIC:
+            lex = str(inner).lstrip("+")
+            if e.name == "UnaryMinus":
+                lex = lex[1:] if lex.startswith("-") else "-" + lex
+            return RDFLiteral(lex, datatype=inner.datatype)
+    return e
 
 
 def _unsupported(e, operand: bool = False) -> FilterProblem:

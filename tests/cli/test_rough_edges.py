@@ -80,3 +80,41 @@ def test_help_examples_name_files_that_exist_and_run(cmd, tmp_path):
             args = [str(tmp_path / a) if prev == "--output" else a for prev, a in zip([None] + args, args)]
             r = subprocess.run([sys.executable, "-m", "obda.cli", *args], capture_output=True, text=True, cwd=ROOT)
             assert r.returncode == 0, f"{ex}\n{r.stderr}"
+
+
+def _demo_copy(tmp_path: Path, extra_axiom: str = "") -> Path:
+    """The demo project in ``tmp_path/p`` with its own copy of the ontology (plus ``extra_axiom``)."""
+    ws = tmp_path / "p"
+    ws.mkdir(parents=True)
+    (ws / "turbine.ttl").write_text((ROOT / "ontologies" / "turbine.ttl").read_text() + extra_axiom)
+    (ws / "sources.yaml").write_text((DEMO / "sources.yaml").read_text())
+    (ws / "project.yaml").write_text(f"name: p\nontology: [turbine.ttl]\nmappings: [{ROOT / 'mappings' / 'turbine.r2rml.ttl'}]"
+                                     "\nsources: sources.yaml\n")
+    return ws
+
+
+def test_validate_of_a_missing_project_folder_is_bad_input_exit_2(tmp_path):
+    for fmt in ("text", "json"):
+        r = runner.invoke(app, ["validate", "--project", str(tmp_path / "nope"), "--format", fmt])
+        assert r.exit_code == 2 and "does not exist" in r.output, r.output
+
+
+def test_validate_warns_of_an_undeclared_term_in_an_axiom_and_of_missing_locations(tmp_path):
+    """A typo in an axiom's class (`rdfs:domain :WindSpeedReadin`) and a stream folder that does not exist are
+    warnings with file and line (exit 0: the project runs, but not as meant)."""
+    import json
+
+    ws = _demo_copy(tmp_path, "\n:hasValue rdfs:domain :WindSpeedReadin .\n")
+    line = (ws / "turbine.ttl").read_text().splitlines().index(":hasValue rdfs:domain :WindSpeedReadin .") + 1
+    (ws / "data" / "measurement").mkdir(parents=True)  # the other tables' folders are missing
+    r = runner.invoke(app, ["validate", "--project", str(ws), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    problems = json.loads(r.stdout)["problems"]
+    typo = [p for p in problems if p["code"] == "undeclared_term"]
+    assert len(typo) == 1 and "WindSpeedReadin" in typo[0]["message"] and typo[0]["severity"] == "warning"
+    assert typo[0]["location"]["file"].endswith("turbine.ttl") and typo[0]["location"]["line"] == line
+    missing = {p["message"].split("'")[1] for p in problems if p["code"] == "location_missing"}
+    assert "measurement" not in missing and {"power", "alarm", "sensor"} <= missing
+    assert all(p["location"]["file"].endswith("sources.yaml") for p in problems if p["code"] == "location_missing")
+    r = runner.invoke(app, ["validate", "--project", str(_demo_copy(tmp_path / "clean"))])
+    assert r.exit_code == 0 and "undeclared" not in r.output

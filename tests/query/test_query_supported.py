@@ -176,6 +176,16 @@ def test_filter_comparisons_all_operators():
     assert got[0].filters[0] == Comparison("<", y, lit("1"))
 
 
+def test_filter_signed_numeric_constants_are_constants():
+    """``?v > -10`` compares with the constant -10 (rdflib parses the sign as arithmetic), of the constant's
+    datatype; ``+2.5`` and ``-(-3)`` too.  Arithmetic over a variable stays refused."""
+    got = branches("SELECT ?x WHERE { ?x :p ?y FILTER(?y > -10 && ?y < +2.5 && ?y != -1.5e0 && ?y >= -(-3)) }")
+    assert got[0].filters == (Comparison(">", y, lit("-10")), Comparison("<", y, lit("2.5", "decimal")),
+                              Comparison("!=", y, lit("-1.5", "double")), Comparison(">=", y, lit("3")))
+    with pytest.raises(Exception, match="arithmetic"):
+        branches("SELECT ?x WHERE { ?x :p ?y FILTER(?y > -?y) }")
+
+
 def test_filter_or_and_parentheses_dnf():
     got = branches("SELECT DISTINCT ?x WHERE { ?x :p ?y ; :q ?z FILTER((?y < 1 || ?y > 5) && (?z = :a || ?z = :b)) }")
     atoms = (R("p", x, y), R("q", x, z))
