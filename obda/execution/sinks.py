@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring_ascii as _encode_str
 import os
+import stat
 import queue
 import sys
 from decimal import Decimal
@@ -117,12 +118,26 @@ class Sink:
 
 
 class JsonLinesSink(Sink):
-    """Appends lines to a file; offset = file size after an fsync."""
+    """Appends lines to a file; offset = file size after an fsync.
+
+    A target that is not a regular file (``/dev/null``, a named pipe, a terminal) is written as a stream:
+    no fsync, nothing truncated on recovery (a device or a pipe cannot be rolled back), so after a
+    restart from a checkpoint the answers of a micro-batch that did not commit may come again.
+    """
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = None
+        self._written = 0  # bytes written to a target that is not a regular file (its offset)
+
+    @property
+    def regular(self) -> bool:
+        """Whether the target is a regular file (or does not exist yet: it will be one)."""
+        try:
+            return stat.S_ISREG(os.stat(self.path).st_mode)
+        except FileNotFoundError:
+            return True
 
     def _file(self):
         if self._f is None:
@@ -132,12 +147,15 @@ class JsonLinesSink(Sink):
     def write_lines(self, lines: list[str]) -> None:
         if lines:
             f = self._file()
-            f.write("\n".join(lines))
-            f.write("\n")
+            text = "\n".join(lines) + "\n"
+            f.write(text)
+            self._written += len(text.encode("utf-8"))
 
     def flush(self):
         f = self._file()
         f.flush()
+        if not self.regular:
+            return self._written
         os.fsync(f.fileno())
         return f.tell()
 
@@ -146,9 +164,11 @@ class JsonLinesSink(Sink):
         self.close()
         if offset is None:
             offset = 0
-        if self.path.exists() and self.path.stat().st_size > offset:
+        if self.regular and self.path.exists() and self.path.stat().st_size > offset:
             with open(self.path, "r+b") as f:
                 f.truncate(offset)
+        elif not self.regular:
+            self._written = offset
 
     def close(self) -> None:
         if self._f is not None:

@@ -118,3 +118,33 @@ def test_validate_warns_of_an_undeclared_term_in_an_axiom_and_of_missing_locatio
     assert all(p["location"]["file"].endswith("sources.yaml") for p in problems if p["code"] == "location_missing")
     r = runner.invoke(app, ["validate", "--project", str(_demo_copy(tmp_path / "clean"))])
     assert r.exit_code == 0 and "undeclared" not in r.output
+
+
+def test_output_to_dev_null_or_a_pipe_with_a_checkpoint_runs(tmp_path):
+    """`--output /dev/null --checkpoint ck` (no fsync of a device), and a named pipe read by another process:
+    the answers stream through; a second run resumes from the checkpoint without truncating the target."""
+    import os
+    import threading
+
+    sys.path.insert(0, str(ROOT / "tests" / "api"))
+    from apikit import make_workspace
+
+    ws, _ = make_workspace(tmp_path / "ws", blocks=2)
+    q = tmp_path / "hot.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\n"
+                 "SELECT ?s ?v WHERE { GRAPH ?t { ?m :measuredBy ?s ; :hasValue ?v . } FILTER(?v > 0) }\n")
+    base = ["run", str(q), "--project", str(ws), "--until-exhausted", "--backend", "local"]
+    for _ in range(2):  # the second run resumes from the checkpoint
+        r = runner.invoke(app, base + ["--output", os.devnull, "--checkpoint", str(tmp_path / "ck")])
+        assert r.exit_code == 0, r.output
+    fifo = tmp_path / "answers.fifo"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(open(fifo, encoding="utf-8").read().splitlines()), daemon=True)
+    reader.start()
+    r = runner.invoke(app, base + ["--output", str(fifo), "--checkpoint", str(tmp_path / "ck2")])
+    reader.join(timeout=60)
+    assert r.exit_code == 0, r.output
+    assert got and all('"emitted_at"' in line for line in got)
+    r = runner.invoke(app, base + ["--output", str(tmp_path / "a.jsonl")])
+    assert r.exit_code == 0 and len((tmp_path / "a.jsonl").read_text().splitlines()) == len(got)
