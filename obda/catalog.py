@@ -49,6 +49,7 @@ class CatalogEntry:
     location: Location = Location()
     constraints: object = None  # the entry's 'constraints:' YAML node (checked against the project's sources)
     expected_constrained: str | None = None
+    problem: "CatalogError | None" = None  # why the entry cannot be checked (reported as its error)
 
 
 @dataclass(frozen=True)
@@ -122,37 +123,45 @@ def load_catalog(path: str | Path) -> list[CatalogEntry]:
     entries: list[CatalogEntry] = []
     seen: set[str] = set()
     for i, item in enumerate(raw):
-        if not isinstance(item, dict) or "name" not in item:
-            raise CatalogError(f"entry {i + 1} has no 'name'", Location(str(p)))
-        name = str(item["name"])
+        name = str(item["name"]) if isinstance(item, dict) and "name" in item else f"entry {i + 1}"
         node = nodes.get(name)
         loc = Location(str(p), node.start_mark.line + 1 if node is not None else None)
-        if name in seen:
-            raise CatalogError(f"query name {name!r} is used twice", loc)
-        seen.add(name)
-        if "query" in item:
-            qtext = str(item["query"])
-        elif "file" in item:
-            qp = p.parent / str(item["file"])
-            try:
-                qtext = qp.read_text(encoding="utf-8")
-            except OSError as e:
-                raise CatalogError(f"query {name!r}: cannot read {qp}: {e.strerror}", loc) from e
-        else:
-            raise CatalogError(f"query {name!r} has neither 'query' nor 'file'", loc)
-        expect = item.get("expect") or {}
-        verdict = expect.get("verdict") if isinstance(expect, dict) else None
-        if verdict is not None and verdict not in VERDICTS:
-            raise CatalogError(f"query {name!r}: expect.verdict must be one of {', '.join(VERDICTS)}", loc)
-        constrained = expect.get("constrained") if isinstance(expect, dict) else None
-        if constrained is not None and constrained not in VERDICTS:
-            raise CatalogError(f"query {name!r}: expect.constrained must be one of {', '.join(VERDICTS)}", loc)
-        cnode = next((v for k, v in node.value if k.value == "constraints"), None) if node is not None else None
-        entries.append(
-            CatalogEntry(name, qtext, verdict, str(item.get("description", "")), str(expect.get("why", "")) if isinstance(expect, dict) else "", loc,
-                         cnode, constrained)
-        )
+        try:
+            entries.append(_entry(p, item, i, name, node, loc, seen))
+        except CatalogError as e:  # this entry is reported as an error; the others are still checked
+            entries.append(CatalogEntry(name, "", None, location=e.location, problem=e))
     return entries
+
+
+def _entry(p: Path, item, i: int, name: str, node, loc: Location, seen: set) -> CatalogEntry:
+    if not isinstance(item, dict) or "name" not in item:
+        raise CatalogError(f"entry {i + 1} has no 'name'", Location(str(p)))
+    if name in seen:
+        raise CatalogError(f"query name {name!r} is used twice", loc)
+    seen.add(name)
+    if "query" in item:
+        qtext = str(item["query"])
+    elif "file" in item:
+        qp = p.parent / str(item["file"])
+        try:
+            qtext = qp.read_text(encoding="utf-8")
+        except OSError as e:
+            raise CatalogError(f"query {name!r}: cannot read {qp}: {e.strerror}", loc) from e
+    else:
+        raise CatalogError(f"query {name!r} has neither 'query' nor 'file'", loc)
+    expect = item.get("expect") or {}
+    verdict = expect.get("verdict") if isinstance(expect, dict) else None
+    if verdict is not None and verdict not in VERDICTS:
+        raise CatalogError(f"query {name!r}: expect.verdict must be one of {', '.join(VERDICTS)}", loc)
+    constrained = expect.get("constrained") if isinstance(expect, dict) else None
+    if constrained is not None and constrained not in VERDICTS:
+        raise CatalogError(f"query {name!r}: expect.constrained must be one of {', '.join(VERDICTS)}", loc)
+    if verdict is None and constrained is None:
+        raise CatalogError(f"query {name!r} has no expect.verdict: a check needs the verdict you expect "
+                           f"(one of {', '.join(VERDICTS)})", loc)
+    cnode = next((v for k, v in node.value if k.value == "constraints"), None) if node is not None else None
+    return CatalogEntry(name, qtext, verdict, str(item.get("description", "")),
+                        str(expect.get("why", "")) if isinstance(expect, dict) else "", loc, cnode, constrained)
 
 
 def check_entry(project, entry: CatalogEntry) -> CatalogResult:
@@ -161,6 +170,8 @@ def check_entry(project, entry: CatalogEntry) -> CatalogResult:
     from obda.model.sources import parse_constraints
 
     t0 = time.perf_counter()
+    if entry.problem is not None:
+        return CatalogResult(entry.name, entry.expected, None, None, 0.0, str(entry.problem), entry.problem.code)
     try:
         sources = project.sources
         if entry.constraints is not None:

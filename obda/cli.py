@@ -370,20 +370,29 @@ def catalog_check(
 ) -> None:
     """Compile and analyse every query of a catalog; compare each verdict with `expect.verdict`.
 
-    Exit code 1 if any query fails to compile or gets a different verdict.
+    Exit code 1 if any query fails to compile, gets a different verdict, or has no `expect.verdict`, or if
+    the catalog has no query; 2 if the catalog or the project cannot be read.  A JUnit report is always
+    written (a broken entry is an error of its own; an unreadable catalog one error for the whole file).
 
     Example: obda catalog check catalogs/demo.yaml --project demo --format junit --output report.xml
     """
     from rich.progress import Progress
 
-    from obda.catalog import check_catalog, load_catalog, render_junit
+    from obda.catalog import CatalogResult, check_catalog, load_catalog, render_junit
 
     try:
         proj = _load_project(project)
         entries = load_catalog(catalog)
     except ObdaError as e:
-        _fail(e)
-    results = []
+        if format is CatalogFormat.junit:  # CI reads the report: the failure is in it too
+            text = render_junit([CatalogResult(str(catalog), None, None, None, 0.0, str(e), e.code)], name=str(catalog))
+            if output:
+                Path(output).write_text(text, encoding="utf-8")
+            else:
+                print(text)
+        _fail(e, format is CatalogFormat.json)
+    results = [] if entries else [CatalogResult(str(catalog), None, None, None, 0.0,
+                                                "the catalog has no query: nothing was checked", "catalog_error")]
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("checking", total=len(entries))
         for res in check_catalog(proj, entries):

@@ -260,3 +260,39 @@ def test_analyze_window_query_says_its_memory():
     r = runner.invoke(app, ["analyze", str(DEMO / "queries" / "mean_last_10_minutes.rq"), "--project", str(DEMO)])
     assert r.exit_code == 0, r.output
     assert "within the window" in r.stdout and "memory: window, per timestamp" in r.stdout
+
+
+def test_catalog_check_fails_on_an_empty_catalog_and_on_an_entry_without_expect(tmp_path):
+    """Nothing checked is not a pass: an empty catalog and an entry without ``expect.verdict`` fail (exit 1), each
+    an error in the report; the other entries are still checked."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("queries: []\n")
+    out = tmp_path / "empty.xml"
+    r = runner.invoke(app, ["catalog", "check", str(empty), "--project", str(DEMO), "--format", "junit", "--output", str(out)])
+    assert r.exit_code == 1 and 'errors="1"' in out.read_text() and "has no query" in out.read_text()
+    cat = tmp_path / "c.yaml"
+    body = "".join("    " + line + "\n" for line in HOT.splitlines())
+    cat.write_text(f"- name: hot\n  query: |\n{body}  expect: {{verdict: bounded}}\n- name: unchecked\n  query: |\n{body}")
+    r = runner.invoke(app, ["catalog", "check", str(cat), "--project", str(DEMO), "--format", "json"])
+    assert r.exit_code == 1
+    res = {x["name"]: x for x in json.loads(r.stdout)["results"]}
+    assert res["hot"]["ok"] and not res["unchecked"]["ok"] and "no expect.verdict" in res["unchecked"]["error"]
+
+
+def test_catalog_check_always_writes_its_junit_report(tmp_path):
+    """A broken entry is an error of its own (the others are checked); an unreadable catalog is one error for the
+    whole file (exit 2): the JUnit file is written either way."""
+    body = "".join("    " + line + "\n" for line in HOT.splitlines())
+    cat = tmp_path / "c.yaml"
+    cat.write_text(f"- name: hot\n  query: |\n{body}  expect: {{verdict: bounded}}\n- name: broken\n  expect: {{verdict: bounded}}\n"
+                   f"- name: hot\n  query: |\n{body}  expect: {{verdict: bounded}}\n")
+    out = tmp_path / "r.xml"
+    r = runner.invoke(app, ["catalog", "check", str(cat), "--project", str(DEMO), "--format", "junit", "--output", str(out)])
+    assert r.exit_code == 1
+    xml = out.read_text()
+    assert 'tests="3"' in xml and 'errors="2"' in xml and "neither 'query' nor 'file'" in xml and "used twice" in xml
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- name: [unclosed\n")
+    out2 = tmp_path / "bad.xml"
+    r = runner.invoke(app, ["catalog", "check", str(bad), "--project", str(DEMO), "--format", "junit", "--output", str(out2)])
+    assert r.exit_code == 2 and 'errors="1"' in out2.read_text() and "not valid YAML" in out2.read_text()
