@@ -69,7 +69,8 @@ DATATYPE_COMPATIBILITY: dict[str, frozenset[ColumnType]] = {
 
 
 def _short(iri: str) -> str:
-    for ns, p in ((XSD, "xsd:"),):
+    for ns, p in ((XSD, "xsd:"), ("http://www.w3.org/1999/02/22-rdf-syntax-ns#", "rdf:"),
+                  ("http://www.w3.org/2000/01/rdf-schema#", "rdfs:")):
         if iri.startswith(ns):
             return p + iri[len(ns) :]
     return f"<{iri}>"
@@ -214,11 +215,13 @@ class _Validator:
         allowed = DATATYPE_COMPATIBILITY.get(tmap.datatype)
         if allowed is None or col.type in allowed:
             return
-        fits = ", ".join(t.value for t in ColumnType if t in allowed)
+        instead = sorted(_short(dt) for dt, ok in DATATYPE_COMPATIBILITY.items() if col.type in ok)
+        columns = ", ".join(t.value for t in ColumnType if t in allowed)
         self.add(
             "datatype_mismatch",
             f"triples map {tm.name}: rr:datatype {_short(tmap.datatype)} does not fit column {col.name!r} of type "
-            f"{col.type.value} (it fits: {fits})",
+            f"{col.type.value}: a {col.type.value} column takes rr:datatype {', '.join(instead) or 'none'} "
+            f"({_short(tmap.datatype)} takes {columns} columns)",
             loc,
         )
 

@@ -310,3 +310,12 @@ def test_load_validated_mapping_returns_only_valid_mappings(tmp_path) -> None:
     with pytest.raises(ValidationError) as ei:
         load_validated_mapping([bad], ONTOLOGY, SOURCES)
     assert ei.value.problems[0].location == type(ei.value.problems[0].location)(str(bad), _line(GOOD, 'rr:column "name"'))
+
+
+def test_datatype_mismatch_says_what_the_column_takes() -> None:
+    """``rr:datatype xsd:integer`` on a double column: the message names the datatypes a double column takes
+    (not the column types xsd:integer takes, as if they were the fix)."""
+    body = GOOD.replace('rr:column "value" ; rr:datatype xsd:double', 'rr:column "value" ; rr:datatype xsd:integer')
+    (p,) = [p for p in _problems(body) if p.code == "datatype_mismatch"]
+    takes = p.message.split("a double column takes rr:datatype ")[1].split(" (")[0].split(", ")
+    assert "xsd:double" in takes and "xsd:integer" not in takes, p.message
