@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from obda.model.dialects import sql_text
 from obda.model.query import CQ, Atom, Query
 
 
@@ -86,7 +87,7 @@ class SqlMember:
     origin: MemberOrigin
 
     def sql(self, dialect: str = "spark", pretty: bool = False) -> str:
-        return self.select.sql(dialect=dialect, pretty=pretty)
+        return sql_text(self.select, dialect, pretty)
 
     def to_dict(self, dialect: str = "spark") -> dict:
         return {"sql": self.sql(dialect), "origin": self.origin.to_dict()}
@@ -135,7 +136,7 @@ class Compilation:
         return self.query.aggregation
 
     def to_sql(self, dialect: str = "spark", pretty: bool = False) -> str:
-        return self.sql.sql(dialect=dialect, pretty=pretty)
+        return sql_text(self.sql, dialect, pretty)
 
     def to_dict(self, dialect: str = "spark") -> dict:
         return {
@@ -148,5 +149,5 @@ class Compilation:
             "removed": list(self.removed),
             "views": [v.to_dict() for v in self.views],
             **({"aggregation": str(self.aggregation),
-                "characteristic_sql": self.characteristic.sql(dialect=dialect)} if self.aggregation else {}),
+                "characteristic_sql": sql_text(self.characteristic, dialect)} if self.aggregation else {}),
         }

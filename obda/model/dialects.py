@@ -1,0 +1,44 @@
+"""SQL text for each dialect obda prints: sqlglot's generator, plus what a dialect spells differently.
+
+sqlglot writes ``ts + INTERVAL '300' SECOND`` for every dialect; SQLite has no interval type, so its
+output would not run.  There a comparison with a shifted time (an interval join's bound, a window's
+``CURRENT_TIMESTAMP - INTERVAL …``) compares Julian day numbers instead:
+``julianday(m.ts) <= julianday(e.ts, '+300 seconds')``, which also compares timestamps written in
+different textual forms (``2024-01-01T00:05:00Z`` and ``2024-01-01 00:05:00``) correctly.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+_SECONDS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+
+
+def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False) -> str:
+    """``tree`` as ``dialect``'s SQL text (the tree itself is not changed)."""
+    if dialect == "sqlite" and any(_shifted(c.this) or _shifted(c.expression) for c in tree.find_all(*_COMPARISONS)):
+        tree = tree.copy().transform(_sqlite_comparison)
+    return tree.sql(dialect=dialect, pretty=pretty)
+
+
+def _shifted(e: exp.Expression) -> bool:
+    return isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval)
+
+
+def _sqlite_comparison(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, _COMPARISONS) and (_shifted(node.this) or _shifted(node.expression)):
+        return type(node)(this=_julian(node.this), expression=_julian(node.expression))
+    return node
+
+
+def _julian(e: exp.Expression) -> exp.Expression:
+    """``julianday(e)``, and ``e ± INTERVAL 'n' unit`` as ``julianday(e, '±s seconds')``."""
+    if not _shifted(e):
+        return exp.Anonymous(this="julianday", expressions=[e.copy()])
+    interval = e.expression
+    unit = interval.unit.name.upper() if interval.unit is not None else "SECOND"
+    seconds = float(interval.this.name) * _SECONDS.get(unit.rstrip("S"), 1)
+    sign = "-" if isinstance(e, exp.Sub) else "+"
+    amount = f"{seconds:.6f}".rstrip("0").rstrip(".")
+    return exp.Anonymous(this="julianday", expressions=[e.this.copy(), exp.Literal.string(f"{sign}{amount} seconds")])
