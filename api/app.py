@@ -384,8 +384,13 @@ def _verdict(report) -> str:
 
 
 def _jsonable(obj):
-    """The report as plain JSON values (enums, tuples, paths → JSON)."""
-    return json.loads(json.dumps(obj, default=lambda o: getattr(o, "value", str(o))))
+    """Plain JSON values (enums, tuples, paths → JSON); a decimal is a number, as in every output of obda
+    (:func:`obda.execution.sinks.json_value`)."""
+    from decimal import Decimal
+
+    from obda.execution.sinks import json_value
+
+    return json.loads(json.dumps(obj, default=lambda o: json_value(o) if isinstance(o, Decimal) else getattr(o, "value", str(o))))
 
 
 def _info(q: RegisteredQuery, request: Request) -> m.QueryInfo:

@@ -28,7 +28,9 @@ from obda.execution.engine import Answer
 from obda.execution.rows import micros_to_iso
 
 
-def _json_value(v):
+def json_value(v):
+    """A value as JSON sees it, the same in every output (sinks, changelogs, ``--final``, the HTTP API): an
+    ``xsd:decimal`` (a Python Decimal) is a JSON number — an integer when integral, else the nearest double."""
     if isinstance(v, Decimal):
         return int(v) if v == v.to_integral_value() else float(v)
     if isinstance(v, (int, float, str, bool)) or v is None:
@@ -49,7 +51,7 @@ def _json_scalar(v) -> str:
         return "true" if v else "false"
     if t is float:
         return json.dumps(v)  # NaN / Infinity spelled as json does
-    return json.dumps(_json_value(v))
+    return json.dumps(json_value(v))
 
 
 def row_lines(rows: Iterable[dict], columns: tuple[str, ...]) -> list[str]:

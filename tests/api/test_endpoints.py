@@ -560,3 +560,32 @@ def test_aggregate_query_current_answer_and_changelog(tmp_path):
         assert Counter(replayed.values()) == expected
         plain = register(c, "spj", BOUNDED)
         problem(c.get(f"/v1/queries/{plain['id']}/answer", headers=AUTH), 409, "not_an_aggregate")
+
+
+def test_a_decimal_is_the_same_json_number_in_the_answer_table_and_the_changelog(tmp_path):
+    """AVG of integers is an xsd:decimal: /answer, the changelog pages and the CLI's --final all give it as the same
+    JSON number (not a string in one place and a number in another)."""
+    from obda.execution.sinks import row_lines
+
+    ws, feeder = make_workspace(tmp_path / "ws", blocks=1, seed=3)
+    text = PREFIX + ("SELECT ?sensor (AVG(?v) AS ?mean) WHERE { GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . } "
+                     "?turbine :hasSensor ?sensor . } GROUP BY ?sensor\n")
+    with TestClient(create_app(settings_for(ws))) as c:
+        q = register(c, "avg", text, idle_timeout=0.5)
+        c.post(f"/v1/queries/{q['id']}/start", headers=AUTH)
+        feeder.feed_block()
+
+        def table():
+            return c.get(f"/v1/queries/{q['id']}/answer", headers=AUTH).json()["rows"]
+
+        wait_for(lambda: len(table()) > 1)
+        c.post(f"/v1/queries/{q['id']}/stop", headers=AUTH)
+        rows = table()
+        items = c.get(f"/v1/queries/{q['id']}/results", params={"limit": 1000}, headers=AUTH).json()["items"]
+    replayed = {a["binding"]["sensor"]: a["binding"]["mean"] for a in items}
+    assert rows and all(isinstance(r["mean"], (int, float)) for r in rows)
+    assert {r["sensor"]: r["mean"] for r in rows} == replayed
+    from decimal import Decimal
+
+    final = [json.loads(line) for line in row_lines([{"sensor": "s", "mean": Decimal(2) / Decimal(3)}], ("sensor", "mean"))]
+    assert final[0]["mean"] == float(Decimal(2) / Decimal(3))

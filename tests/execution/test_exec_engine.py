@@ -163,13 +163,13 @@ def test_answer_lines_are_json_dumps_of_each_answer(rows):
 
     from obda.execution.engine import Answer
     from obda.execution.rows import micros_to_iso
-    from obda.execution.sinks import _json_value, answer_lines
+    from obda.execution.sinks import json_value, answer_lines
 
     columns = ("x", "y\\u00e9")
     answers = [Answer(ts, tuple(values), count) for ts, values, count in rows]
     expected = []
     for a in answers:
         line = json.dumps({"emitted_at": micros_to_iso(a.emitted_at),
-                           "binding": {c: _json_value(v) for c, v in zip(columns, a.values)}})
+                           "binding": {c: json_value(v) for c, v in zip(columns, a.values)}})
         expected.extend([line] * a.count)
     assert answer_lines(answers, columns) == expected
