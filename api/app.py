@@ -14,6 +14,7 @@ Endpoints (all under ``/v1`` need ``Authorization: Bearer <token>``)::
     DELETE /v1/queries/{id}                stop and forget it
     GET  /v1/queries/{id}/results          answers, paged (?after=SEQ&limit=N)
     GET  /v1/queries/{id}/results/stream   answers live, as Server-Sent Events
+    POST /v1/queries/{id}/results/stream-session   a short-lived cookie for a browser's EventSource
     GET  /v1/queries/{id}/answer           an aggregate query's current answer table
     GET  /v1/ontology                      classes and properties with labels (autocomplete)
     POST /v1/validate                      check the project (ontology, sources, mappings)
@@ -24,6 +25,8 @@ Endpoints (all under ``/v1`` need ``Authorization: Bearer <token>``)::
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import logging
 import re
@@ -33,7 +36,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Annotated, AsyncIterator
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request
+from fastapi import Cookie, Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
@@ -51,6 +54,21 @@ API_VERSION = "1.0.0"
 ID_PATTERN = r"^[0-9a-f]{32}$"
 
 _bearer = HTTPBearer(auto_error=False, description="the token given to `obda serve --token` (or OBDA_TOKEN)")
+STREAM_COOKIE = "obda_stream"
+STREAM_SESSION_SECONDS = 900  # a browser's stream cookie lasts 15 minutes (POST again to renew it)
+
+
+def stream_ticket(secret: str, query_id: str, expires: int) -> str:
+    """A stream cookie's value: its expiry and an HMAC (keyed by the service's token) of the query and the expiry."""
+    mac = hmac.new(secret.encode("utf-8"), f"stream:{query_id}:{expires}".encode(), hashlib.sha256).hexdigest()
+    return f"{expires}.{mac}"
+
+
+def valid_ticket(secret: str, query_id: str, ticket: str | None, now: float) -> bool:
+    expires, _, _mac = (ticket or "").partition(".")
+    if not expires.isdigit() or int(expires) < now:
+        return False
+    return secrets.compare_digest(ticket.encode(), stream_ticket(secret, query_id, int(expires)).encode())
 
 
 def _problem_responses(*codes: int) -> dict:
@@ -287,8 +305,38 @@ def create_app(settings: Settings) -> FastAPI:
         return m.AnswerTable(query_id=q.id, columns=list(handle.columns), rows=_jsonable(rows),
                              closed_upto=None if closed is None else micros_to_iso(closed))
 
+    def authenticate_stream(
+        query_id: Annotated[str, Path(pattern=ID_PATTERN)],
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        obda_stream: Annotated[str | None, Cookie(max_length=128, description="the cookie of POST …/stream-session "
+                                                                            "(a browser's EventSource)")] = None,
+    ) -> None:
+        """The bearer token, or (a browser's EventSource cannot send headers) the query's stream cookie."""
+        if credentials is None and obda_stream is not None:
+            if valid_ticket(settings.token, query_id, obda_stream, time.time()):
+                return
+            raise ApiProblem(401, "unauthorized", "the stream cookie is not valid or has expired: POST "
+                             f"/v1/queries/{query_id}/results/stream-session again",
+                             headers={"WWW-Authenticate": 'Bearer realm="obda", error="invalid_token"'})
+        authenticate(credentials)
+
+    @app.post(
+        "/v1/queries/{query_id}/results/stream-session", tags=["results"], **v1, status_code=204,
+        responses=_problem_responses(401, 404, 422),
+    )
+    def stream_session(response: Response, q: RegisteredQuery = Depends(query_of)) -> Response:
+        """A short-lived cookie (15 minutes) that lets a browser's `EventSource` read this query's stream: it
+        cannot send an `Authorization` header. The cookie is HttpOnly, SameSite=Strict and sent only to this
+        query's stream URL; no token appears in a URL (nor in the server's logs). POST again to renew it."""
+        expires = int(time.time()) + STREAM_SESSION_SECONDS
+        response.status_code = 204
+        response.set_cookie(STREAM_COOKIE, stream_ticket(settings.token, q.id, expires), max_age=STREAM_SESSION_SECONDS,
+                            path=f"/v1/queries/{q.id}/results/stream", httponly=True, samesite="strict",
+                            secure=settings.secure_cookies)
+        return response
+
     @app.get(
-        "/v1/queries/{query_id}/results/stream", tags=["results"], **v1,
+        "/v1/queries/{query_id}/results/stream", tags=["results"], dependencies=[Depends(authenticate_stream)],
         response_class=StreamingResponse,
         responses={
             200: {"description": "Server-Sent Events: `event: result` with `id: <seq>` and `data: <answer JSON>`; "

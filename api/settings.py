@@ -50,6 +50,7 @@ class Settings:
     state_dir: Path | None = None  # per query checkpoint + quarantine files; None: in memory
     sse_heartbeat: float = 15.0
     sse_poll: float = 0.2
+    secure_cookies: bool = False  # the stream cookie only over HTTPS (OBDA_SECURE_COOKIES=1 behind TLS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "project_dir", Path(self.project_dir))
@@ -88,6 +89,8 @@ class Settings:
         for key, var in ints.items():
             if env.get(var):
                 values[key] = int(env[var])
+        if env.get("OBDA_SECURE_COOKIES"):
+            values["secure_cookies"] = env["OBDA_SECURE_COOKIES"].strip().lower() in ("1", "true", "yes")
         if env.get("OBDA_TRIGGER_INTERVAL"):
             values["trigger_interval"] = float(env["OBDA_TRIGGER_INTERVAL"])
         values.update({k: v for k, v in overrides.items() if v is not None})

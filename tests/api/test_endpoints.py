@@ -423,6 +423,35 @@ def test_sse_replays_resumes_and_ends_when_stopped(tmp_path):
         ]
 
 
+def test_a_browser_reads_the_stream_with_a_short_lived_cookie(tmp_path, monkeypatch):
+    """An EventSource cannot send `Authorization`: POST …/stream-session sets an HttpOnly cookie scoped to that query's
+    stream URL; the stream accepts it (and only for that query, and not once expired); no token is in a URL."""
+    import api.app as app_module
+
+    ws, feeder = make_workspace(tmp_path / "ws", blocks=1, seed=1)
+    with TestClient(create_app(settings_for(ws))) as c:
+        q, other = register(c, "s", BOUNDED, idle_timeout=0.2), register(c, "o", BOUNDED)
+        qid = q["id"]
+        c.post(f"/v1/queries/{qid}/start", headers=AUTH)
+        wait_for(lambda: c.get(f"/v1/queries/{qid}", headers=AUTH).json()["results"] >= 2)
+        assert c.post(f"/v1/queries/{qid}/results/stream-session").status_code == 401  # it needs the bearer token
+        r = c.post(f"/v1/queries/{qid}/results/stream-session", headers=AUTH)
+        assert r.status_code == 204
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie and f"Path=/v1/queries/{qid}/results/stream" in cookie
+        ticket = r.cookies["obda_stream"]
+        c.cookies.clear()
+        with c.stream("GET", f"/v1/queries/{qid}/results/stream", params={"limit": 2},
+                      cookies={"obda_stream": ticket}) as s:  # no Authorization header
+            assert s.status_code == 200
+            assert [e["event"] for e in sse_events(s.read().decode())] == ["result", "result"]
+        r = c.get(f"/v1/queries/{other['id']}/results/stream", params={"limit": 1}, cookies={"obda_stream": ticket})
+        assert r.status_code == 401  # another query's stream
+        monkeypatch.setattr(app_module.time, "time", lambda: 10**12)  # long after it expired
+        r = c.get(f"/v1/queries/{qid}/results/stream", params={"limit": 1}, cookies={"obda_stream": ticket})
+        assert r.status_code == 401 and "expired" in r.json()["detail"]
+
+
 # ------------------------------------------------------------------------------------------ project
 
 
