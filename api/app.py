@@ -100,6 +100,7 @@ class Service:
         except ObdaError as e:
             self.load_error = e
             log.error("project %s did not load: %s", settings.project_dir, e)
+        self.analyses = threading.BoundedSemaphore(settings.max_analyses)  # compilations at once
         self.registry = QueryRegistry(settings, self.project)
         self.resume = self.registry.reattach(self.compile)  # stored queries under their ids; running ones resume
 
@@ -117,8 +118,14 @@ class Service:
             raise ApiProblem(413, "query_too_long",
                              f"the query has {len(text)} characters; the limit is {self.settings.max_query_chars}")
         project = self.require_project()
-        comp = project.compile(text)
-        return comp, analyze_query(comp, project.sources)  # an aggregate query: Arasu §8.2
+        if not self.analyses.acquire(blocking=False):
+            raise ApiProblem(429, "too_many_analyses", f"{self.settings.max_analyses} queries are being analysed "
+                             "already; retry in a moment", headers={"Retry-After": "1"})
+        try:
+            comp = project.compile(text)
+            return comp, analyze_query(comp, project.sources)  # an aggregate query: Arasu §8.2
+        finally:
+            self.analyses.release()
 
 
 DOCS_ASSETS = "/docs-assets"
@@ -214,7 +221,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     # -- analysis -------------------------------------------------------------------------------
     @app.post("/v1/analyze", response_model=m.AnalyzeResponse, tags=["queries"], **v1,
-              responses=_problem_responses(400, 401, 413, 422, 503))
+              responses=_problem_responses(400, 401, 413, 422, 429, 503))
     def analyze_query(body: m.AnalyzeRequest) -> m.AnalyzeResponse:
         """Compile a SPARQL query (rewrite, unfold) and decide whether it runs in bounded memory. Registers nothing."""
         comp, report = service.compile(body.query)

@@ -46,6 +46,7 @@ class Settings:
     max_running: int = 4
     max_registered: int = 100
     max_results: int = 10_000
+    max_analyses: int = 2  # compilations (analyze, register) at once; more get 429 (each may take seconds)
     trigger_interval: float = 1.0
     state_dir: Path | None = None  # per query checkpoint + quarantine files; None: in memory
     sse_heartbeat: float = 15.0
@@ -60,7 +61,8 @@ class Settings:
             raise ValueError("the bearer token must be a string of at least 8 characters")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
-        for name in ("max_body_bytes", "max_query_chars", "max_running", "max_registered", "max_results"):
+        for name in ("max_body_bytes", "max_query_chars", "max_running", "max_registered", "max_results",
+                     "max_analyses"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_query_chars > QUERY_CHARS_CEILING:
@@ -78,6 +80,7 @@ class Settings:
             "max_running": "OBDA_MAX_RUNNING",
             "max_registered": "OBDA_MAX_REGISTERED",
             "max_results": "OBDA_MAX_RESULTS",
+            "max_analyses": "OBDA_MAX_ANALYSES",
         }
         values: dict = {
             "project_dir": env.get("OBDA_PROJECT"),

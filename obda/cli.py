@@ -58,7 +58,15 @@ class CatalogFormat(str, Enum):
     junit = "junit"
 
 
+MAX_MEMBERS_OPTION = typer.Option(
+    None, "--max-members", min=1, help="the unfolding's budget: at most this many SQL members (default 5000)")
+
+
 def _fail(e: ObdaError, as_json: bool = False) -> None:
+    from obda.errors import BudgetError
+
+    if isinstance(e, BudgetError) and e.budget == "members":  # the CLI's user can raise that one
+        e = BudgetError(e.message + "; or raise the budget with --max-members N", e.location, e.budget)
     if as_json:
         print(json.dumps({"error": e.to_dict()}, indent=2))
     else:
@@ -105,13 +113,14 @@ def compile(
     project: Path = typer.Option(..., "--project", "-p", help="project folder (project.yaml, ontology, mappings, sources)"),
     dialect: Dialect = typer.Option(Dialect.spark, help="SQL dialect to print"),
     format: Format = typer.Option(Format.text, "--format", "-f", help="text or json"),
+    max_members: Optional[int] = MAX_MEMBERS_OPTION,
 ) -> None:
     """Rewrite a SPARQL query with the ontology and unfold it into SQL.
 
     Example: obda compile demo/queries/hot_readings.rq --project demo --dialect duckdb --format json
     """
     try:
-        comp = _load_project(project).compile_file(query)
+        comp = _load_project(project).compile_file(query, max_members)
     except ObdaError as e:
         _fail(e, format is Format.json)
     if format is Format.json:
@@ -167,6 +176,7 @@ def analyze(
     sql: Optional[str] = typer.Option(None, "--sql", help="analyse this SQL directly (with --sources)"),
     sources: Optional[Path] = typer.Option(None, "--sources", help="sources file for --sql"),
     format: Format = typer.Option(Format.text, "--format", "-f"),
+    max_members: Optional[int] = MAX_MEMBERS_OPTION,
 ) -> None:
     """Decide whether a query can run forever in bounded memory, and explain why.
 
@@ -188,7 +198,7 @@ def analyze(
             if query is None or project is None:
                 raise typer.BadParameter("give QUERY.rq with --project DIR, or --sql with --sources")
             proj = _load_project(project)
-            report = analyze_query(proj.compile_file(query), proj.sources)
+            report = analyze_query(proj.compile_file(query, max_members), proj.sources)
     except ObdaError as e:
         _fail(e, format is Format.json)
     if format is Format.json:
@@ -257,6 +267,7 @@ def run(
     checkpoint: Optional[Path] = typer.Option(None, "--checkpoint", help="checkpoint folder: a restarted run continues exactly once"),
     idle_timeout: Optional[float] = typer.Option(None, "--idle-timeout", help="seconds without rows after which a stream stops holding back the marker"),
     backend: str = typer.Option("spark", help="spark, or local (pipelines in Python: small inputs, no JVM)"),
+    max_members: Optional[int] = MAX_MEMBERS_OPTION,
     wait_for_data: bool = typer.Option(False, "--wait-for-data", help="a stream location that does not exist yet is a warning (its files are read once it exists), not an error"),
     final: Optional[Path] = typer.Option(
         None, "--final", dir_okay=False,
@@ -298,7 +309,7 @@ def run(
                                  param_hint="--final")
     try:
         proj = _load_project(project)
-        comp = proj.compile_file(query)
+        comp = proj.compile_file(query, max_members)
         if final is not None and comp.aggregation is None:
             raise typer.BadParameter(f"{query}: --final writes the answer table of an aggregate query; the answers "
                                      "of this query are the output itself", param_hint="--final")

@@ -147,9 +147,16 @@ class RewritingError(ObdaError):
 
 
 class BudgetError(ObdaError):
-    """Compiling a query would build more than its budget allows (members, syntax-tree nodes)."""
+    """Compiling a query would build more than its budget allows (``budget``: ``members``, ``nodes`` or ``cqs``).
+
+    The message says how to make the query smaller; a caller that lets its user raise a budget (the CLI's
+    ``--max-members``) adds how."""
 
     code = "budget_exceeded"
+
+    def __init__(self, message: str, location: Location | None = None, budget: str = "members"):
+        self.budget = budget
+        super().__init__(message, location)
 
 
 class AnalysisError(ObdaError):

@@ -206,14 +206,16 @@ class Project:
         check_query_terms(query, self.ontology, sparql, file)
         return query
 
-    def compile(self, sparql: str, *, file: str | None = None) -> Compilation:
-        """SPARQL text → parsed query → rewritten UCQ → unfolded SQL (with provenance)."""
+    def compile(self, sparql: str, *, file: str | None = None, max_members: int | None = None) -> Compilation:
+        """SPARQL text → parsed query → rewritten UCQ → unfolded SQL (with provenance).  ``max_members``: the
+        unfolding's member budget (default :data:`obda.mapping.unfold.MAX_MEMBERS`)."""
         from obda.mapping import unfold
         from obda.rewrite import rewrite
 
+        budget = {} if max_members is None else {"max_members": max_members}
         query = self.parse(sparql, file=file)
         rewritten = rewrite(query, self.ontology)
-        members, sql, removed, views = unfold(query, rewritten, self.mapping, self.sources, self.ontology)
+        members, sql, removed, views = unfold(query, rewritten, self.mapping, self.sources, self.ontology, **budget)
         characteristic = None
         if query.aggregation is not None:  # the unfolded pattern is the characteristic query, grouped
             from obda.mapping.aggregate import aggregate_select
@@ -222,7 +224,8 @@ class Project:
             if query.window is not None:  # the SQL filters on the window's time: the pattern projecting it
                 timed = replace(query, projection=query.projection + (query.window.variable,), aggregation=None,
                                 window=None)
-                grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology)[1]
+                grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
+                                 **budget)[1]
             sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by)
         elif query.order_by:  # a query over static data only: its answer table, ordered
             from obda.mapping.aggregate import ordered_table
@@ -238,12 +241,12 @@ class Project:
             characteristic=characteristic,
         )
 
-    def compile_file(self, path: str | Path) -> Compilation:
+    def compile_file(self, path: str | Path, max_members: int | None = None) -> Compilation:
         from obda.model.sources import read_utf8
 
         p = Path(path)
         text = read_utf8(p, "query file", QuerySyntaxError)  # not UTF-8: located at the bad byte, not a traceback
-        return self.compile(text, file=str(p))
+        return self.compile(text, file=str(p), max_members=max_members)
 
     def resolve(self, relative: str | None) -> Path | None:
         """Resolve a path from the sources file (relative to the project folder)."""

@@ -99,9 +99,12 @@ from obda.model.query import CQ, IRI, XSD, Atom, ClassAtom, Comparison, Literal,
 from obda.model.sources import ColumnType, Sources
 from obda.rewrite import AtomAlternative, expand_atom
 
-__all__ = ["unfold", "MAX_MEMBERS", "MAX_NODES"]
+__all__ = ["unfold", "MAX_CQS", "MAX_MEMBERS", "MAX_NODES"]
 
 MAX_MEMBERS = 5000  # SPJ members one query may unfold into (BudgetError beyond)
+# rewritten CQs one query may unfold (checked before unfolding, which costs about 2 ms per CQ): nested UNIONs
+# multiply out; the NPD benchmark's queries rewrite into at most 6
+MAX_CQS = 1000
 MAX_NODES = 5_000_000  # sqlglot nodes of the members' SQL (BudgetError beyond)
 
 
@@ -643,6 +646,7 @@ def unfold(
     expand: Callable[[Atom], Sequence[AtomAlternative]] | None = None,
     max_members: int = MAX_MEMBERS,
     max_nodes: int = MAX_NODES,
+    max_cqs: int = MAX_CQS,
 ) -> "Unfolding":
     """Unfold rewritten CQs into SQL members, the whole UNION [ALL] query, and why members were removed.
 
@@ -653,6 +657,10 @@ def unfold(
     ``ontology`` is None.  Raises :class:`MappingError` for a mapping that
     refers to unknown tables or columns.
     """
+    if len(rewritten) > max_cqs:
+        raise BudgetError(f"the query rewrites into {len(rewritten)} conjunctive queries (UNION and || alternatives, "
+                          f"multiplied out, and the ontology's), more than the {max_cqs} the budget unfolds; split it "
+                          "into several queries or nest fewer UNIONs", query.location, budget="cqs")
     with _gc_paused():
         return _unfold(query, rewritten, mapping, sources, expand or _default_expand(ontology),
                        _Budget(query, max_members, max_nodes))
@@ -887,14 +895,14 @@ class _Budget:
         if n > self.max_members:
             raise BudgetError(
                 f"the query unfolds into more than {self.max_members} SQL members (the budget); bind more variables, "
-                "add constants or filters, or raise the budget (max_members)", self.query.location)
+                "add constants or filters", self.query.location)
 
     def add(self, tree: exp.Expression) -> exp.Expression:
         self.nodes += sum(1 for _ in tree.walk())
         if self.nodes > self.max_nodes:
             raise BudgetError(
-                f"the unfolded SQL has more than {self.max_nodes} syntax-tree nodes (the budget); simplify the query "
-                "or raise the budget (max_nodes)", self.query.location)
+                f"the unfolded SQL has more than {self.max_nodes} syntax-tree nodes (the budget); simplify the query",
+                self.query.location, budget="nodes")
         return tree
 
 

@@ -618,3 +618,35 @@ def test_a_decimal_is_the_same_json_number_in_the_answer_table_and_the_changelog
 
     final = [json.loads(line) for line in row_lines([{"sensor": "s", "mean": Decimal(2) / Decimal(3)}], ("sensor", "mean"))]
     assert final[0]["mean"] == float(Decimal(2) / Decimal(3))
+
+
+def test_concurrent_analyses_are_capped_with_a_429(tmp_path, monkeypatch):
+    """At most ``max_analyses`` compilations at once (each may take seconds): one more is a 429 with Retry-After, and
+    the analyses that ran are unaffected."""
+    import threading
+
+    from obda.project import Project as ProjectClass
+
+    ws, _ = make_workspace(tmp_path / "ws", blocks=0)
+    entered, release = threading.Event(), threading.Event()
+    real = ProjectClass.compile
+
+    def slow(self, *a, **k):
+        entered.set()
+        release.wait(30)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(ProjectClass, "compile", slow)
+    with TestClient(create_app(settings_for(ws, max_analyses=1))) as c:
+        results = {}
+        t = threading.Thread(target=lambda: results.setdefault(
+            "first", c.post("/v1/analyze", json={"query": BOUNDED}, headers=AUTH).status_code))
+        t.start()
+        assert entered.wait(30)
+        r = c.post("/v1/analyze", json={"query": BOUNDED}, headers=AUTH)
+        problem(r, 429, "too_many_analyses")
+        assert r.headers["retry-after"] == "1"
+        release.set()
+        t.join(30)
+        assert results["first"] == 200
+        assert c.post("/v1/analyze", json={"query": BOUNDED}, headers=AUTH).status_code == 200
