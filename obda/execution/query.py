@@ -237,7 +237,8 @@ class ContinuousQuery(SparkSteps):
             else:
                 rows = []
                 for f in list_files(resolve_location(table, self.base_dir)):
-                    rows.extend(read_file_rows(f, table_format(table, f), dict(table.options)))
+                    rows.extend(read_file_rows(f, table_format(table, f), dict(table.options),
+                                               tuple(c.name for c in table.columns)))
                 counted, quarantine = static_rows(table, pipes, rows)
             if quarantine:
                 log.warning("static table %s: %d invalid row(s) quarantined", name, len(quarantine))
@@ -320,7 +321,8 @@ class ContinuousQuery(SparkSteps):
         for name, files in new.items():
             table, pipes = tables[name], self._pipelines_of(name) + probes
             parts = [
-                process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options)), closed_upto, f)
+                process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options),
+                                                          tuple(c.name for c in table.columns)), closed_upto, f)
                 for f in files
             ]
             out.append(merge_batches(name, parts))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
+import io
 import json
 from dataclasses import dataclass, field
 from collections import defaultdict
@@ -29,6 +30,7 @@ from obda.model.query import OPS
 from obda.model.sources import ColumnType, Table
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+csv.field_size_limit(1 << 30)  # a field as large as Spark's CSV reader takes (its default has no limit)
 
 
 @dataclass
@@ -231,6 +233,10 @@ def process_rows(
     groups: dict[int, dict[int, dict]] = {}
     for raw in raw_rows:
         b.rows += 1
+        if isinstance(raw, Rejected):  # a line or a whole file the reader refused
+            b.invalid += 1
+            b.quarantine.append({"stream": table.name, "reason": raw.reason, "row": raw.text, "file": file})
+            continue
         if isinstance(raw, str):  # an unparseable line
             b.invalid += 1
             b.quarantine.append({"stream": table.name, "reason": "invalid: malformed record", "row": raw, "file": file})
@@ -280,29 +286,43 @@ def _jsonable(raw):
     return str(raw)
 
 
-def read_file_rows(path: str, fmt: str, options: dict | None = None):
-    """Rows of a CSV (header) or JSON-lines file; unparseable JSON lines are returned as text."""
+@dataclass(frozen=True)
+class Rejected:
+    """A row (or a whole file) the reader refuses, with its reason: quarantined, never fatal to the query."""
+
+    text: str
+    reason: str
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def read_file_rows(path: str, fmt: str, options: dict | None = None, columns: tuple[str, ...] | None = None):
+    """Rows of a CSV (header) or JSON-lines file (UTF-8, with or without a byte-order mark).
+
+    Unparseable JSON lines are returned as text (malformed records).  A file that cannot be read as a whole —
+    not UTF-8, or a CSV whose first line does not name ``columns`` (a missing header would otherwise lose
+    the first row) — is one :class:`Rejected` with the reason, located at the line; the query goes on.
+    """
     options = options or {}
     p = Path(path)
-    if fmt == "csv":
-        with p.open(newline="", encoding="utf-8") as f:
-            sep = options.get("sep", options.get("delimiter", ","))
-            reader = csv.reader(f, delimiter=sep)
-            header = next(reader, None)
-            if header is None:
-                return []
-            out = []
-            for rec in reader:
-                if not rec:
-                    continue
-                if len(rec) != len(header):
-                    out.append(sep.join(rec))
-                else:
-                    out.append(dict(zip(header, rec)))
-            return out
+    if fmt not in ("csv", "json"):
+        raise ExecutionError(f"local backend cannot read format {fmt!r} ({path}); use the Spark backend")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        return [Rejected("", f"invalid: the file cannot be read ({e.strerror})")]
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        return [Rejected("", f"invalid: the file is not UTF-8 (byte 0x{data[e.start]:02x} at line {line}); "
+                             "no row of it was read")]
     if fmt == "json":
         out = []
-        for line in p.read_text(encoding="utf-8").splitlines():
+        for line in text.splitlines():
             if not line.strip():
                 continue
             try:
@@ -311,7 +331,31 @@ def read_file_rows(path: str, fmt: str, options: dict | None = None):
             except json.JSONDecodeError:
                 out.append(line)
         return out
-    raise ExecutionError(f"local backend cannot read format {fmt!r} ({path}); use the Spark backend")
+    sep = options.get("sep", options.get("delimiter", ","))
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
+    header = next(reader, None)
+    if header is None:
+        return []
+    if columns is not None and not set(columns) <= set(header):
+        missing = ", ".join(c for c in columns if c not in header)
+        return [Rejected(sep.join(header), f"invalid: the header (line 1) does not name the column(s) {missing}; "
+                                           "the first line of a CSV file must name the columns (in any order); "
+                                           "no row of it was read")]
+    out = []
+    while True:
+        try:
+            rec = next(reader)
+        except StopIteration:
+            return out
+        except csv.Error as e:  # the csv module's own refusal of a line: that line is quarantined
+            out.append(Rejected("", f"invalid: line {reader.line_num}: {e}"))
+            continue
+        if not rec:
+            continue
+        if len(rec) != len(header):
+            out.append(sep.join(rec))
+        else:
+            out.append(dict(zip(header, rec)))
 
 
 def merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
