@@ -68,7 +68,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 FIRST = "hot_readings_after_maintenance"
-QUERIES_PER_JOB = [5]  # --queries-per-job (set in main)
+SHARING: dict = {}  # --queries-per-job / --share-scan-bytes for SharedScan (set in main; default: the executor's)
 
 
 def parse_args(argv=None):
@@ -93,6 +93,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup-queries", type=int, default=5, help="queries of the warm-up's shared run")
     p.add_argument("--queries-per-job", type=int, default=None,
                    help="queries sharing one scan and one job (default: the executor's)")
+    p.add_argument("--share-scan-bytes", type=int, default=None,
+                   help="new bytes from which a micro-batch shares its scan (default: the executor's; 0: always)")
     p.add_argument("--no-phases", action="store_true", help="do not time the executor's phases")
     p.add_argument("--project", default=str(ROOT / "demo"))
     p.add_argument("--catalog", default=str(ROOT / "catalogs" / "demo.yaml"))
@@ -298,7 +300,7 @@ def run_shared(spark, project, queries, base: Path, outdir: Path, k: int, group:
     from obda.execution.shared import SharedScan
 
     qs = {label: new_query(spark, project, e, base, outdir / f"{label}.jsonl", k) for label, e in queries}
-    loop = SharedScan(spark, max_files_per_batch=k, queries_per_job=QUERIES_PER_JOB[0])
+    loop = SharedScan(spark, max_files_per_batch=k, **SHARING)
     for label, q in qs.items():
         loop.add(label, q)
     steps: list[tuple[float, int]] = []
@@ -368,8 +370,10 @@ def fmt_phases(ph: Counter, total: float, batches: int) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.queries_per_job:
-        QUERIES_PER_JOB[0] = args.queries_per_job
-    print(f"queries per job: {QUERIES_PER_JOB[0]}")
+        SHARING["queries_per_job"] = args.queries_per_job
+    if args.share_scan_bytes is not None:
+        SHARING["share_scan_bytes"] = args.share_scan_bytes
+    print(f"shared scan settings: {SHARING or 'the executor defaults'}")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from obda.project import Project
 

@@ -159,19 +159,19 @@ class SharedScan:
         # micro-batch below share_scan_bytes is planned per query (its parse costs less than that)
         from obda.execution.spark_query import file_bytes
 
-        size = self.queries_per_job if file_bytes(new) >= self.share_scan_bytes else 1
+        nbytes = file_bytes(new)
+        size = self.queries_per_job if nbytes >= self.share_scan_bytes else 1
         for first in range(0, len(joined), size):
-            self._group_step(joined[first:first + size], pending, new, exhausted, t0)
+            self._group_step(joined[first:first + size], pending, new, nbytes, exhausted, t0)
         for s, fs in new.items():
             self.cursor.setdefault(s, set()).update(fs)
         self.batches += 1
         return sum(len(fs) for fs in new.values())
 
-    def _group_step(self, joined, pending, new, exhausted: bool, t0: float) -> None:
+    def _group_step(self, joined, pending, new, nbytes: int, exhausted: bool, t0: float) -> None:
         """One micro-batch of ``new`` for a group of queries (:func:`~obda.execution.microbatch.spark_batch`:
         one scan, one job), then each query's commit."""
         from obda.execution.microbatch import Member, spark_batch
-        from obda.execution.spark_query import file_bytes
         from obda.execution.scan import ScanRead
 
         locks = [q._lock for _, q in joined]
@@ -200,7 +200,7 @@ class SharedScan:
                 m.query.error = e
                 log.error("continuous query %s failed: %s", m.key, e, exc_info=e)
 
-            spark_batch(joined[0][1].spark, members, reads, self._cache, file_bytes(new), fail)
+            spark_batch(joined[0][1].spark, members, reads, self._cache, nbytes, fail)
             for m in members:
                 if m.error is None:
                     self._guarded(m.key, m.query, lambda m=m: m.query.commit_batch(m.new, m.batch.quarantine, t0))
