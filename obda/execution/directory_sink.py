@@ -310,7 +310,13 @@ class DirectorySink(Sink):
                 _write_parquet_lines(target, lines)
 
     def write_frame(self, frame) -> None:
-        """Answers computed by Spark: written by Spark's writers (on the executors) into a staging sub-folder."""
+        """Answers computed by Spark: written by Spark's writers (on the executors) into a staging sub-folder.
+
+        In application-time order: the answers are range-partitioned by ``emitted_at`` (Spark samples the
+        bounds: a small job of its own) and sorted within each partition, so that part file k holds answers
+        no later than part file k+1's, and the files read in name order are in order. No partition holds
+        the whole micro-batch's answers."""
+        frame = frame.in_time_order()
         with self._lock:
             sub = self._next_write_dir()
             try:

@@ -209,6 +209,8 @@ def test_directory_sink_gets_the_answers_from_the_executors(spark, tmp_path, fmt
     assert written and q.metrics.rows_out == len(got) > 0
     expected = Oracle(src, rows, {"r": STATIC_R}).answers(case.sql)
     assert Counter(tuple(d["binding"][c] for c in q.columns) for d in got) == expected
+    stamps = [d["emitted_at"] for d in got]  # the part files, in commit and name order
+    assert stamps == sorted(stamps), "answers reach the directory in application-time order"
 
 
 def _answers(q, tmp_path, out):
