@@ -350,19 +350,16 @@ def validate_project(directory: str | Path, *, profile: str | None = None) -> li
 def _missing_locations(sources: Sources, base: Path) -> list[Problem]:
     """A warning per table whose files' location does not exist (a stream would read nothing until it does; a
     static table cannot be loaded): located at the table in the sources file."""
+    from obda.model.sources import missing_locations
+
     out = []
-    for t in sources.tables:
-        if t.format == "jdbc":
+    for t, p in missing_locations(sources.tables, base):
+        if p is None:
+            out.append(Problem("location_missing", f"stream {t.name!r} has no 'location': nothing would be read",
+                               t.source_location, "warning"))
             continue
-        if not t.location:
-            if t.is_stream:
-                out.append(Problem("location_missing", f"stream {t.name!r} has no 'location': nothing would be read",
-                                   t.source_location, "warning"))
-            continue
-        p = Path(t.location) if Path(t.location).is_absolute() else base / t.location
-        if not p.exists():
-            what = "nothing would be read until it exists" if t.is_stream else "the table cannot be loaded"
-            out.append(Problem("location_missing", f"{'stream' if t.is_stream else 'static table'} {t.name!r}: its "
-                               f"location {t.location!r} ({p}) does not exist: {what} (create it, fix 'location', or "
-                               "write data with obda generate)", t.source_location, "warning"))
+        what = "nothing would be read until it exists" if t.is_stream else "the table cannot be loaded"
+        out.append(Problem("location_missing", f"{'stream' if t.is_stream else 'static table'} {t.name!r}: its "
+                           f"location {t.location!r} ({p}) does not exist: {what} (create it, fix 'location', or "
+                           "write data with obda generate)", t.source_location, "warning"))
     return out

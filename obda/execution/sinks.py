@@ -166,11 +166,11 @@ class JsonLinesSink(Sink):
         self.close()
         if offset is None:
             offset = 0
-        if self.regular and self.path.exists() and self.path.stat().st_size > offset:
+        if not self.regular:
+            self._written = offset
+        elif self.path.exists() and self.path.stat().st_size > offset:
             with open(self.path, "r+b") as f:
                 f.truncate(offset)
-        elif not self.regular:
-            self._written = offset
 
     def close(self) -> None:
         if self._f is not None:

@@ -492,9 +492,15 @@ def missing_stream_locations(tables, base_dir: str | Path) -> list[tuple[Table, 
     Such a stream would read nothing, forever: callers refuse it at start (``obda run``, the service) unless
     they were told to wait for the data (``--wait-for-data``).  A stream without a location is reported too.
     """
+    return [(t, p) for t, p in missing_locations(tables, base_dir) if t.is_stream]
+
+
+def missing_locations(tables, base_dir: str | Path) -> list[tuple[Table, Path | None]]:
+    """The tables among ``tables`` read from files whose location does not exist (resolved against
+    ``base_dir``), with that path; a stream without a location with None (a JDBC table has no files)."""
     out = []
     for t in tables:
-        if not t.is_stream:
+        if t.format == "jdbc" or (not t.location and not t.is_stream):
             continue
         p = Path(t.location) if t.location else None
         if p is not None and not p.is_absolute():
