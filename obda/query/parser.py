@@ -24,7 +24,7 @@ import functools
 import sys
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from pyparsing import ParseBaseException
@@ -35,7 +35,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.plugins.sparql.sparql import Prologue
 from rdflib.term import BNode, Identifier, Literal as RDFLiteral, URIRef, Variable
 
-from obda.errors import Location, QuerySyntaxError, UnsupportedConstructError
+from obda.errors import Location, ObdaError, QuerySyntaxError, UnsupportedConstructError
 from obda.model.query import (
     CQ,
     IRI,
@@ -58,6 +58,7 @@ from obda.model.query import (
     Window,
     value_variables,
 )
+from obda.query import rspql
 from obda.query import tokens as tk
 from obda.query.expressions import (
     FilterProblem,
@@ -106,8 +107,21 @@ def parse_query(text: str, *, file: str | None = None, base: str | None = None) 
     is the base IRI for relative IRIs (a ``BASE`` in the text overrides it).
     Raises :class:`QuerySyntaxError` when the text does not parse and
     :class:`UnsupportedConstructError` for constructs outside the supported
-    fragment (see the module docstring).
+    fragment (see the module docstring).  An RSP-QL text (``REGISTER``, ``FROM NAMED WINDOW``, ``WINDOW``) is
+    rewritten to this SPARQL first (:mod:`obda.query.rspql`); its errors point at the RSP-QL text.
     """
+    translation = rspql.translate(text, file)
+    if translation is None:
+        return _parse_sparql(text, file, base)
+    try:
+        query = _parse_sparql(translation.text, file, base)
+    except ObdaError as e:
+        raise translation.relocate(e) from None
+    rspql.check(translation, query.aggregation is not None)  # located in the RSP-QL text already
+    return replace(query, text=text, location=translation.locate(query.location))
+
+
+def _parse_sparql(text: str, file: str | None, base: str | None) -> Query:
     tokens = tk.tokenize(text)
     deep = tk.too_deep(tokens, MAX_NESTING)
     if deep is not None:  # rdflib's parser recurses per level: fail here, located, not with a RecursionError
