@@ -76,7 +76,7 @@ def _problem_responses(*codes: int) -> dict:
         400: "SPARQL syntax error (the problem carries line and column), or a body that is not JSON",
         401: "missing or wrong bearer token",
         404: "no such query",
-        409: "conflict (name taken, query failed)",
+        409: "conflict (name taken; a failed query that cannot be resumed: the detail says why and what to do)",
         413: "request body or query text too large",
         422: "invalid request, unsupported construct, unknown term, or not executable",
         429: "too many registered or running queries",
@@ -262,7 +262,12 @@ def create_app(settings: Settings) -> FastAPI:
     @app.post("/v1/queries/{query_id}/start", response_model=m.QueryInfo, tags=["queries"], **v1,
               responses=_problem_responses(401, 404, 409, 422, 429))
     def start_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
-        """Start the query (or resume it after a stop). Idempotent while it runs."""
+        """Start the query (or resume it after a stop). Idempotent while it runs.
+
+        A failed query resumes from its checkpoint, under its id and numbering, once the cause of a failure of its
+        environment or input is fixed (`resumable` in its status); while the cause is still there the start fails
+        with it (422) and the query stays failed. 409 when it cannot resume (its checkpoint or results cannot be
+        used, it no longer compiles, or the service keeps no state folder): the message says what to do."""
         return _info(service.registry.start(q.id), request)
 
     @app.post("/v1/queries/{query_id}/stop", response_model=m.QueryInfo, tags=["queries"], **v1,
@@ -457,7 +462,7 @@ def _info(q: RegisteredQuery, request: Request) -> m.QueryInfo:
         columns=list(q.compilation.columns) if q.compilation is not None else [],
         distinct=q.compilation.distinct if q.compilation is not None else False, allow_unbounded=q.allow_unbounded,
         idle_timeout=q.idle_timeout, created_at=q.created_at, started_at=q.started_at, stopped_at=q.stopped_at,
-        error=q.error, results=q.results.last_seq, metrics=_jsonable(q.metrics()) if q.handle is not None else None,
+        error=q.error, resumable=q.resumable, results=q.results.last_seq, metrics=_jsonable(q.metrics()) if q.handle is not None else None,
         links=m.Links(self=base, start=f"{base}/start", stop=f"{base}/stop", results=f"{base}/results",
                       stream=f"{base}/results/stream"),
     )

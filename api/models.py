@@ -99,6 +99,11 @@ class QueryInfo(BaseModel):
     started_at: str | None = None
     stopped_at: str | None = None
     error: str | None = Field(None, description="why the query failed, if it did")
+    resumable: bool | None = Field(None, description="for a failed query: whether POST …/start resumes it from its "
+                                   "checkpoint, under its id and numbering, once the cause is fixed (a failure of "
+                                   "its environment or input, with a state folder); false: its checkpoint or "
+                                   "results cannot be used, or it no longer compiles (the start's 409 says what to "
+                                   "do)")
     results: int = Field(description="answers produced so far (the seq of the newest answer)")
     metrics: dict[str, Any] | None = Field(None, description="executor metrics: rows in per stream, rows out, late, "
                                                              "invalid, state entries/bytes, batch latency; with "

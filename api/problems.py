@@ -90,6 +90,7 @@ _TITLES = {
     "unknown_term": "Unknown ontology term",
     "analysis_error": "Query outside the analysed class",
     "execution_error": "Query cannot be executed",
+    "checkpoint_error": "Query state cannot be used",
     "rewriting_error": "Rewriting too large",
     "validation_error": "Project validation failed",
 }

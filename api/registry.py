@@ -15,6 +15,16 @@ were running from their checkpoints: same ids, same sequence numbers, no
 answer lost or repeated, whether it was stopped by SIGTERM or killed.
 ``DELETE`` removes the query's row, answers and checkpoint folder.
 
+Failures: a query whose executor fails (or cannot be built when the service resumes it) is ``failed``, and
+the failure is classified and stored (``failure``): a failure of its environment or input — a stream folder
+or file, a static table, Spark, a JDBC database, a disk — leaves its last checkpoint as it was, so once the
+cause is fixed ``POST /start`` resumes it from that checkpoint under its id, numbering continuing (a fresh
+executor: the failed micro-batch's staged answers and quarantine are dropped and computed again).  A failure
+of its own saved state (:func:`obda.execution.checkpoint.is_state_fault`: a checkpoint that is corrupt, of
+another query or version, or results that do not match it), a query that no longer compiles against the
+project, and any failure of a service that keeps no checkpoints (no state folder) cannot be resumed: the
+409 says why and what to do.
+
 Thread safety: handlers run in a thread pool, so every change of the
 registry happens under one lock; the cap on running queries is checked and
 taken atomically with the start.
@@ -35,8 +45,9 @@ from api.problems import ApiProblem
 from api.results import ResultLog
 from api.settings import Settings
 from api.store import DB_NAME, Store
-from obda.errors import ExecutionError, ObdaError
+from obda.errors import ExecutionError, ObdaError, failure_text
 from obda.execution import checkpoint as checkpoint_files
+from obda.execution.checkpoint import is_state_fault
 from obda.execution.shared import SharedScan
 from obda.model.compilation import Compilation
 
@@ -46,6 +57,18 @@ log = logging.getLogger("obda.api")
 CHECKPOINT_FILE = "state.pkl"
 #: the query's committed answers inside its checkpoint folder (api.results, obda.execution.DirectorySink)
 RESULTS_DIR = "results"
+#: the executor's quarantine file inside a query's checkpoint folder (obda.execution.query)
+QUARANTINE_FILE = "quarantine.jsonl"
+
+#: kinds of failure (stored as ``failure``): the environment's or input's (resumable), the query's saved state's,
+#: the project's (the query no longer compiles against it)
+ENVIRONMENT, STATE, PROJECT = "environment", "state", "project"
+
+
+def failure_kind(error: BaseException) -> str:
+    """What kind of failure ``error`` is: :data:`STATE` (its checkpoint or results cannot be used) or
+    :data:`ENVIRONMENT` (anything else: the last checkpoint is intact, the query resumes from it)."""
+    return STATE if is_state_fault(error) else ENVIRONMENT
 
 
 def now_iso() -> str:
@@ -80,6 +103,8 @@ class RegisteredQuery:
     stop_requested: bool = False  # POST /stop while starting: the executor is built but not run
     load_error: str | None = None  # why it could not be reattached or started (failed)
     wanted: str = "registered"  # the status the user asked for, as stored
+    failure: str | None = None  # ENVIRONMENT | STATE | PROJECT: the kind of its failure (None: not failed)
+    durable: bool = False  # it has a checkpoint folder (the service keeps state): a failure can resume from it
 
     @property
     def verdict(self) -> str:
@@ -100,7 +125,23 @@ class RegisteredQuery:
         e = getattr(self.handle, "error", None)
         if e is None:
             return self.load_error
-        return str(e) or type(e).__name__
+        return failure_text(e)
+
+    @property
+    def failure_kind(self) -> str | None:
+        """The kind of its failure (None: it did not fail)."""
+        e = getattr(self.handle, "error", None)
+        if e is not None:
+            return failure_kind(e)
+        return (self.failure or ENVIRONMENT) if self.load_error is not None else None
+
+    @property
+    def resumable(self) -> bool | None:
+        """For a failed query: whether ``POST /start`` resumes it from its checkpoint (once the cause is fixed)."""
+        kind = self.failure_kind
+        if kind is None:
+            return None
+        return kind == ENVIRONMENT and self.durable and self.compilation is not None
 
     @property
     def status(self) -> str:
@@ -159,19 +200,23 @@ class QueryRegistry:
         resume = []
         for row in self.store.queries():
             comp = report = None
-            error = row["error"] if row["status"] == "failed" else None
-            if error is None:
+            failed = row["status"] == "failed"
+            error = row["error"] if failed else None
+            # an older registry did not classify failures: resuming tells (a state fault fails again, as such)
+            failure = (row["failure"] or ENVIRONMENT) if failed else None
+            if failure in (None, ENVIRONMENT):  # it may run again: compiled (a failed one resumes on POST /start)
                 try:
                     comp, report = compile_(row["text"])
                 except ObdaError as e:
-                    error = f"the query no longer compiles against the project: {e}"
+                    error, failure = f"the query no longer compiles against the project: {e}", PROJECT
                 except ApiProblem as e:
-                    error = e.detail
+                    error, failure = e.detail, PROJECT
             q = RegisteredQuery(
                 id=row["id"], name=row["name"], text=row["text"], compilation=comp, report=report,
                 allow_unbounded=bool(row["allow_unbounded"]), idle_timeout=row["idle_timeout"],
                 results=self._results(row["id"]), created_at=row["created_at"], started_at=row["started_at"],
-                stopped_at=row["stopped_at"], load_error=error, wanted=row["status"],
+                stopped_at=row["stopped_at"], load_error=error, wanted=row["status"], failure=failure,
+                durable=self.settings.state_dir is not None,
             )
             self._queries[q.id] = q
             if row["status"] == "running" and error is None:
@@ -202,11 +247,47 @@ class QueryRegistry:
         self._resumer.start()
 
     def _observe(self, q: RegisteredQuery) -> RegisteredQuery:
-        """Record an executor failure in the store (so a restart does not resume a failed query)."""
+        """Record an executor failure and its kind in the store (a restart does not resume a failed query; a
+        ``POST /start`` does, when its kind allows)."""
         if q.wanted != "failed" and q.handle is not None and getattr(q.handle, "error", None) is not None:
             q.wanted = "failed"
-            self.store.update_query(q.id, status="failed", error=q.error)
+            q.failure = q.failure_kind
+            self.store.update_query(q.id, status="failed", error=q.error, failure=q.failure)
         return q
+
+    def _not_resumable(self, q: RegisteredQuery) -> str | None:
+        """Why the failed query ``q`` cannot resume (the 409's message), or None when it can."""
+        kind = q.failure_kind
+        if kind == PROJECT or q.compilation is None:
+            return (f"the query failed and cannot be resumed: {q.error}. Fix the project (ontology, mappings, "
+                    "sources file) and restart the service, which compiles it again; or delete the query and "
+                    "register it again")
+        if kind == STATE:
+            return (f"the query failed and cannot be resumed: its saved state cannot be used ({q.error}). A query "
+                    "resumes from its checkpoint after a failure of its environment or input (a stream folder or "
+                    "file, a static table, Spark, a JDBC database, a disk) once the cause is fixed; a checkpoint "
+                    "or results folder that is corrupt, altered, or written for another query or version cannot "
+                    "be resumed from: delete the query and register it again (it starts from the first file)")
+        if not q.durable:
+            return (f"the query failed ({q.error}) and cannot be resumed: the service keeps no checkpoints (it "
+                    "runs without --state-dir / OBDA_STATE_DIR), so there is nothing to resume from. Delete the "
+                    "query and register it again; with a state folder a failed query resumes from its checkpoint "
+                    "once the cause is fixed")
+        return None
+
+    def _fresh_start(self, q: RegisteredQuery, failed_handle) -> None:
+        """Before a failed query resumes: close its failed executor; without a checkpoint on disk (it failed before
+        its first one) nothing was committed, so what its micro-batch staged and quarantined is dropped too.  With
+        one, the new executor's restore does that (``recover`` of the results and the quarantine)."""
+        if failed_handle is not None:
+            try:
+                failed_handle.close()
+            except Exception as e:  # noqa: BLE001 - it failed already; a new executor replaces it
+                log.warning("query %s: closing the failed executor: %s", q.id, failure_text(e))
+        ckpt = self._checkpoint_dir(q.id)
+        if ckpt is not None and not (ckpt / CHECKPOINT_FILE).exists():
+            q.results.recover(None)
+            (ckpt / QUARANTINE_FILE).unlink(missing_ok=True)
 
     # -- queries ----------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -254,7 +335,7 @@ class QueryRegistry:
             q = RegisteredQuery(
                 id=qid, name=name, text=compilation.query.text, compilation=compilation, report=report,
                 allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, results=self._results(qid),
-                created_at=created,
+                created_at=created, durable=ckpt is not None,
             )
             self._queries[q.id] = q
             return q
@@ -265,19 +346,25 @@ class QueryRegistry:
         The slot is taken under the lock; the executor is built outside it, so
         a slow first start (a Spark session, static tables) blocks no other request.
         A ``POST /stop`` that arrives meanwhile wins: the executor is built but does not run.
+        A failed query resumes from its checkpoint with a fresh executor when its failure allows
+        (:meth:`_not_resumable`: else 409); if the cause is still there, the start fails with it and the
+        query stays failed.
         """
         with self._lock:
             q = self.get(query_id)
             if q.running:
                 return q
-            if q.handle is None and q.load_error is not None and q.compilation is not None:
-                q.load_error = None  # it could not be resumed at service start: try again
-            if q.error is not None:
-                raise ApiProblem(409, "query_failed", f"the query failed and cannot be resumed: {q.error}; "
-                                                      "delete it and register it again")
+            failed = q.error is not None
+            if failed:
+                why = self._not_resumable(q)
+                if why is not None:
+                    raise ApiProblem(409, "query_failed", why, resumable=False)
             if self.running >= self.settings.max_running:
                 raise ApiProblem(429, "too_many_running",
                                  f"{self.settings.max_running} queries are running (the configured cap); stop one first")
+            failed_handle = None
+            if failed:  # resumed by a fresh executor, from the checkpoint
+                failed_handle, q.handle, q.load_error = q.handle, None, None
             q.starting = True
             q.stop_requested = False
             before = q.wanted
@@ -285,12 +372,23 @@ class QueryRegistry:
                 q.wanted = "running"
                 self.store.update_query(q.id, status="running")
         try:
+            if failed:
+                self._fresh_start(q, failed_handle)
             if q.handle is None:
                 try:
-                    q.handle = self._executor(q)
+                    try:
+                        q.handle = self._executor(q)
+                    except ObdaError:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - a file system or Spark error: typed, never a 500
+                        raise ExecutionError(f"the query cannot start: {failure_text(e)}; fix it, then start the "
+                                             "query again") from e
                 except ObdaError as e:
-                    if resuming:  # shown as failed; a later start by the user may try again
-                        q.load_error = str(e)
+                    if resuming or failed:  # shown as failed; a later start by the user may try again
+                        q.load_error, q.failure = str(e), failure_kind(e)
+                        if failed:
+                            q.wanted = "failed"
+                            self.store.update_query(q.id, status="failed", error=q.load_error, failure=q.failure)
                     else:  # refused (422): the query stays as it was, e.g. until its data folder exists
                         q.wanted = before
                         self.store.update_query(q.id, status=before)
@@ -301,6 +399,9 @@ class QueryRegistry:
                 q.stopping = False
                 q.handle.start()
                 q.started_at, q.stopped_at = now_iso(), None
+                if failed:  # resumed: its failure is over
+                    q.failure = None
+                    self.store.update_query(q.id, error=None, failure=None)
                 self.store.update_query(q.id, started_at=q.started_at, stopped_at=None)
         finally:
             q.starting = False
@@ -323,11 +424,32 @@ class QueryRegistry:
         if missing:  # it would read nothing, silently: refused until the folder exists
             handle.close()
             raise missing_locations_error(missing, "create it (or fix 'location' in the sources file), then start again")
+        empty = self._static_without_files(handle)
+        if empty is not None:  # both backends refuse it (the local one would join with an empty table)
+            handle.close()
+            raise empty
         try:  # static tables, checkpoint: their errors refuse the start
             return handle.open()
         except BaseException:
             handle.close()
             raise
+
+    def _static_without_files(self, handle) -> ExecutionError | None:
+        """The error for the first static table read from files (not JDBC) that has no data file, if any."""
+        from obda.execution.spark_io import list_files, resolve_location, table_format
+
+        seen = set()
+        for p in handle.plan.static_pipelines():
+            t = p.table
+            if t.name in seen or table_format(t) == "jdbc" or not t.location:
+                continue
+            seen.add(t.name)
+            where = resolve_location(t, self.project.directory)
+            if not list_files(where):
+                return ExecutionError(f"static table {t.name!r}: no data files at {where}; restore them (or fix "
+                                      "'location' in the sources file), then start the query again",
+                                      t.source_location)
+        return None
 
     def stop(self, query_id: str) -> RegisteredQuery:
         """Stop after the current micro-batch (its answers are complete); a later start resumes.

@@ -3,9 +3,11 @@
 What it holds, so that a restarted service (after SIGTERM or ``kill -9``) carries on where it stopped:
 
 * ``queries`` — every registered query: id, name, SPARQL text, options, the status the user asked for
-  (``registered | running | stopped | failed``: a ``running`` one is resumed on start), its error, its
-  executor's checkpoint folder, and ``last_seq`` / ``first_seq``: the newest *published* answer and the
-  oldest one kept (older ones were dropped by the retention limit);
+  (``registered | running | stopped | failed``: a ``running`` one is resumed on start), its error and what
+  kind of failure it was (``failure``: ``environment`` — resumable from the checkpoint once the cause is
+  fixed — or ``state``: its checkpoint or results cannot be used), its executor's checkpoint folder, and
+  ``last_seq`` / ``first_seq``: the newest *published* answer and the oldest one kept (older ones were
+  dropped by the retention limit);
 
 The answers themselves are not here: each query's :class:`api.results.ResultLog` keeps them in its results
 folder (an :class:`obda.execution.DirectorySink`: part files and an atomic commit log).  They become
@@ -44,14 +46,17 @@ CREATE TABLE IF NOT EXISTS queries (
     stopped_at TEXT,
     checkpoint TEXT,
     last_seq INTEGER NOT NULL DEFAULT 0,
-    first_seq INTEGER NOT NULL DEFAULT 1
+    first_seq INTEGER NOT NULL DEFAULT 1,
+    failure TEXT
 );
 -- answers were kept here by earlier versions (now in each query's results folder)
 DROP TABLE IF EXISTS answers;
 """
 
 QUERY_FIELDS = ("id", "name", "text", "allow_unbounded", "idle_timeout", "status", "error", "created_at",
-                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq")
+                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq", "failure")
+#: columns added after the first version of the schema: (name, definition), added to an older database in place
+ADDED_COLUMNS = (("failure", "TEXT"),)
 
 
 class StoreError(RuntimeError):
@@ -79,6 +84,10 @@ class Store:
             with self.transaction() as c:  # executescript would commit: one statement at a time
                 for stmt in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
                     c.execute(stmt)
+                have = {r[1] for r in c.execute("PRAGMA table_info(queries)").fetchall()}
+                for name, definition in ADDED_COLUMNS:  # a registry an earlier version wrote: the same, plus these
+                    if name not in have:
+                        c.execute(f"ALTER TABLE queries ADD COLUMN {name} {definition}")
                 row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
                 if row is None:
                     c.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))

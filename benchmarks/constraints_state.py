@@ -46,6 +46,7 @@ from obda.analysis.forest import build_forest  # noqa: E402
 from obda.execution import views as view_rows  # noqa: E402
 from obda.execution.constraints import ConstraintWatch  # noqa: E402
 from obda.execution.engine import QueryEngine  # noqa: E402
+from obda.execution.reader import Record  # noqa: E402
 from obda.execution.rows import process_rows  # noqa: E402
 from obda.execution.runtime import Runtime, peak_rss_bytes  # noqa: E402
 from obda.model.sources import Sources  # noqa: E402
@@ -134,7 +135,8 @@ def run(label: str, k: int | None, data_k: int, args, ordered: bool = False) -> 
         data = feed.batch(args.batch_seconds)
         t0 = time.perf_counter()
         closed = rt.closed_upto
-        rt.ingest([process_rows(src.table(n), pipes[n], data[n], closed, f"batch{batch}") for n in streams])
+        rt.ingest([process_rows(src.table(n), pipes[n], [Record.of(r) for r in data[n]], closed, f"batch{batch}")
+                   for n in streams])
         answers += sum(a.count for a in rt.close())
         busy += time.perf_counter() - t0
         rows += sum(len(r) for r in data.values())

@@ -241,6 +241,12 @@ def _byte_size(text: str) -> int:
     return int(value * units[unit])
 
 
+#: what a failed run with --checkpoint can do (obda.execution.checkpoint.is_state_fault: not for a failure of the
+#: checkpoint itself)
+_RESUME_HINT = ("; once the cause is fixed, run the same command again (same --checkpoint): it resumes from "
+                "the last committed micro-batch, every answer once")
+
+
 @app.command()
 def run(
     query: Path = typer.Argument(..., help="SPARQL query file (.rq)", exists=True, dir_okay=False),
@@ -296,7 +302,9 @@ def run(
       obda run demo/queries/readings_per_sensor.rq --project demo --until-exhausted --output changelog.jsonl --final answer.jsonl
     """
     from obda.analysis import analyze_query, plan_execution
+    from obda.errors import ExecutionError, failure_text
     from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
+    from obda.execution.checkpoint import is_state_fault
     from obda.execution.spark_io import parse_conf
 
     if output is not None and output_dir is not None:
@@ -364,7 +372,14 @@ def run(
                 raise cq.error
             metrics = cq.metrics
     except ObdaError as e:
+        if checkpoint is not None and type(e) is ExecutionError and not is_state_fault(e) and "resume" not in e.message:
+            e = ExecutionError(e.message + _RESUME_HINT, e.location)
         _fail(e)
+    except Exception as e:  # noqa: BLE001 - a disk, a folder, a bug: typed, with what to do, never a traceback
+        _fail(ExecutionError(f"the query failed: {failure_text(e)}; nothing of the micro-batch it was in was "
+                             "committed" + (_RESUME_HINT if checkpoint is not None else
+                                            "; a new run starts from the first file again (with --checkpoint it "
+                                            "would resume from the last committed micro-batch)")))
     finally:
         close = getattr(cq, "close", None)
         if close:

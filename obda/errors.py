@@ -169,3 +169,28 @@ class ExecutionError(ObdaError):
     """A query cannot be executed (e.g. unbounded without opt-in)."""
 
     code = "execution_error"
+
+
+class CheckpointError(ExecutionError):
+    """A query's saved state cannot be used: its checkpoint is corrupt, was not written by obda or belongs to
+    another query or version, or the output it records does not match it (a results folder altered or
+    replaced).  Unlike the other failures of a running query (its environment or input: a stream folder, a
+    static table, Spark, a JDBC database), it does not go away when the cause outside is fixed, so a query that
+    fails with it cannot resume: it starts again with a fresh checkpoint (and a fresh output)."""
+
+    code = "checkpoint_error"
+
+
+def failure_text(error: BaseException) -> str:
+    """A failure of a running query as its user reads it (the CLI, the service): obda's typed errors say what and
+    where; an error of the file system names its file and reason; anything else is an internal error, named
+    by its type (never a traceback)."""
+    if isinstance(error, ObdaError):
+        return str(error)
+    if isinstance(error, OSError):
+        what = error.strerror or type(error).__name__
+        if not error.filename:
+            return f"{what} (a file or folder the query needs could not be read or written)"
+        where = f"{error.filename}" + (f" -> {error.filename2}" if error.filename2 else "")
+        return f"{where}: {what} (a file or folder the query needs could not be read or written)"
+    return f"internal error ({type(error).__name__}: {error})"

@@ -20,6 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 AT = "__at"
 
+#: The order of one timestamp's answers in every sink (issue 26, item 4): the binding's values as text (Spark's
+#: ``CAST(value AS STRING)``, compared as UTF-8 bytes), variable by variable in the query's column order, an
+#: unbound value first.  Two answers with the same texts are the same line, so the order is total.
+TIE_BREAK = "the binding's values as text, variable by variable in column order, unbound first"
+
 
 def value_column(i: int) -> str:
     """Name of the column holding the ``i``-th variable's value."""
@@ -51,11 +56,13 @@ class AnswerFrame:
         return F.struct(*[F.col(value_column(i)).alias(c) for i, c in enumerate(self.columns)])
 
     def in_time_order(self) -> "AnswerFrame":
-        """The same answers range-partitioned by their timestamp and sorted within each partition (then by the
-        values, a stable tie-break): written partition by partition, they are in application-time order."""
+        """The same answers range-partitioned by their timestamp and sorted within each partition: written
+        partition by partition, they are in application-time order.  Within one timestamp the tie-break is
+        :data:`TIE_BREAK`, the order the driver's answers come in too
+        (:func:`~obda.execution.distributed.collect_tagged`), so every sink sees one total order."""
         from pyspark.sql import functions as F
 
-        keys = [F.col(AT)] + [F.col(c) for c in self.df.columns if c != AT]
+        keys = [F.col(AT)] + [F.col(value_column(i)).cast("string") for i in range(len(self.columns))]
         parts = self.df.sparkSession.sparkContext.defaultParallelism
         return AnswerFrame(self.df.repartitionByRange(parts, F.col(AT)).sortWithinPartitions(*keys), self.columns)
 

@@ -29,7 +29,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from obda.errors import ExecutionError
+from obda.errors import CheckpointError, ExecutionError
 
 # (module, name) of every class or function a checkpoint may refer to
 ALLOWED = frozenset(
@@ -65,7 +65,7 @@ class _Unpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str):
         if (module, name) not in ALLOWED:
-            raise ExecutionError(
+            raise CheckpointError(
                 f"checkpoint {self.path} refers to {module}.{name}, which no obda checkpoint contains; "
                 "it was not written by obda and is not loaded (use a fresh checkpoint directory)"
             )
@@ -121,11 +121,25 @@ def fsync_path(path: Path) -> None:
 def load(path: Path) -> dict:
     """The state in the checkpoint file ``path`` (refused when it holds anything but checkpoint data)."""
     try:
-        state = _Unpickler(path.read_bytes(), path).load()
+        data = path.read_bytes()
+    except OSError as e:  # the file system's refusal (permissions, I/O): fixed outside, the checkpoint is fine
+        raise ExecutionError(f"checkpoint {path} cannot be read ({e.strerror or type(e).__name__}); make it "
+                             "readable, then run again with the same checkpoint: it resumes from it") from None
+    try:
+        state = _Unpickler(data, path).load()
     except ExecutionError:
         raise
     except Exception as e:  # truncated or not a checkpoint at all
-        raise ExecutionError(f"checkpoint {path} cannot be read ({type(e).__name__}: {e}); use a fresh checkpoint directory") from e
+        raise CheckpointError(f"checkpoint {path} cannot be read ({type(e).__name__}: {e}); use a fresh checkpoint "
+                              "directory") from e
     if not isinstance(state, dict):
-        raise ExecutionError(f"checkpoint {path} does not hold an executor state; use a fresh checkpoint directory")
+        raise CheckpointError(f"checkpoint {path} does not hold an executor state; use a fresh checkpoint directory")
     return state
+
+
+def is_state_fault(error: BaseException) -> bool:
+    """Whether a query's failure is its own saved state's fault — a checkpoint (or the output it records) that
+    cannot be used — so that resuming from that checkpoint cannot succeed whatever is fixed outside.  Every
+    other failure (a stream folder or file, a static table, Spark, a JDBC database, a disk: its environment or
+    input) leaves the last checkpoint as it was, and the query can resume from it once the cause is fixed."""
+    return isinstance(error, CheckpointError)

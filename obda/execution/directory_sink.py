@@ -58,6 +58,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import threading
 from dataclasses import dataclass
@@ -65,7 +66,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterator
 
-from obda.errors import ExecutionError
+from obda.errors import CheckpointError, ExecutionError
 from obda.execution.checkpoint import fsync_path
 from obda.execution.sinks import Sink
 
@@ -94,6 +95,13 @@ def _write_atomic(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_path(path.parent)
+
+
+def _part_order(rel: str) -> list:
+    """Sort key of a staged part's path: its digit runs compared as numbers. Spark numbers the files one task
+    writes ``…-c000``, ``…-c001``, …, ``…-c999``, ``…-c1000`` (``spark.sql.files.maxRecordsPerFile``), which
+    sort as text with ``c1000`` before ``c101``; as numbers they keep the order Spark wrote them in."""
+    return [int(x) if i % 2 else x for i, x in enumerate(re.split(r"(\d+)", rel))]
 
 
 def _is_part(name: str) -> bool:
@@ -313,9 +321,10 @@ class DirectorySink(Sink):
         """Answers computed by Spark: written by Spark's writers (on the executors) into a staging sub-folder.
 
         In application-time order: the answers are range-partitioned by ``emitted_at`` (Spark samples the
-        bounds: a small job of its own) and sorted within each partition, so that part file k holds answers
-        no later than part file k+1's, and the files read in name order are in order. No partition holds
-        the whole micro-batch's answers."""
+        bounds: a small job of its own) and sorted within each partition (by time, then the tie-break every
+        sink keeps, :data:`~obda.execution.answers.TIE_BREAK`), so that part file k holds answers no later
+        than part file k+1's, and the files read in the commit's order (their names, numbers compared as
+        numbers: :func:`_part_order`) are in order. No partition holds the whole micro-batch's answers."""
         frame = frame.in_time_order()
         with self._lock:
             sub = self._next_write_dir()
@@ -350,7 +359,7 @@ class DirectorySink(Sink):
         offset = int(offset)
         with self._lock:
             if offset > self._counter:
-                raise ExecutionError(
+                raise CheckpointError(
                     f"{self.path}: commit of batch {offset}, but the newest batch flushed is {self._counter}")
             for b in self._staged_numbers():
                 if b > offset:
@@ -368,9 +377,10 @@ class DirectorySink(Sink):
         else:
             entries = []
             parts = sorted(
-                p.relative_to(folder).as_posix()
-                for w in sorted(folder.iterdir()) if w.is_dir() and _is_part(w.name)
-                for p in w.iterdir() if p.is_file() and _is_part(p.name)
+                (p.relative_to(folder).as_posix()
+                 for w in folder.iterdir() if w.is_dir() and _is_part(w.name)
+                 for p in w.iterdir() if p.is_file() and _is_part(p.name)),
+                key=_part_order,
             )
             for rel in parts:
                 n = _count_lines(folder / rel)
@@ -385,7 +395,7 @@ class DirectorySink(Sink):
             if src.exists():
                 os.replace(src, dst)
             elif not dst.exists():
-                raise ExecutionError(f"{self.path}: part {e['src']} of staged batch {batch} is missing "
+                raise CheckpointError(f"{self.path}: part {e['src']} of staged batch {batch} is missing "
                                      "from the staging folder and from data/; the output folder was altered")
         fsync_path(data)
         lines = sum(e["lines"] for e in entries)
@@ -411,13 +421,13 @@ class DirectorySink(Sink):
                 return
             offset = int(offset)
             if self._last_committed > offset:
-                raise ExecutionError(
+                raise CheckpointError(
                     f"{self.path}: batch {self._last_committed} is committed but the checkpoint records batch "
                     f"{offset} as the last one written; the output folder does not belong to this checkpoint "
                     "(or was altered). Use a fresh output folder with a fresh checkpoint.")
             staged = self._staged_numbers()
             if offset > self._last_committed and offset not in staged:
-                raise ExecutionError(
+                raise CheckpointError(
                     f"{self.path}: the checkpoint records batch {offset} as written, but the folder has neither "
                     f"its commit file nor its staged parts (newest committed batch: {self._last_committed}); "
                     "the output folder was deleted or replaced, or the checkpoint belongs to another output. "

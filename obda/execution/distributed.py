@@ -487,8 +487,10 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
 
     ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
     as ``(tag, __at, array of the values as strings)``, sorted by tag, then ``__at`` (``by_time``:
-    by ``__at`` first, then by tag, so that a consumer can work one timestamp at a time), and
-    read back in that order; each value is decoded with its column's type.  Yields
+    by ``__at`` first, then by tag, so that a consumer can work one timestamp at a time), then by
+    the values' texts (the answers' tie-break, :data:`~obda.execution.answers.TIE_BREAK`: one
+    total order, whatever the partitioning), and read back in that order; each value is decoded
+    with its column's type.  Yields
     ``(tag, at, values)``.  Why one job: a micro-batch's cost on a small cluster is mostly per
     job (planning, scheduling), not per row.
 
@@ -518,7 +520,7 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
     # the union, its partitioning and order in one statement: Spark analyses the micro-batch's whole plan
     # once (each DataFrame operation on it — a union of two, a sort — would analyse all of it again).  An
     # observed part (``observed``) stays a DataFrame: Spark finds its observation in the job's unanalysed plan
-    order = (AT, "__k") if by_time else ("__k", AT)
+    order = (AT, "__k", "__v") if by_time else ("__k", AT, "__v")
     if observed:
         frame = frames[0]
         for f in frames[1:]:
@@ -563,7 +565,9 @@ def _spilled(ordered, spill_dir: str, by_time: bool):
 
 def _merge_spilled(folder: str, by_time: bool, batch_rows: int = 8192):
     """The rows of the sorted Parquet part files of ``folder`` as ``(tag, at, values)``, merged in order
-    (tag, then ``__at`` with NULL first; ``by_time``: ``__at`` first), one record batch per file in memory."""
+    (tag, then ``__at`` with NULL first; ``by_time``: ``__at`` first; then the values' texts, NULL first, as
+    Spark sorted them: Python compares ``str`` by code point, which is the order of their UTF-8 bytes), one
+    record batch per file in memory."""
     import heapq
     import os
 
@@ -580,6 +584,14 @@ def _merge_spilled(folder: str, by_time: bool, batch_rows: int = 8192):
     def at_key(at):
         return (at is not None, at if at is not None else 0)
 
-    key = (lambda r: (at_key(r[1]), r[0])) if by_time else (lambda r: (r[0], at_key(r[1])))
+    def values_key(vals):
+        return [(v is not None, v or "") for v in vals]
+
+    if by_time:
+        def key(r):
+            return at_key(r[1]), r[0], values_key(r[2])
+    else:
+        def key(r):
+            return r[0], at_key(r[1]), values_key(r[2])
     files = sorted(os.path.join(folder, n) for n in os.listdir(folder) if n.endswith(".parquet"))
     yield from heapq.merge(*(rows(p) for p in files), key=key)

@@ -11,14 +11,17 @@ from pathlib import Path
 from typing import Callable
 
 
-from obda.errors import ExecutionError
+from obda.errors import CheckpointError, ExecutionError
 from obda.execution import checkpoint
 from obda.execution.constraints import ConstraintWatch
 from obda.execution.engine import QueryEngine
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
 from obda.execution import views as view_rows
-from obda.execution.rows import TableBatch, merge_batches, process_rows, read_file_rows, static_rows
+from obda.execution.keys import KeyCheck
+from obda.execution.ledger import FileLedger
+from obda.execution.reader import read_records
+from obda.execution.rows import TableBatch, merge_batches, process_rows, static_rows
 from obda.execution.runtime import Metrics, Runtime, peak_rss_bytes
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
@@ -126,6 +129,8 @@ class ContinuousQuery(SparkSteps):
         self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views, watch)
         self.runtime.metrics.unbounded_members = risky
         self.processed: dict[str, set[str]] = {s: set() for s in self.streams}
+        self.keys = KeyCheck(self.plan.stream_tables())  # declared keys of open timestamps (local backend)
+        self.ledger = FileLedger(self.streams)  # each read file's size and time: a later change is reported
         self.batch_id = 0
         self.finished = False
         self._stop = threading.Event()
@@ -235,11 +240,11 @@ class ContinuousQuery(SparkSteps):
                             dst[k] = dst.get(k, 0) + c
                 quarantine = b.quarantine
             else:
-                rows = []
-                for f in list_files(resolve_location(table, self.base_dir)):
-                    rows.extend(read_file_rows(f, table_format(table, f), dict(table.options),
-                                               tuple(c.name for c in table.columns)))
-                counted, quarantine = static_rows(table, pipes, rows)
+                paths = list_files(resolve_location(table, self.base_dir))
+                if not paths:  # as on Spark: a join with an empty table would silently answer nothing
+                    raise ExecutionError(f"static table {name!r}: no data files at {resolve_location(table, self.base_dir)}")
+                files = [(f, read_records(f, table, table_format(table, f), dict(table.options))) for f in paths]
+                counted, quarantine = static_rows(table, pipes, (), files)
             if quarantine:
                 log.warning("static table %s: %d invalid row(s) quarantined", name, len(quarantine))
                 self._static_quarantine.extend(quarantine)
@@ -258,12 +263,15 @@ class ContinuousQuery(SparkSteps):
             return
         st = checkpoint.load(path)
         if st.get("version") != CHECKPOINT_VERSION or st.get("fingerprint") != self._fingerprint():
-            raise ExecutionError(
+            raise CheckpointError(
                 f"checkpoint {self.checkpoint_dir} belongs to a different query or version; "
                 "use a fresh checkpoint directory"
             )
         self.runtime.restore(st["runtime"])
         self.processed = {s: set(st["processed"].get(s, ())) for s in self.streams}
+        self.ledger.restore(st.get("files"))
+        self.keys.restore(st.get("keys"))
+        self.runtime.metrics.changed_files = self.ledger.changed
         self.open_files = {s: dict(st["open_files"].get(s, {})) for s in self.streams}
         self.batch_id = st["batch_id"]
         self.finished = st.get("finished", False)
@@ -279,6 +287,8 @@ class ContinuousQuery(SparkSteps):
             "aggregate": self.aggregate.state() if self.aggregate is not None else None,
             "runtime": self.runtime.state(),
             "processed": self.processed,
+            "files": self.ledger.state(),
+            "keys": self.keys.state(),
             "open_files": self.open_files,
             "batch_id": self.batch_id,
             "finished": self.finished,
@@ -321,8 +331,8 @@ class ContinuousQuery(SparkSteps):
         for name, files in new.items():
             table, pipes = tables[name], self._pipelines_of(name) + probes
             parts = [
-                process_rows(table, pipes, read_file_rows(f, table_format(table, f), dict(table.options),
-                                                          tuple(c.name for c in table.columns)), closed_upto, f)
+                process_rows(table, pipes, read_records(f, table, table_format(table, f), dict(table.options)),
+                             closed_upto, f, keys=self.keys)
                 for f in files
             ]
             out.append(merge_batches(name, parts))
@@ -351,10 +361,14 @@ class ContinuousQuery(SparkSteps):
 
     def commit_batch(self, new: dict[str, list[str]], quarantine: list[dict], t0: float) -> int:
         """End a micro-batch: quarantine, consumed files, sink flush, checkpoint, sink commit, metrics."""
+        quarantine = list(quarantine) + self.ledger.check()  # files read earlier that changed since
         if quarantine:
             self.quarantine.write(quarantine)
         for name, files in new.items():
             self.processed[name].update(files)
+        self.ledger.record(new)
+        self.keys.forget(self.runtime.closed_upto)
+        self.runtime.metrics.changed_files = self.ledger.changed
         self.batch_id += 1
         m = self.runtime.metrics
         m.batches += 1

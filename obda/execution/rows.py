@@ -12,25 +12,25 @@ NULL are unknown (the row is filtered out), ``CAST(x AS STRING)``, ``CONCAT``
 
 from __future__ import annotations
 
-import csv
+from typing import TYPE_CHECKING
+
 import datetime as dt
-import io
-import json
 from dataclasses import dataclass, field
 from collections import defaultdict
-from decimal import Decimal, InvalidOperation
-from pathlib import Path
 
 from sqlglot import exp
 
 from obda.errors import ExecutionError
 from obda.analysis.forest import Pipeline
 from obda.execution.engine import Counted
+from obda.execution.reader import Rejected, row_text, typed
+
+if TYPE_CHECKING:
+    from obda.execution.keys import KeyCheck
 from obda.model.query import OPS
-from obda.model.sources import ColumnType, Table
+from obda.model.sources import Table
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-csv.field_size_limit(1 << 30)  # a field as large as Spark's CSV reader takes (its default has no limit)
 
 
 @dataclass
@@ -43,7 +43,8 @@ class TableBatch:
     rows: int = 0  # all rows read
     valid: int = 0
     late: int = 0
-    invalid: int = 0
+    invalid: int = 0  # key violations included
+    key_violations: int = 0
     quarantine: list[dict] = field(default_factory=list)
     files: tuple[str, ...] = ()
 
@@ -75,41 +76,6 @@ def micros_to_iso(us: int | None) -> str | None:
         return None
     t = EPOCH + dt.timedelta(microseconds=us)
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond:06d}" if t.microsecond else "") + "Z"
-
-
-def convert(value, ctype: ColumnType):
-    """Typed value of a raw field, or ValueError. Empty text and None are NULL."""
-    if value is None or (isinstance(value, str) and value == ""):
-        return None
-    if ctype is ColumnType.INTEGER:
-        if isinstance(value, bool):
-            raise ValueError("boolean in an integer column")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float):
-            if value != int(value):
-                raise ValueError(f"{value!r} is not an integer")
-            return int(value)
-        return int(str(value).strip())
-    if ctype is ColumnType.DOUBLE:
-        if isinstance(value, bool):
-            raise ValueError("boolean in a double column")
-        return float(value)
-    if ctype is ColumnType.DECIMAL:
-        try:
-            return Decimal(str(value))
-        except InvalidOperation as e:
-            raise ValueError(f"{value!r} is not a decimal") from e
-    if ctype is ColumnType.BOOLEAN:
-        if isinstance(value, bool):
-            return value
-        s = str(value).strip().lower()
-        if s in ("true", "false"):
-            return s == "true"
-        raise ValueError(f"{value!r} is not a boolean")
-    if ctype is ColumnType.TIMESTAMP:
-        return to_micros(value)
-    return value if isinstance(value, str) else str(value)
 
 
 _TS_TYPES = {"TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPNTZ", "TIMESTAMPLTZ", "DATETIME"}
@@ -211,52 +177,36 @@ def pipeline_key(p: Pipeline, row: dict) -> tuple:
     return tuple(evaluate(exprs[a], row) if a in exprs else row.get(a[1]) for a in p.attrs)
 
 
-def type_row(table: Table, raw: dict) -> tuple[dict | None, str | None]:
-    """Typed row, or (None, reason) for an invalid row."""
-    typed = {}
-    lower = {str(k).lower(): v for k, v in raw.items()}
-    for c in table.columns:
-        try:
-            typed[c.name] = convert(lower.get(c.name.lower()), c.type)
-        except (ValueError, TypeError) as e:
-            return None, f"invalid: column {c.name!r} ({c.type.value}): {e}"
-    if table.timestamp and typed.get(table.timestamp) is None:
-        return None, f"invalid: missing timestamp {table.timestamp!r}"
-    return typed, None
-
-
 def process_rows(
-    table: Table, pipelines: list[Pipeline], raw_rows, closed_upto: int | None, file: str | None = None
+    table: Table, pipelines: list[Pipeline], records, closed_upto: int | None, file: str | None = None,
+    keys: "KeyCheck | None" = None,
 ) -> TableBatch:
-    """Validate, classify (late / invalid), filter, project and count the rows of one table."""
+    """Validate, classify (late / invalid / a repeated key), filter, project and count the records of one
+    table (:func:`obda.execution.reader.read_records`'s).  ``keys``: the declared keys seen so far."""
     b = TableBatch(table.name, files=(file,) if file else ())
     groups: dict[int, dict[int, dict]] = {}
-    for raw in raw_rows:
+    for rec in records:
         b.rows += 1
-        if isinstance(raw, Rejected):  # a line or a whole file the reader refused
+        if isinstance(rec, Rejected):  # a record or a whole file the reader refused
             b.invalid += 1
-            b.quarantine.append({"stream": table.name, "reason": raw.reason, "row": raw.text, "file": file})
+            b.quarantine.append(_quarantined(table, rec.reason, rec.text, file, rec.line))
             continue
-        if isinstance(raw, str):  # an unparseable line
-            b.invalid += 1
-            b.quarantine.append({"stream": table.name, "reason": "invalid: malformed record", "row": raw, "file": file})
-            continue
-        row, why = type_row(table, raw)
+        row, why = typed(table, rec.fields)
         if row is None:
             b.invalid += 1
-            b.quarantine.append({"stream": table.name, "reason": why, "row": _jsonable(raw), "file": file})
+            b.quarantine.append(_quarantined(table, why, row_text(table, rec.fields), file, rec.line))
             continue
         ts = row.get(table.timestamp) if table.timestamp else None
         if ts is not None and closed_upto is not None and ts <= closed_upto:
             b.late += 1
-            b.quarantine.append(
-                {
-                    "stream": table.name,
-                    "reason": f"late: timestamp {micros_to_iso(ts)} is at or before the closed timestamp {micros_to_iso(closed_upto)}",
-                    "row": _jsonable(raw),
-                    "file": file,
-                }
-            )
+            b.quarantine.append(_quarantined(table, late_reason(ts, closed_upto), row_text(table, rec.fields),
+                                             file, rec.line))
+            continue
+        why = keys.repeats(table, ts, row, rec.fields) if keys is not None else None
+        if why is not None:  # a declared key repeated: the first row with it is kept
+            b.invalid += 1
+            b.key_violations += 1
+            b.quarantine.append(_quarantined(table, why, row_text(table, rec.fields), file, rec.line))
             continue
         b.valid += 1
         if ts is not None:
@@ -269,93 +219,29 @@ def process_rows(
     return b
 
 
-def static_rows(table: Table, pipelines: list[Pipeline], raw_rows) -> tuple[dict[int, dict], list[dict]]:
-    """Counted rows per static pipeline, and quarantined rows."""
-    b = process_rows(table, pipelines, raw_rows, None)
+def late_reason(ts: int, closed_upto: int) -> str:
+    return f"late: timestamp {micros_to_iso(ts)} is at or before the closed timestamp {micros_to_iso(closed_upto)}"
+
+
+def _quarantined(table: Table, reason: str, text: str, file: str | None, line: int | None) -> dict:
+    """A quarantine record (both backends write these fields)."""
+    return {"stream": table.name, "reason": reason, "row": text, "file": file, "line": line}
+
+
+def static_rows(table: Table, pipelines: list[Pipeline], raw_rows, files=None) -> tuple[dict[int, dict], list[dict]]:
+    """Counted rows per static pipeline, and quarantined rows (a repeated key among them).  ``files``: instead
+    of ``raw_rows``, ``(file, records)`` pairs in file order (the quarantine names the file)."""
+    from obda.execution.keys import KeyCheck
+
+    keys = KeyCheck([table])
+    parts = [process_rows(table, pipelines, recs, None, f, keys=keys) for f, recs in (files or [(None, raw_rows)])]
+    b = merge_batches(table.name, parts)
     out: dict[int, dict] = defaultdict(lambda: defaultdict(int))
     for per in b.groups.values():
         for pid, rows in per.items():
             for k, c in rows.items():
                 out[pid][k] += c
     return {pid: dict(d) for pid, d in out.items()}, b.quarantine
-
-
-def _jsonable(raw):
-    if isinstance(raw, dict):
-        return {str(k): (v if isinstance(v, (int, float, str, bool)) or v is None else str(v)) for k, v in raw.items()}
-    return str(raw)
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """A row (or a whole file) the reader refuses, with its reason: quarantined, never fatal to the query."""
-
-    text: str
-    reason: str
-
-
-_BOM = b"\xef\xbb\xbf"
-
-
-def read_file_rows(path: str, fmt: str, options: dict | None = None, columns: tuple[str, ...] | None = None):
-    """Rows of a CSV (header) or JSON-lines file (UTF-8, with or without a byte-order mark).
-
-    Unparseable JSON lines are returned as text (malformed records).  A file that cannot be read as a whole —
-    not UTF-8, or a CSV whose first line does not name ``columns`` (a missing header would otherwise lose
-    the first row) — is one :class:`Rejected` with the reason, located at the line; the query goes on.
-    """
-    options = options or {}
-    p = Path(path)
-    if fmt not in ("csv", "json"):
-        raise ExecutionError(f"local backend cannot read format {fmt!r} ({path}); use the Spark backend")
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        return [Rejected("", f"invalid: the file cannot be read ({e.strerror})")]
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        return [Rejected("", f"invalid: the file is not UTF-8 (byte 0x{data[e.start]:02x} at line {line}); "
-                             "no row of it was read")]
-    if fmt == "json":
-        out = []
-        for line in text.splitlines():
-            if not line.strip():
-                continue
-            try:
-                v = json.loads(line)
-                out.append(v if isinstance(v, dict) else line)
-            except json.JSONDecodeError:
-                out.append(line)
-        return out
-    sep = options.get("sep", options.get("delimiter", ","))
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter=sep)
-    header = next(reader, None)
-    if header is None:
-        return []
-    if columns is not None and not set(columns) <= set(header):
-        missing = ", ".join(c for c in columns if c not in header)
-        return [Rejected(sep.join(header), f"invalid: the header (line 1) does not name the column(s) {missing}; "
-                                           "the first line of a CSV file must name the columns (in any order); "
-                                           "no row of it was read")]
-    out = []
-    while True:
-        try:
-            rec = next(reader)
-        except StopIteration:
-            return out
-        except csv.Error as e:  # the csv module's own refusal of a line: that line is quarantined
-            out.append(Rejected("", f"invalid: line {reader.line_num}: {e}"))
-            continue
-        if not rec:
-            continue
-        if len(rec) != len(header):
-            out.append(sep.join(rec))
-        else:
-            out.append(dict(zip(header, rec)))
 
 
 def merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
@@ -367,6 +253,7 @@ def merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
         b.valid += p.valid
         b.late += p.late
         b.invalid += p.invalid
+        b.key_violations += p.key_violations
         b.quarantine.extend(p.quarantine)
         b.files += p.files
         if p.max_ts is not None:

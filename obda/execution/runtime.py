@@ -56,6 +56,8 @@ class Metrics:
     constraints: dict = field(default_factory=dict)  # k-constraint name -> what its watch observed (obda.execution.constraints)
     constraint_violations: int = 0  # rows quarantined because they broke a used k-constraint
     incomplete_since: str | None = None  # the first timestamp whose answers may miss a quarantined row's
+    key_violations: int = 0  # rows quarantined because they repeated a declared key (obda.execution.keys)
+    changed_files: int = 0  # read files that changed afterwards (obda.execution.ledger); their change is not read
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -70,6 +72,8 @@ class Metrics:
             "invalid": self.invalid,
             "late_by_stream": dict(self.late_by_stream),
             "invalid_by_stream": dict(self.invalid_by_stream),
+            "changed_files": self.changed_files,
+            "key_violations": self.key_violations,
             "batches": self.batches,
             "closed_timestamps": self.closed_timestamps,
             "closed_upto": self.closed_upto,
@@ -165,6 +169,7 @@ class Runtime:
             m.rows_read[b.table] = m.rows_read.get(b.table, 0) + b.rows
             m.late += b.late
             m.invalid += b.invalid
+            m.key_violations += b.key_violations
             if b.late:
                 m.late_by_stream[b.table] = m.late_by_stream.get(b.table, 0) + b.late
             if b.invalid:

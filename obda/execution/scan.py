@@ -11,6 +11,7 @@ for all the queries running over the same streams.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from obda.analysis.forest import Pipeline
@@ -58,7 +59,7 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
     for i, r in enumerate(reads):
         if not r.paths:
             continue
-        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file)
+        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file or bool(r.table.key))
         key = (i, r.table.name, r.fmt, r.readers)
         cols = cache.get(key) if cache is not None else None
         if cols is None:
@@ -79,9 +80,136 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
                         cols.append(named[name].alias(key_column(p.id, j, ns)))
             if cache is not None:
                 cache[key] = cols
-        df = frame.df.select(*cols, *(["__file"] if with_file else []))
+        keyed = [F.col(_q(k)).cast("string").alias(f"__key{j}") for j, k in enumerate(r.table.key)]
+        if keyed:  # the declared key and each row's place, for the check in dedupe_keys
+            keyed += [F.col("__file").alias("__kf"), F.monotonically_increasing_id().alias("__kp")]
+        df = frame.df.select(*cols, *keyed, *(["__file"] if with_file else []))
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
-    return union
+    if union is None:
+        return None
+    return dedupe_keys(_every_pipeline(union, pipelines), reads, pipelines)
+
+
+def _every_pipeline(union, pipelines):
+    """``union`` with the columns of every reader's pipelines, also of tables no read of this micro-batch
+    reads (a join over two streams whose micro-batch brings files of one): no row passes such a flag."""
+    from pyspark.sql import functions as F
+
+    from obda.execution.spark_io import spark_type
+    from obda.model.sources import ColumnType
+
+    have = set(union.columns)
+    extra = []
+    for ns, per_table in pipelines.items():
+        for pipes in per_table.values():
+            for p in pipes:
+                if flag_column(p.id, ns) not in have:
+                    extra.append(F.lit(False).alias(flag_column(p.id, ns)))
+                exprs = dict(p.exprs)
+                for j, a in enumerate(p.attrs):
+                    name = key_column(p.id, j, ns)
+                    if name in have:
+                        continue
+                    col = None if a in exprs else p.table.column(a[1])
+                    if col is None:  # a computed attribute: an untyped NULL takes the type it meets
+                        extra.append(F.lit(None).alias(name))
+                        continue
+                    typ = "bigint" if col.type is ColumnType.TIMESTAMP else spark_type(col.type).simpleString()
+                    extra.append(F.lit(None).cast(typ).alias(name))
+    return union.select("*", *extra) if extra else union
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def dup_column(ns: str = "") -> str:
+    """Column of the projected batch: the row repeats a declared key of an earlier row of its timestamp
+    among the rows reader ``ns`` reads (:mod:`obda.execution.keys`)."""
+    return f"__d{ns}"
+
+
+def dedupe_keys(union, reads: list[ScanRead], pipelines):
+    """Declared keys checked in the micro-batch's job: per reader, the first row (file, then place in the
+    file) of each key value and timestamp keeps its flags; a later one is a duplicate (``dup_column``,
+    counted by :func:`scan_stats`, quarantined by :func:`key_violations`) and no pipeline keeps it."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    width = max((len(r.table.key) for r in reads if r.paths), default=0)
+    if not width:
+        return union
+    out = []
+    for ns in pipelines:
+        mine = [i for i, r in enumerate(reads) if ns in r.readers and r.paths and r.table.key]
+        if not mine:
+            continue
+        uses = F.col("__g").isin(mine)
+        w = Window.partitionBy(uses, "__g_table", "__ts", *[f"__key{j}" for j in range(width)]).orderBy("__kf", "__kp")
+        dup = F.coalesce(uses & F.col("__v") & (F.row_number().over(w) > 1), F.lit(False))
+        out.append((ns, dup))
+    tables = {i: r.table.name for i, r in enumerate(reads)}
+    table_of = F.lit(None).cast("string")
+    for i, name in tables.items():
+        table_of = F.when(F.col("__g") == i, F.lit(name)).otherwise(table_of)
+    union = union.withColumn("__g_table", table_of)
+    cols = []
+    dups = dict(out)
+    for c in union.columns:
+        ns = _flag_owner(c, pipelines)
+        cols.append(F.col(c) & ~dups[ns] if ns is not None and ns in dups else F.col(c))
+    return union.select(*[c.alias(n) for c, n in zip(cols, union.columns)], *[d.alias(dup_column(ns)) for ns, d in out])
+
+
+def key_violations(spark, reads: list[ScanRead], lo: int | None) -> list[dict]:
+    """Quarantine records of the rows of fresh ``reads`` (one table's reads of one reader, carried ones
+    included) after ``lo`` that repeat a declared key, as :func:`dedupe_keys` decides (its own job)."""
+    import json
+
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from obda.execution.keys import key_reason
+    from obda.execution.spark_io import _owner, _read, _valid_sql
+    from obda.execution.spark_reader import locate_lines
+
+    table = reads[0].table
+    union = None
+    for r in reads:
+        if not r.paths:
+            continue
+        frame = _read(spark, table, list(r.paths), r.fmt, with_file=True)
+        valid, tsm = _valid_sql(table, frame)
+        df = frame.df.select(F.expr(valid).alias("__v"), F.expr(tsm).alias("__ts"), F.lit(r.fresh).alias("__n"),
+                             *[F.col(_q(k)).cast("string").alias(f"__key{j}") for j, k in enumerate(table.key)],
+                             F.col("__file").alias("__kf"), F.monotonically_increasing_id().alias("__kp"),
+                             F.expr(frame.raw).alias("__raw"))
+        union = df if union is None else union.unionByName(df)
+    if union is None:
+        return []
+    w = Window.partitionBy("__ts", *[f"__key{j}" for j in range(len(table.key))]).orderBy("__kf", "__kp")
+    after = F.col("__ts") > F.lit(lo) if lo is not None else F.lit(True)
+    dups = union.where("__v").withColumn("__rn", F.row_number().over(w)).where((F.col("__rn") > 1) & F.col("__n") & after)
+    owner = {}
+    for r in reads:
+        for p in r.paths:
+            owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
+    out = []
+    for row in dups.select("__raw", "__kf").collect():
+        fields = json.loads(row["__raw"])
+        out.append({"stream": table.name, "reason": key_reason(table, [fields.get(k) for k in table.key]),
+                    "row": row["__raw"], "file": _owner(row["__kf"], owner)})
+    fmt = reads[0].fmt
+    return locate_lines(out, table, fmt) if fmt in ("csv", "json") else out
+
+
+def _flag_owner(column: str, pipelines) -> str | None:
+    """The reader whose pipeline flag ``column`` is (None: not a flag)."""
+    for ns, per_table in pipelines.items():
+        for pipes in per_table.values():
+            if any(column == flag_column(p.id, ns) for p in pipes):
+                return ns
+    return None
 
 
 def _split_alias(item: str):
@@ -96,10 +224,11 @@ def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]
     """Per (read, file): counts and timestamps for every reader, in **one** small aggregation.
 
     ``readers``: namespace → (its last closed timestamp ``lo``, its pipeline ids).  Rows:
-    ``(g, file, rows, invalid, {ns: (valid, late, max_ts, min_ts)})`` — late: valid with a
+    ``(g, file, rows, invalid, {ns: (valid, late, max_ts, min_ts, dups)})`` — late: valid with a
     timestamp at or before the reader's ``lo``; ``max_ts`` over the valid rows after ``lo``
     (the marker, and whether the file must be read again); ``min_ts`` the earliest of those
-    the reader's pipelines keep (the first timestamp the range closes with rows).
+    the reader's pipelines keep (the first timestamp the range closes with rows); ``dups``: rows after
+    ``lo`` that repeat a declared key (:func:`dedupe_keys`; counted in ``valid`` too).
     """
     return stats_of(collect_rows(stats_frame(projected, readers)), readers)
 
@@ -113,13 +242,16 @@ def stats_frame(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]
                     lambda views: f"SELECT __g, __file, {aggs} FROM `{views[0]}` GROUP BY __g, __file")
 
 
+STATS = 5  # per reader: valid, late, max_ts, min_ts, key duplicates
+
+
 def stats_of(rows, readers: dict) -> list[tuple]:
     """:func:`scan_stats`'s tuples from the rows of :func:`stats_frame`."""
     names = list(readers)
     out = []
     for row in rows:
         g, file, rows_, invalid = row[:4]
-        per = {ns: tuple(row[4 + 4 * k: 8 + 4 * k]) for k, ns in enumerate(names)}
+        per = {ns: tuple(row[4 + STATS * k: 4 + STATS * (k + 1)]) for k, ns in enumerate(names)}
         out.append((g, file, rows_, invalid, per))
     return out
 
@@ -138,11 +270,13 @@ def _stats_aggregates(projected, readers: dict, only: str | None = None, suffix:
         after = f"({valid} AND __ts > {int(lo)})" if lo is not None else f"({valid})"
         kept = " OR ".join(f"coalesce(`{flag_column(pid, ns)}`, false)" for pid in pids
                            if flag_column(pid, ns) in columns) or "false"
+        dup = f"`{dup_column(ns)}`" if dup_column(ns) in columns else "false"
         aggs += [
             f"SUM(CASE WHEN {row} AND __v AND NOT {late} THEN 1 ELSE 0 END) AS `v{k}{suffix}`",
             f"SUM(CASE WHEN {late} THEN 1 ELSE 0 END) AS `l{k}{suffix}`",
             f"MAX(CASE WHEN {after} THEN __ts END) AS `x{k}{suffix}`",
             f"MIN(CASE WHEN {after} AND ({kept}) THEN __ts END) AS `m{k}{suffix}`",
+            f"SUM(CASE WHEN {after} AND {dup} THEN 1 ELSE 0 END) AS `d{k}{suffix}`",
         ]
     return aggs
 
@@ -170,7 +304,8 @@ def observed_stats(projected, reads: int, readers: dict):
             rows = got.get(f"rows_{g}") or 0
             if not rows:
                 continue
-            per = {ns: (got.get(f"v{k}_{g}") or 0, got.get(f"l{k}_{g}") or 0, got.get(f"x{k}_{g}"), got.get(f"m{k}_{g}"))
+            per = {ns: (got.get(f"v{k}_{g}") or 0, got.get(f"l{k}_{g}") or 0, got.get(f"x{k}_{g}"), got.get(f"m{k}_{g}"),
+                        got.get(f"d{k}_{g}") or 0)
                    for k, ns in enumerate(names)}
             out.append((g, None, rows, got.get(f"invalid_{g}") or 0, per))
         return out

@@ -197,7 +197,9 @@ class SharedScan:
             reads = list(shared_reads.values()) + carried_reads
 
             def fail(m, e):
-                m.query.error = e
+                from obda.execution.spark_query import spark_failure
+
+                m.query.error = spark_failure(e, m.query.batch_id + 1)  # a message, not Spark's plan
                 log.error("continuous query %s failed: %s", m.key, e, exc_info=e)
 
             spark_batch(joined[0][1].spark, members, reads, self._cache, nbytes, fail)

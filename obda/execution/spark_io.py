@@ -13,6 +13,7 @@ the files do not change, shared by every query);
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import re
@@ -24,11 +25,10 @@ from sqlglot import exp
 
 from obda.errors import ExecutionError
 from obda.analysis.forest import Pipeline
-from obda.execution.rows import micros_to_iso
 from obda.execution.rows import TableBatch
+from obda.execution.spark_reader import _file_column, _Frame, _literal, _read_text, locate_lines, rejected_files
 from obda.model.sources import ColumnType, Table
 
-CORRUPT = "_corrupt_record"
 
 
 def user_spark_defaults(env=None) -> dict[str, str]:
@@ -245,7 +245,11 @@ def list_files(location: Path) -> list[str]:
     if not location.is_dir():
         return []
     out = []
-    for root, dirs, files in os.walk(location):
+
+    def refuse(e: OSError):  # an unreadable folder would otherwise read as empty, without a record
+        raise ExecutionError(f"cannot list {e.filename}: {e.strerror}; the query cannot see its files")
+
+    for root, dirs, files in os.walk(location, onerror=refuse):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
         for f in files:
             if f.startswith((".", "_")) or f.endswith((".crc", ".tmp")):
@@ -268,58 +272,17 @@ class ReadRequest:
     fmt: str
 
 
-@dataclass(frozen=True)
-class _Frame:
-    """A read request as a DataFrame plus the SQL text of its per-row classification."""
-
-    df: object  # pyspark DataFrame with the table's columns (typed) and whatever ``bad``/``raw`` read
-    bad: str  # SQL: the row is malformed (unparseable, wrong arity, a value of the wrong type)
-    raw: str  # SQL: the row's raw text where the reader kept it, else NULL
-
-
-def _literal(path: str) -> str:
-    """``path`` for Spark's readers, which expand glob patterns: ``\\ { } [ ] * ?`` escaped.
-
-    Without this a file named ``x[1].csv`` or ``y*.csv`` fails the read (path not found) or
-    reads other files; the executor hands Spark the exact files it listed.
-    """
-    return _GLOB_CHARS.sub(r"\\\1", path)
-
-
-_GLOB_CHARS = re.compile(r"([\\{}\[\]*?])")
-
-
-def _file_column():
-    """Each row's file, as Spark reports it (``file:/dir/x.csv``; mapped back by :func:`_owner`)."""
-    from pyspark.sql import functions as F
-
-    return F.col("_metadata.file_path").alias("__file")
-
-
 def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = False) -> _Frame:
     """The files as a DataFrame with an explicit schema, and how to tell malformed rows.
 
     ``with_file``: the DataFrame also has each row's file as ``__file`` (:func:`_file_column`).
+    CSV and JSON follow the reader contract (:mod:`obda.execution.reader`, :func:`_read_text`).
     """
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
-    fields = [T.StructField(c.name, spark_type(c.type)) for c in table.columns]
     opts = dict(table.options)
     if fmt in ("csv", "json"):
-        schema = T.StructType(fields + [T.StructField(CORRUPT, T.StringType())])
-        r = spark.read.format(fmt).schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
-        if fmt == "csv":
-            r = r.option("header", opts.pop("header", "true"))
-        for k, v in opts.items():
-            r = r.option(k, v)
-        df = r.load([_literal(p) for p in paths])
-        if with_file:
-            df = df.select("*", _file_column())
-        # The reader only parses (and so only validates) the columns a query needs; this never-true
-        # term makes every declared column needed, so a bad value in any column marks the row.
-        nulls = ", ".join(f"{_quoted(c.name)} IS NULL" for c in table.columns)
-        return _Frame(df, f"({CORRUPT} IS NOT NULL OR size(array({nulls})) < 0)", CORRUPT)
+        return _read_text(spark, table, paths, fmt, with_file)
     if fmt == "parquet":
         raw = spark.read.options(**opts).parquet(*[_literal(p) for p in paths])
         present = {n.lower(): n for n in raw.columns}
@@ -381,12 +344,30 @@ def _static_frame(spark, table: Table, paths: list[str], fmt: str) -> _Frame:
         return got[1]
     if got is not None:
         got[1].df.unpersist()
-    frame = _read(spark, table, paths, fmt)
-    frame = _Frame(frame.df.persist(), frame.bad, frame.raw)
+    frame = _checked_keys(_read(spark, table, paths, fmt, with_file=bool(table.key)), table)
+    frame = dataclasses.replace(frame, df=frame.df.persist())
     frames[key] = (stats, frame)
     while len(frames) > STATIC_FRAMES_PER_SESSION:
         frames.popitem(last=False)[1][1].df.unpersist()
     return frame
+
+
+def _checked_keys(frame: _Frame, table: Table) -> _Frame:
+    """A static table's rows with its declared key checked (:mod:`obda.execution.keys`): a row repeating
+    the key of an earlier one (file, then place in it) is invalid, with the key's reason."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    if not table.key:
+        return frame
+    place = F.col("__file") if "__file" in frame.df.columns else F.lit("")  # a JDBC table: its order as read
+    w = Window.partitionBy(*[F.col(_quoted(k)) for k in table.key]).orderBy(place, "__pos")
+    df = frame.df.withColumn("__pos", F.monotonically_increasing_id())
+    df = df.withColumn("__dup", F.coalesce(F.expr(f"NOT {frame.bad}") & (F.row_number().over(w) > 1), F.lit(False)))
+    shown = ", ".join(f"coalesce(get_json_object({frame.raw}, '$.{k}'), 'NULL')" for k in table.key)
+    reason = (f"concat('invalid: key ({', '.join(table.key)}) = (', concat_ws(', ', {shown}), "
+              "') repeats an earlier row of its timestamp; the first is kept')")
+    return _Frame(df, f"({frame.bad} OR __dup)", frame.raw, f"(CASE WHEN __dup THEN {reason} ELSE {frame.why} END)")
 
 
 @dataclass
@@ -592,7 +573,12 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
         b.groups = groups[i]
         if b.late or b.invalid:
             r = requests[i]
-            b.quarantine = _quarantine_rows(_read(spark, r.table, list(r.paths), r.fmt), r.table, closed_upto)
+            frame = _checked_keys(_read(spark, r.table, list(r.paths), r.fmt, with_file=bool(r.table.key)), r.table)
+            b.quarantine = _quarantine_rows(frame, r.table, closed_upto, r.fmt, r.paths)
+    for r, b in zip(requests, batches):  # files refused whole were not read: one invalid row each
+        rejects = whole_file_rejects(r.table, r.fmt, r.paths)
+        b.rows, b.invalid = b.rows + len(rejects), b.invalid + len(rejects)
+        b.quarantine.extend(rejects)
     return batches
 
 
@@ -608,24 +594,37 @@ def spark_table_batch(
     return spark_read_batches(spark, [ReadRequest(table, tuple(pipelines), tuple(paths), fmt)], closed_upto)[0]
 
 
-def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None) -> list[dict]:
+def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None, fmt: str | None = None,
+                     paths=()) -> list[dict]:
+    """The late and invalid rows of a read with their reason, file (as listed in ``paths``) and line
+    (:func:`~obda.execution.spark_reader.locate_lines`, for CSV and JSON)."""
+    from obda.execution.rows import late_reason
+
     valid, tsm = _valid_sql(table, frame)
     late = f" OR __tsus <= {int(closed_upto)}" if closed_upto is not None and table.timestamp else ""
     all_cols = ", ".join(_quoted(c.name) for c in table.columns)
     q = frame.df.selectExpr(
-        f"{valid} AS __v", f"{frame.raw} AS __raw", f"to_json(struct({all_cols})) AS __json",
-        "input_file_name() AS __file", f"{tsm} AS __tsus",
+        f"{valid} AS __v", f"{frame.raw} AS __raw", f"to_json(struct({all_cols})) AS __json", f"{frame.why} AS __why",
+        "__file" if "__file" in frame.df.columns else "input_file_name() AS __file", f"{tsm} AS __tsus",
     ).where(f"NOT __v{late}")
+    owner = {}
+    for p in paths:
+        owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
     out = []
     for r in q.collect():
-        if r["__v"]:
-            reason = (
-                f"late: timestamp {micros_to_iso(r['__tsus'])} is at or before the closed timestamp {micros_to_iso(closed_upto)}"
-            )
-        elif r["__raw"] is not None:
-            reason = "invalid: malformed record (unparseable, wrong number of fields or a value of the wrong type)"
-        else:
-            reason = f"invalid: missing timestamp {table.timestamp!r}"
-        out.append({"stream": table.name, "reason": reason, "row": r["__raw"] or r["__json"], "file": r["__file"]})
+        reason = late_reason(r["__tsus"], closed_upto) if r["__v"] else r["__why"]
+        file = r["__file"]
+        try:
+            file = _owner(file, owner) if owner else file
+        except ExecutionError:
+            pass
+        out.append({"stream": table.name, "reason": reason, "row": r["__raw"] or r["__json"], "file": file})
+    if fmt in ("csv", "json"):
+        locate_lines(out, table, fmt)
     return out
 
+
+def whole_file_rejects(table: Table, fmt: str, paths) -> list[dict]:
+    """Quarantine records of the files of a read refused whole (:func:`~obda.execution.spark_reader.rejected_files`)."""
+    return [{"stream": table.name, "reason": rej.reason, "row": rej.text, "file": p, "line": rej.line}
+            for p, rej in rejected_files(table, fmt, paths)]

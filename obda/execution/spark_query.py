@@ -81,7 +81,8 @@ class SparkSteps:
 
     def apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "Batch":
         """Counts, late/invalid rows, the marker: ``(lo, hi]`` and the files still holding open rows."""
-        from obda.execution.spark_io import _owner, _quarantine_rows, _read
+        from obda.execution.scan import key_violations
+        from obda.execution.spark_io import _owner, _quarantine_rows, _read, whole_file_rejects
 
         lo = self.runtime.closed_upto
         batch = Batch(lo=lo, final=final)
@@ -94,24 +95,35 @@ class SparkSteps:
             read = reads[g]
             if self.ns not in read.readers:
                 continue
-            valid, late, max_ts, min_ts = per[self.ns]
+            valid, late, max_ts, min_ts, dups = per[self.ns]
             if min_ts is not None:
                 batch.first_ts = min_ts if batch.first_ts is None else min(batch.first_ts, min_ts)
             if not read.fresh:
                 continue
             b = tables[read.table.name]
             b.rows += rows
-            b.valid += valid
+            b.valid += valid - dups  # a repeated key is invalid (dedupe_keys)
             b.late += late
-            b.invalid += invalid
+            b.invalid += invalid + dups
+            b.key_violations += dups
             if max_ts is not None:
                 b.max_ts = max_ts if b.max_ts is None else max(b.max_ts, max_ts)
                 if reported:
                     batch.file_max.setdefault(read.table.name, {})[_owner(reported, owner)] = max_ts
-        bad = {name for name, b in tables.items() if b.late or b.invalid}
+        bad = {name for name, b in tables.items() if b.late or b.invalid > b.key_violations}
+        for name, b in tables.items():  # the rows that repeated a declared key (dedupe_keys), with their place
+            if b.key_violations:
+                mine = [r for r in reads if self.ns in r.readers and r.table.name == name]
+                batch.quarantine.extend(key_violations(self.spark, mine, lo))
         for r in reads:
             if r.fresh and r.table.name in bad:
-                batch.quarantine.extend(_quarantine_rows(_read(self.spark, r.table, list(r.paths), r.fmt), r.table, lo))
+                batch.quarantine.extend(_quarantine_rows(_read(self.spark, r.table, list(r.paths), r.fmt), r.table, lo,
+                                                         r.fmt, r.paths))
+            if r.fresh and self.ns in r.readers:  # files refused whole (their header): not read, one invalid row each
+                rejects = whole_file_rejects(r.table, r.fmt, r.paths)
+                b = tables[r.table.name]
+                b.rows, b.invalid = b.rows + len(rejects), b.invalid + len(rejects)
+                batch.quarantine.extend(rejects)
         self.runtime.ingest(list(tables.values()))
         batch.hi = self.runtime.watermark(exhausted=final)
         return batch

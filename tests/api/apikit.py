@@ -70,3 +70,14 @@ def answers(project: Path, sources: Sources, sql: str) -> Counter:
 
 def api_answers(items, columns) -> Counter:
     return Counter(tuple(norm(a["binding"][c]) for c in columns) for a in items)
+
+
+def pages(c, qid: str, limit: int = 100) -> list[dict]:
+    """Every result item of a query, read page by page through ``GET …/results`` (a TestClient ``c``)."""
+    items, after = [], 0
+    while True:
+        page = c.get(f"/v1/queries/{qid}/results", params={"after": after, "limit": limit}, headers=AUTH).json()
+        if not page["items"]:
+            return items
+        items += page["items"]
+        after = page["next_after"]

@@ -18,6 +18,7 @@ from obda.execution.constraints import ConstraintWatch
 from obda.execution.engine import QueryEngine
 from obda.analysis.forest import build_forest
 from obda.execution import views as view_rows
+from obda.execution.reader import Record
 from obda.execution.rows import process_rows, static_rows
 from obda.execution.runtime import Runtime
 from obda.model.sources import ColumnType, Sources
@@ -33,6 +34,11 @@ tables:
 # 2024-01-01 00:00:00 is at step 10: the finite-stream rows (τ < '2024-01-01') end in the middle
 BASE = dt.datetime(2023, 12, 31, 23, 59, 50)
 CUTOFF = "CAST('2024-01-01 00:00:00' AS TIMESTAMP)"
+
+
+def records(rows) -> list[Record]:
+    """Generated rows (dicts of values) as the reader's records (their text), for ``process_rows``."""
+    return [r if isinstance(r, Record) else Record.of(r) for r in rows]
 
 
 def sources(**locations) -> Sources:
@@ -283,7 +289,7 @@ def engine_for(sql, src: Sources, static: dict[str, list] | None = None):
     plan = build_forest(sql, src, "spark")
     statics: dict[int, dict] = {}
     for p in plan.static_pipelines():
-        counted, _ = static_rows(p.table, [p], (static or {}).get(p.table.name, []))
+        counted, _ = static_rows(p.table, [p], records((static or {}).get(p.table.name, [])))
         statics.update(counted)
     return plan, QueryEngine(plan, view_rows.statics(plan.views, statics))
 
@@ -302,7 +308,7 @@ def drive(sql, src: Sources, batches: list[dict[str, list]], static=None, on_clo
         for name in streams:
             table = src.table(name)
             pipes = [p for p in plan.pipelines if p.table.name == name]
-            tbs.append(process_rows(table, pipes, batch.get(name, []), closed, f"batch{i}"))
+            tbs.append(process_rows(table, pipes, records(batch.get(name, [])), closed, f"batch{i}"))
         rt.ingest(tbs)
         out.extend(rt.close())
         rt.update_state_metrics()

@@ -31,7 +31,7 @@ def test_the_constructor_reads_nothing_and_starts_no_spark(tmp_path, monkeypatch
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "state.pkl").write_bytes(b"not a checkpoint")  # read by open(), not before
     read = []
-    monkeypatch.setattr(query_module, "read_file_rows", lambda *a, **k: read.append(a) or [])
+    monkeypatch.setattr(query_module, "read_records", lambda *a, **k: read.append(a) or [])
     q = _query(tmp_path, src, backend="spark", checkpoint_dir=tmp_path / "ck")
     assert q._spark is None and not read
     assert q.describe()["members"]  # the plan is there

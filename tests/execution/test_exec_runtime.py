@@ -42,18 +42,19 @@ def test_late_rows_are_counted_quarantined_and_do_not_change_results():
 
 
 def test_invalid_rows_are_counted_with_reasons():
+    from obda.execution.reader import MALFORMED_CSV, Record, Rejected
     from obda.execution.rows import process_rows
 
     src = sources()
     plan = build_forest(CASE["row5_bag"].sql, src, "spark")
     pipes = [p for p in plan.pipelines if p.table.name == "s"]
     raw = [
-        {"a": "1", "b": "2", "c": "3", "ts": "2024-01-01 00:00:01"},
-        {"a": "x", "b": "2", "c": "3", "ts": "2024-01-01 00:00:01"},  # wrong type
-        {"a": "1", "b": "2", "c": "3", "ts": ""},  # missing timestamp
-        {"a": "1", "b": "2", "c": "3", "ts": "yesterday"},  # unparseable timestamp
-        "1,2",  # malformed line
-        {"a": "1", "b": "2", "c": "3", "ts": "2023-01-01 00:00:00"},  # late
+        Record(2, {"a": "1", "b": "2", "c": "3", "ts": "2024-01-01 00:00:01"}),
+        Record(3, {"a": "x", "b": "2", "c": "3", "ts": "2024-01-01 00:00:01"}),  # wrong type
+        Record(4, {"a": "1", "b": "2", "c": "3", "ts": None}),  # missing timestamp
+        Record(5, {"a": "1", "b": "2", "c": "3", "ts": "yesterday"}),  # unparseable timestamp
+        Rejected("1,2", MALFORMED_CSV, 6),  # malformed line
+        Record(7, {"a": "1", "b": "2", "c": "3", "ts": "2023-01-01 00:00:00"}),  # late
     ]
     b = process_rows(src.table("s"), pipes, raw, to_micros("2023-06-01 00:00:00"), "f.csv")
     assert (b.rows, b.valid, b.invalid, b.late) == (6, 1, 4, 1)
@@ -64,6 +65,7 @@ def test_invalid_rows_are_counted_with_reasons():
     assert any("malformed" in r for r in reasons)
     assert any(r.startswith("late:") for r in reasons)
     assert all(q["file"] == "f.csv" and q["stream"] == "s" for q in b.quarantine)
+    assert [q["line"] for q in b.quarantine] == [3, 4, 5, 6, 7]
 
 
 def test_idle_timeout_closes_timestamps_of_a_silent_stream():
