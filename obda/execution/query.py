@@ -226,7 +226,7 @@ class ContinuousQuery(SparkSteps):
             table = pipes[0].table
             fmt = table_format(table)
             if self.backend == "spark":
-                from obda.execution.spark_io import spark_table_batch
+                from obda.execution.spark_static import spark_table_batch
 
                 paths = [] if fmt == "jdbc" else list_files(resolve_location(table, self.base_dir))
                 if not paths and fmt != "jdbc":

@@ -152,13 +152,13 @@ def dedupe_keys(union, reads: list[ScanRead], pipelines):
     table_of = F.lit(None).cast("string")
     for i, name in tables.items():
         table_of = F.when(F.col("__g") == i, F.lit(name)).otherwise(table_of)
-    union = union.withColumn("__g_table", table_of)
+    names = list(union.columns)
+    union = union.withColumn("__g_table", table_of).select(*names, *[d.alias(dup_column(ns)) for ns, d in out])
     cols = []
-    dups = dict(out)
-    for c in union.columns:
+    for c in names:
         ns = _flag_owner(c, pipelines)
-        cols.append(F.col(c) & ~dups[ns] if ns is not None and ns in dups else F.col(c))
-    return union.select(*[c.alias(n) for c, n in zip(cols, union.columns)], *[d.alias(dup_column(ns)) for ns, d in out])
+        cols.append(F.col(c) & ~F.col(dup_column(ns)) if ns is not None and ns in dict(out) else F.col(c))
+    return union.select(*[c.alias(n) for c, n in zip(cols, names)], *[dup_column(ns) for ns, _ in out])
 
 
 def key_violations(spark, reads: list[ScanRead], lo: int | None) -> list[dict]:

@@ -82,7 +82,8 @@ class SparkSteps:
     def apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "Batch":
         """Counts, late/invalid rows, the marker: ``(lo, hi]`` and the files still holding open rows."""
         from obda.execution.scan import key_violations
-        from obda.execution.spark_io import _owner, _quarantine_rows, _read, whole_file_rejects
+        from obda.execution.spark_io import _owner, _read
+        from obda.execution.spark_reader import _quarantine_rows, whole_file_rejects
 
         lo = self.runtime.closed_upto
         batch = Batch(lo=lo, final=final)

@@ -7,8 +7,8 @@ on the driver — files with one header order are read together), and the types 
 (``try_cast``, a pattern for timestamps) that :mod:`~obda.execution.reader` mirrors in Python.
 A file whose header is refused is not read: :func:`rejected_files` tells it, once per file.
 The reason of a rejected row (``__why``) and its text (``__raw``) are SQL too, computed only by
-the quarantine's job; the driver adds the line (:func:`locate_lines`) for files of at most
-:data:`LOCATE_BYTES`.
+the quarantine's job (:func:`_quarantine_rows`); the driver adds the line (:func:`locate_lines`) for
+files of at most :data:`LOCATE_BYTES`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from obda.execution.reader import (
     MALFORMED_CSV, MALFORMED_JSON, NOT_A, NOT_UTF8, REPLACEMENT, SHOWN, TS_PATTERN, Record, Rejected, file_header,
     header_names, read_records, row_text,
 )
+from obda.errors import ExecutionError
 from obda.model.sources import ColumnType, Table
 
 CORRUPT = "_corrupt_record"
@@ -189,3 +190,40 @@ def locate_lines(records: list[dict], table: Table, fmt: str) -> list[dict]:
             if got:
                 r["line"] = got.popleft()
     return records
+
+
+def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None, fmt: str | None = None,
+                     paths=()) -> list[dict]:
+    """The late and invalid rows of a read with their reason, file (as listed in ``paths``) and line
+    (:func:`locate_lines`, for CSV and JSON): a job of its own, only for a read that has some."""
+    from obda.execution.rows import late_reason
+    from obda.execution.spark_io import _owner, _quoted, _valid_sql
+
+    valid, tsm = _valid_sql(table, frame)
+    late = f" OR __tsus <= {int(closed_upto)}" if closed_upto is not None and table.timestamp else ""
+    all_cols = ", ".join(_quoted(c.name) for c in table.columns)
+    q = frame.df.selectExpr(
+        f"{valid} AS __v", f"{frame.raw} AS __raw", f"to_json(struct({all_cols})) AS __json", f"{frame.why} AS __why",
+        "__file" if "__file" in frame.df.columns else "input_file_name() AS __file", f"{tsm} AS __tsus",
+    ).where(f"NOT __v{late}")
+    owner = {}
+    for p in paths:
+        owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
+    out = []
+    for r in q.collect():
+        reason = late_reason(r["__tsus"], closed_upto) if r["__v"] else r["__why"]
+        file = r["__file"]
+        try:
+            file = _owner(file, owner) if owner else file
+        except ExecutionError:
+            pass
+        out.append({"stream": table.name, "reason": reason, "row": r["__raw"] or r["__json"], "file": file})
+    if fmt in ("csv", "json"):
+        locate_lines(out, table, fmt)
+    return out
+
+
+def whole_file_rejects(table: Table, fmt: str, paths) -> list[dict]:
+    """Quarantine records of the files of a read refused whole (:func:`rejected_files`)."""
+    return [{"stream": table.name, "reason": rej.reason, "row": rej.text, "file": p, "line": rej.line}
+            for p, rej in rejected_files(table, fmt, paths)]

@@ -9,7 +9,7 @@ from decimal import Decimal
 from execution.exec_harness import CASE, STATIC_R, random_splits, random_streams, sources, write_csv_batches, write_static
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
-from obda.execution import spark_io
+from obda.execution import spark_io, spark_static
 
 
 def _files(tmp_path, seed=3):
@@ -47,9 +47,9 @@ def test_driver_rows_reach_the_plan_as_a_local_relation(spark):
 
 def test_a_static_tables_files_are_parsed_once_per_session_until_they_change(spark, tmp_path):
     src = _files(tmp_path)
-    spark_io._STATIC_FRAMES.pop(id(spark), None)
+    spark_static._STATIC_FRAMES.pop(id(spark), None)
     first = _query(spark, tmp_path, src, "a.jsonl").open()
-    frames = spark_io._STATIC_FRAMES[id(spark)][1]
+    frames = spark_static._STATIC_FRAMES[id(spark)][1]
     (cached,) = [f for _, f in frames.values()]
     second = _query(spark, tmp_path, src, "b.jsonl").open()
     assert [f for _, f in frames.values()] == [cached]  # the second query projected the cached rows
@@ -102,4 +102,4 @@ def test_a_static_file_gone_since_it_was_listed_is_a_located_error(spark, tmp_pa
     table = next(t for t in src.tables if t.name == "r")
     gone = str(tmp_path / "data" / "r" / "gone.csv")
     with pytest.raises(ExecutionError, match=r"static table 'r': cannot read .*gone\.csv"):
-        spark_io._static_frame(spark, table, [gone], "csv")
+        spark_static._static_frame(spark, table, [gone], "csv")

@@ -183,7 +183,8 @@ def _local(path, fmt):
 
 
 def _spark(spark, path, fmt):
-    from obda.execution.spark_io import _quarantine_rows, _read, _valid_sql, whole_file_rejects
+    from obda.execution.spark_io import _read, _valid_sql
+    from obda.execution.spark_reader import _quarantine_rows, whole_file_rejects
 
     frame = _read(spark, TABLE, [str(path)], fmt)
     valid, _ = _valid_sql(TABLE, frame)
@@ -192,10 +193,9 @@ def _spark(spark, path, fmt):
         vals = list(r)
         vals[-1] = to_micros(vals[-1])
         rows.append(tuple(_norm(v) for v in vals))
-    rejects = [(q["line"], q["reason"], q["row"]) for q in _quarantine_rows(frame, TABLE, None, fmt, [str(path)])]
-    rejects += [(q["line"], q["reason"], q["row"]) for q in whole_file_rejects(TABLE, fmt, [str(path)])]
-    for q in _quarantine_rows(frame, TABLE, None, fmt, [str(path)]):
-        assert q["file"] == str(path)  # the file as listed, not Spark's URL
+    quarantined = _quarantine_rows(frame, TABLE, None, fmt, [str(path)])
+    assert all(q["file"] == str(path) for q in quarantined)  # the file as listed, not Spark's URL
+    rejects = [(q["line"], q["reason"], q["row"]) for q in quarantined + whole_file_rejects(TABLE, fmt, [str(path)])]
     return sorted(rows, key=repr), sorted(rejects, key=repr)
 
 
