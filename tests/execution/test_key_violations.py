@@ -129,6 +129,7 @@ def test_repeated_keys_are_dropped_and_counted_on_the_local_backend(tmp_path, se
     _check(tmp_path, seed, "local")
 
 
+@pytest.mark.slow  # about 18 s; the static-table test below keeps Spark's key check in the default run
 @pytest.mark.spark
 @pytest.mark.parametrize("seed", range(1))
 def test_repeated_keys_are_dropped_and_counted_on_spark(spark, tmp_path, seed):
