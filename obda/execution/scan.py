@@ -11,7 +11,6 @@ for all the queries running over the same streams.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from obda.analysis.forest import Pipeline
@@ -170,7 +169,7 @@ def key_violations(spark, reads: list[ScanRead], lo: int | None) -> list[dict]:
     from pyspark.sql import functions as F
 
     from obda.execution.keys import key_reason
-    from obda.execution.spark_io import _owner, _read, _valid_sql
+    from obda.execution.spark_io import _owner, _read, _valid_sql, listed_names
     from obda.execution.spark_reader import locate_lines
 
     table = reads[0].table
@@ -190,10 +189,7 @@ def key_violations(spark, reads: list[ScanRead], lo: int | None) -> list[dict]:
     w = Window.partitionBy("__ts", *[f"__key{j}" for j in range(len(table.key))]).orderBy("__kf", "__kp")
     after = F.col("__ts") > F.lit(lo) if lo is not None else F.lit(True)
     dups = union.where("__v").withColumn("__rn", F.row_number().over(w)).where((F.col("__rn") > 1) & F.col("__n") & after)
-    owner = {}
-    for r in reads:
-        for p in r.paths:
-            owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
+    owner = listed_names(p for r in reads for p in r.paths)
     out = []
     for row in dups.select("__raw", "__kf").collect():
         fields = json.loads(row["__raw"])

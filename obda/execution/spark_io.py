@@ -375,6 +375,15 @@ def collect_rows(df) -> list[tuple]:
     return list(zip(*cols))
 
 
+def listed_names(paths) -> dict[str, str]:
+    """Each listed file under the names Spark may report it by (absolute, real path) → the listed name;
+    :func:`_owner` maps Spark's reports back with it."""
+    out: dict[str, str] = {}
+    for p in paths:
+        out[os.path.abspath(p)] = out[os.path.realpath(p)] = p
+    return out
+
+
 def _owner(reported: str, owner: dict[str, int]) -> int:
     """The micro-batch of a file as Spark reports it (``file:/dir/x.csv``, maybe URL-encoded)."""
     from urllib.parse import unquote, urlsplit

@@ -82,16 +82,13 @@ class SparkSteps:
     def apply_stats(self, reads, stats, new: dict[str, list[str]], final: bool) -> "Batch":
         """Counts, late/invalid rows, the marker: ``(lo, hi]`` and the files still holding open rows."""
         from obda.execution.scan import key_violations
-        from obda.execution.spark_io import _owner, _read
+        from obda.execution.spark_io import _owner, _read, listed_names
         from obda.execution.spark_reader import _quarantine_rows, whole_file_rejects
 
         lo = self.runtime.closed_upto
         batch = Batch(lo=lo, final=final)
         tables = {s: TableBatch(s, files=tuple(new.get(s, ()))) for s in new}
-        owner: dict[str, str] = {}  # a listed file under the names Spark may report it by
-        for r in reads:
-            for p in r.paths:
-                owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
+        owner = listed_names(p for r in reads for p in r.paths)
         for g, reported, rows, invalid, per in stats:
             read = reads[g]
             if self.ns not in read.readers:

@@ -197,7 +197,7 @@ def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None, fmt: 
     """The late and invalid rows of a read with their reason, file (as listed in ``paths``) and line
     (:func:`locate_lines`, for CSV and JSON): a job of its own, only for a read that has some."""
     from obda.execution.rows import late_reason
-    from obda.execution.spark_io import _owner, _quoted, _valid_sql
+    from obda.execution.spark_io import _owner, _quoted, _valid_sql, listed_names
 
     valid, tsm = _valid_sql(table, frame)
     late = f" OR __tsus <= {int(closed_upto)}" if closed_upto is not None and table.timestamp else ""
@@ -206,9 +206,7 @@ def _quarantine_rows(frame: _Frame, table: Table, closed_upto: int | None, fmt: 
         f"{valid} AS __v", f"{frame.raw} AS __raw", f"to_json(struct({all_cols})) AS __json", f"{frame.why} AS __why",
         "__file" if "__file" in frame.df.columns else "input_file_name() AS __file", f"{tsm} AS __tsus",
     ).where(f"NOT __v{late}")
-    owner = {}
-    for p in paths:
-        owner[os.path.abspath(p)] = owner[os.path.realpath(p)] = p
+    owner = listed_names(paths)
     out = []
     for r in q.collect():
         reason = late_reason(r["__tsus"], closed_upto) if r["__v"] else r["__why"]
