@@ -11,8 +11,10 @@ timestamp column are watched by the constraint ``<table>:key`` when keyed consum
 (:mod:`obda.execution.constraints`).
 
 Memory: the keys of the timestamps still open (a closed timestamp's keys are dropped), kept in the
-checkpoint as plain data.  The Spark backend checks the same rule in the micro-batch's one job
-(:func:`obda.execution.scan.key_column_sql`).
+checkpoint as plain data.  The Spark backend checks the same rule in the micro-batch's one job:
+optimistically, the job counts the rows per key and timestamp (:func:`obda.execution.scan.key_repeats`),
+and a micro-batch where a key repeats is computed again with every row ranked in its key's group
+(:func:`obda.execution.scan.dedupe_keys`; metric ``key_rechecks``).
 """
 
 from __future__ import annotations

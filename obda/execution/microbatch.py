@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from obda.execution import distributed
-from obda.execution.scan import Scan, ScanRead, stats_frame, stats_of
+from obda.execution.scan import Scan, ScanRead, key_repeats, stats_frame, stats_of
 
 if TYPE_CHECKING:
     from obda.execution.query import ContinuousQuery
@@ -60,9 +60,25 @@ def spark_batch(spark, members: list[Member], reads: list[ScanRead], cache: dict
     closing raises is handed to ``fail`` (which may re-raise) and takes no further part."""
     if len(members) == 1 and members[0].final and _single_pass(spark, members[0], reads, cache, new_bytes):
         return
+    keyed = any(r.paths and r.table.key for r in reads)
+    if keyed and all(m.query.runtime.constraints is None for m in members):
+        # optimistic: declared keys rarely repeat, so the job counts repeats instead of ordering every row
+        # by key; a micro-batch where one does is computed again with the keys checked row by row
+        if _one_pass(spark, members, reads, cache, new_bytes, fail, dedupe=False):
+            return
+    _one_pass(spark, members, reads, cache, new_bytes, fail, dedupe=True)
+
+
+class _KeyRepeats(Exception):
+    """The optimistic job found a declared key repeated after a reader's closed timestamp."""
+
+
+def _one_pass(spark, members, reads, cache, new_bytes, fail, dedupe: bool) -> bool:
+    """The micro-batch's read, plan, job and close; without ``dedupe``, returns False — before any member's
+    marker, synopses or sink changed — where the job finds a declared key repeated (:func:`scan.key_repeats`)."""
     pipelines = {m.query.ns: m.query.pipelines_by_table() for m in members}
     readers = {m.query.ns: m.query.reader() for m in members}
-    with Scan(spark, reads, pipelines, cache, new_bytes) as scan:
+    with Scan(spark, reads, pipelines, cache, new_bytes, dedupe=dedupe) as scan:
         projected = scan.projected
         if projected is None or any(m.query.runtime.constraints is not None for m in members):
             stats = scan.stats(readers)
@@ -72,15 +88,29 @@ def spark_batch(spark, members: list[Member], reads: list[ScanRead], cache: dict
         else:
             for m in members:
                 _guard(m, fail, lambda m=m: _open(m, projected, new_bytes))
+            head = [stats_frame(projected, readers)]
+            repeats = None if dedupe else key_repeats(projected)
+            if repeats is not None:
+                head.append(repeats)
+            oldest = min((lo for lo, _ in readers.values()), default=None, key=lambda lo: -1 if lo is None else lo)
 
             def close(rows):
-                stats = stats_of(rows, readers)
+                if len(rows) > 1 and any(ts is None or oldest is None or ts > oldest for _, ts in rows[1]):
+                    raise _KeyRepeats
+                stats = stats_of(rows[0], readers)
                 for m in members:
                     _guard(m, fail, lambda m=m: _range(m, reads, stats))
 
-            _collect(members, [stats_frame(projected, readers)], new_bytes, close)
+            try:
+                _collect(members, head, new_bytes, close)
+            except _KeyRepeats:
+                for m in members:
+                    m.closing = None
+                    m.query.runtime.metrics.key_rechecks += 1
+                return False
         for m in members:
             _guard(m, fail, lambda m=m: m.closing.finish())
+    return True
 
 
 def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes: int) -> bool:
@@ -157,8 +187,8 @@ def _guard(m: Member, fail, fn) -> None:
 
 
 def _collect(members: list[Member], head: list, new_bytes: int, on_head) -> None:
-    """One job: ``head`` (the stats, handed to ``on_head`` before any other row) and every member's parts,
-    each row to its member's closing."""
+    """One job: ``head`` (their rows, one list per head part, handed to ``on_head`` before any other row) and
+    every member's parts, each row to its member's closing."""
     parts, owners = list(head), []
     for i, m in enumerate(members):
         if m.error is None:
@@ -167,20 +197,24 @@ def _collect(members: list[Member], head: list, new_bytes: int, on_head) -> None
                 owners.append((i, t))
     spill = next((d for m in members if m.error is None
                   for d in [m.query.spill_dir(m.closing, new_bytes)] if d is not None), None)
-    got: list[tuple] = []
+    got: list[list[tuple]] = [[] for _ in head]
     pending = on_head is not None
-    for tag, at, vals in distributed.collect_tagged(parts, spill_dir=spill):
-        if tag < len(head):
-            got.append(vals)
-            continue
+    rows = distributed.collect_tagged(parts, spill_dir=spill)
+    try:
+        for tag, at, vals in rows:
+            if tag < len(head):
+                got[tag].append(vals)
+                continue
+            if pending:
+                on_head(got)
+                pending = False
+            i, local = owners[tag - len(head)]
+            if members[i].error is None:
+                members[i].closing.consume(local, at, vals)
         if pending:
             on_head(got)
-            pending = False
-        i, local = owners[tag - len(head)]
-        if members[i].error is None:
-            members[i].closing.consume(local, at, vals)
-    if pending:
-        on_head(got)
+    finally:
+        rows.close()  # an abandoned job's iterator released now, not when garbage collected
 
 
 @dataclass

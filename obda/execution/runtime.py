@@ -58,6 +58,7 @@ class Metrics:
     incomplete_since: str | None = None  # the first timestamp whose answers may miss a quarantined row's
     key_violations: int = 0  # rows quarantined because they repeated a declared key (obda.execution.keys)
     changed_files: int = 0  # read files that changed afterwards (obda.execution.ledger); their change is not read
+    key_rechecks: int = 0  # Spark micro-batches computed again, row by row, because a declared key repeated
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -74,6 +75,7 @@ class Metrics:
             "invalid_by_stream": dict(self.invalid_by_stream),
             "changed_files": self.changed_files,
             "key_violations": self.key_violations,
+            "key_rechecks": self.key_rechecks,
             "batches": self.batches,
             "closed_timestamps": self.closed_timestamps,
             "closed_upto": self.closed_upto,

@@ -44,13 +44,16 @@ class ScanRead:
 
 
 def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, tuple[Pipeline, ...]]],
-                  cache: dict | None = None, with_file: bool = True):
+                  cache: dict | None = None, with_file: bool = True, dedupe: bool = True):
     """The projected rows of every read as **one** DataFrame (not collected), or None when nothing is read.
 
     ``pipelines``: reader namespace → table name → that reader's pipelines over the table.
     Columns: ``__g`` (read index), ``__n`` (fresh), ``__v`` (valid), ``__ts`` (µs), ``__file``
     (as Spark reports it; not with ``with_file=False``), and per reader ``flag_column`` / ``key_column`` of its pipelines
-    (NULL in the rows of reads the reader does not use).
+    (NULL in the rows of reads the reader does not use).  Rows of a table with a declared key also carry
+    ``__kt`` (the table) and ``__key0…`` (the key's values as text); ``dedupe``: the key is checked here
+    (:func:`dedupe_keys`), else the caller checks that no key repeats (:func:`key_repeats`) and redoes the
+    micro-batch with ``dedupe`` where one does.
     """
     from pyspark.sql import functions as F
 
@@ -58,7 +61,7 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
     for i, r in enumerate(reads):
         if not r.paths:
             continue
-        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file or bool(r.table.key))
+        frame = _read(spark, r.table, list(r.paths), r.fmt, with_file=with_file or (dedupe and bool(r.table.key)))
         key = (i, r.table.name, r.fmt, r.readers)
         cols = cache.get(key) if cache is not None else None
         if cols is None:
@@ -80,13 +83,16 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
             if cache is not None:
                 cache[key] = cols
         keyed = [F.col(_q(k)).cast("string").alias(f"__key{j}") for j, k in enumerate(r.table.key)]
-        if keyed:  # the declared key and each row's place, for the check in dedupe_keys
-            keyed += [F.col("__file").alias("__kf"), F.monotonically_increasing_id().alias("__kp")]
+        if keyed:  # the declared key (and, for dedupe_keys, each row's place)
+            keyed.append(F.lit(r.table.name).alias("__kt"))
+            if dedupe:
+                keyed += [F.col("__file").alias("__kf"), F.monotonically_increasing_id().alias("__kp")]
         df = frame.df.select(*cols, *keyed, *(["__file"] if with_file else []))
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     if union is None:
         return None
-    return dedupe_keys(_every_pipeline(union, pipelines), reads, pipelines)
+    union = _every_pipeline(union, pipelines)
+    return dedupe_keys(union, reads, pipelines) if dedupe else union
 
 
 def _every_pipeline(union, pipelines):
@@ -144,20 +150,32 @@ def dedupe_keys(union, reads: list[ScanRead], pipelines):
         if not mine:
             continue
         uses = F.col("__g").isin(mine)
-        w = Window.partitionBy(uses, "__g_table", "__ts", *[f"__key{j}" for j in range(width)]).orderBy("__kf", "__kp")
+        # an invalid row is in no key's group: it is quarantined as invalid, and the next valid row keeps its key
+        w = Window.partitionBy(uses, "__v", "__kt", "__ts", *[f"__key{j}" for j in range(width)]).orderBy("__kf", "__kp")
         dup = F.coalesce(uses & F.col("__v") & (F.row_number().over(w) > 1), F.lit(False))
         out.append((ns, dup))
-    tables = {i: r.table.name for i, r in enumerate(reads)}
-    table_of = F.lit(None).cast("string")
-    for i, name in tables.items():
-        table_of = F.when(F.col("__g") == i, F.lit(name)).otherwise(table_of)
-    names = list(union.columns)
-    union = union.withColumn("__g_table", table_of).select(*names, *[d.alias(dup_column(ns)) for ns, d in out])
+    names = [c for c in union.columns if c not in ("__kt", "__kf", "__kp") and not c.startswith("__key")]
+    union = union.select(*names, *[d.alias(dup_column(ns)) for ns, d in out])
     cols = []
     for c in names:
         ns = _flag_owner(c, pipelines)
         cols.append(F.col(c) & ~F.col(dup_column(ns)) if ns is not None and ns in dict(out) else F.col(c))
     return union.select(*[c.alias(n) for c, n in zip(cols, names)], *[dup_column(ns) for ns, _ in out])
+
+
+def key_repeats(projected):
+    """The groups of valid rows of ``projected`` (read with ``dedupe=False``) that repeat a declared key within
+    a timestamp, as a DataFrame (not run) of ``(__kt, __ts)``: a narrow aggregation, part of the micro-batch's
+    one job.  Every reader's repeats (:func:`dedupe_keys`) are among them; None when no read table has a key.
+    The timestamp is not filtered here (a literal in the plan would make Spark compile the job anew for every
+    micro-batch): the caller keeps the groups after its readers' closed timestamps."""
+    cols = set(projected.columns)
+    if "__kt" not in cols:
+        return None
+    keys = ", ".join(f"`{c}`" for c in sorted((c for c in cols if c.startswith("__key")), key=lambda c: int(c[5:])))
+    return sql_over(projected.sparkSession, [projected], lambda views: (
+        f"SELECT __kt, __ts FROM `{views[0]}` WHERE __v AND __kt IS NOT NULL "
+        f"GROUP BY __kt, __ts, {keys} HAVING COUNT(*) > 1"))
 
 
 def key_violations(spark, reads: list[ScanRead], lo: int | None) -> list[dict]:
@@ -327,15 +345,17 @@ class Scan:
     """
 
     def __init__(self, spark, reads: list[ScanRead], pipelines, cache: dict | None, new_bytes: int,
-                 single_pass: bool = False):
+                 single_pass: bool = False, dedupe: bool = True):
         self.spark, self.reads, self.pipelines, self.cache, self.new_bytes = spark, reads, pipelines, cache, new_bytes
         self.single_pass = single_pass  # one job reads the rows: not cached, no ``__file`` column
+        self.dedupe = dedupe  # declared keys checked by a window (else: project_reads's ``dedupe``)
         self.projected = None
 
     def __enter__(self) -> "Scan":
         df = None
         if self.reads:
-            df = project_reads(self.spark, self.reads, self.pipelines, self.cache, with_file=not self.single_pass)
+            df = project_reads(self.spark, self.reads, self.pipelines, self.cache, with_file=not self.single_pass,
+                               dedupe=self.dedupe)
         if df is not None:
             parts = max(1, min(self.spark.sparkContext.defaultParallelism, self.new_bytes // (32 << 20) + 1))
             df = df.coalesce(parts)
