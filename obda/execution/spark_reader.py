@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import weakref
 from collections import defaultdict, deque
 from dataclasses import dataclass
 
@@ -106,29 +107,19 @@ def _shown(raw):
 
 def _read_text(spark, table: Table, paths, fmt: str, with_file: bool) -> _Frame:
     """CSV or JSON files under the reader contract: the declared columns typed, ``__bad``, ``__raw``, ``__why``."""
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    opts = {k: v for k, v in table.options.items() if k != "header"}
-    raws = [f"__r{j}" for j in range(len(table.columns))]
+    exprs = _expressions(spark, table, fmt, with_file)
     parts = []
     for header, group in _groups(table, paths, fmt).items():
-        if header is None:  # JSON: fields by exact name
-            physical = [c.name for c in table.columns]
-            pick = {c.name: c.name for c in table.columns}
-        else:  # CSV: by position, each declared column where its header names it
-            physical = [f"__c{i}" for i in range(len(header))]
-            names, _ = header_names(table, list(header))
-            pick = {n: f"__c{i}" for i, n in enumerate(names) if n is not None}
-        schema = T.StructType([T.StructField(n, T.StringType()) for n in physical] + [T.StructField(CORRUPT, T.StringType())])
+        schema, picked = exprs.group(header)
         r = spark.read.format(fmt).schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
         if fmt == "csv":  # RFC 4180 quoting (a quote doubled inside a quoted field) unless the options say otherwise
             r = r.option("header", "true").option("multiLine", "true").option("escape", '"')
-        for k, v in opts.items():
-            r = r.option(k, v)
-        df = r.load([_literal(p) for p in group])
-        cols = [F.nullif(F.col(f"`{pick[c.name]}`"), F.lit("")).alias(raws[j]) for j, c in enumerate(table.columns)]
-        parts.append(df.select(*cols, F.col(CORRUPT), *([_file_column()] if with_file else [])))
+        for k, v in table.options.items():
+            if k != "header":
+                r = r.option(k, v)
+        parts.append(r.load([_literal(p) for p in group]).select(*picked))
     if parts:
         df = parts[0]
         for other in parts[1:]:
@@ -136,35 +127,85 @@ def _read_text(spark, table: Table, paths, fmt: str, with_file: bool) -> _Frame:
     else:  # nothing to read (every file empty or refused)
         from obda.execution.spark_io import local_frame
 
-        fields = [T.StructField(n, T.StringType()) for n in raws + [CORRUPT] + (["__file"] if with_file else [])]
+        fields = [T.StructField(n, T.StringType()) for n in exprs.raws + [CORRUPT] + (["__file"] if with_file else [])]
         df = local_frame(spark, [], T.StructType(fields))
-    corrupt = F.col(CORRUPT)
-    typed = [_typed(raws[j], c.type) for j, c in enumerate(table.columns)]
-    not_utf8 = [F.coalesce(F.col(raws[j]).contains(REPLACEMENT), F.lit(False)) for j in range(len(raws))]
-    failed = [(F.col(raws[j]).isNotNull() & t.isNull()) if c.type is not ColumnType.STRING else F.lit(False)
-              for j, (c, t) in enumerate(zip(table.columns, typed))]
-    string_bad = [u for u, c in zip(not_utf8, table.columns) if c.type is ColumnType.STRING]
-    bad = corrupt.isNotNull()
-    for b in failed + string_bad:  # a non-string field that is not UTF-8 fails its type
-        bad = bad | b
-    # a malformed record's raw text may hold the bytes that are not UTF-8 as they are (JSON)
-    any_not_utf8 = F.coalesce(corrupt.contains(REPLACEMENT) | ~F.expr(f"is_valid_utf8({CORRUPT})"), F.lit(False))
-    for u in not_utf8:
-        any_not_utf8 = any_not_utf8 | u
-    why = F.when(any_not_utf8, F.lit(NOT_UTF8)).when(corrupt.isNotNull(),
-                                                     F.lit(MALFORMED_CSV if fmt == "csv" else MALFORMED_JSON))
-    for j, (c, f) in enumerate(zip(table.columns, failed)):
-        if c.type is not ColumnType.STRING:
-            why = why.when(f, F.concat(F.lit(f"invalid: column {c.name!r} ({c.type.value}): "), _shown(F.col(raws[j])),
-                                       F.lit(f" {NOT_A[c.type]}")))
-    if table.timestamp:
-        ts = [t for c, t in zip(table.columns, typed) if c.name == table.timestamp][0]
-        why = why.when(ts.isNull(), F.lit(f"invalid: missing timestamp {table.timestamp!r}"))
-    text = F.when(corrupt.isNotNull(), corrupt).otherwise(
-        F.to_json(F.struct(*[F.col(raws[j]).alias(c.name) for j, c in enumerate(table.columns)])))
-    out = df.select(*[t.alias(c.name) for c, t in zip(table.columns, typed)], bad.alias("__bad"), text.alias("__raw"),
-                    why.alias("__why"), *(["__file"] if with_file else []))
-    return _Frame(out, "__bad", "__raw", "__why")
+    return _Frame(df.select(*exprs.out), "__bad", "__raw", "__why")
+
+
+class _Expressions:
+    """The Column expressions of a table's read under the contract, built once per session, table, format and
+    header (each is a round trip to the JVM per call: hundreds per read) and reused by every micro-batch."""
+
+    def __init__(self, table: Table, fmt: str, with_file: bool):
+        from pyspark.sql import functions as F
+
+        self.table, self.with_file = table, with_file
+        self.raws = [f"__r{j}" for j in range(len(table.columns))]
+        self._groups: dict = {}
+        raws = self.raws
+        corrupt = F.col(CORRUPT)
+        typed = [_typed(raws[j], c.type) for j, c in enumerate(table.columns)]
+        not_utf8 = [F.coalesce(F.col(raws[j]).contains(REPLACEMENT), F.lit(False)) for j in range(len(raws))]
+        failed = [(F.col(raws[j]).isNotNull() & t.isNull()) if c.type is not ColumnType.STRING else F.lit(False)
+                  for j, (c, t) in enumerate(zip(table.columns, typed))]
+        string_bad = [u for u, c in zip(not_utf8, table.columns) if c.type is ColumnType.STRING]
+        bad = corrupt.isNotNull()
+        for b in failed + string_bad:  # a non-string field that is not UTF-8 fails its type
+            bad = bad | b
+        # a malformed record's raw text may hold the bytes that are not UTF-8 as they are (JSON)
+        any_not_utf8 = F.coalesce(corrupt.contains(REPLACEMENT) | ~F.expr(f"is_valid_utf8({CORRUPT})"), F.lit(False))
+        for u in not_utf8:
+            any_not_utf8 = any_not_utf8 | u
+        why = F.when(any_not_utf8, F.lit(NOT_UTF8)).when(corrupt.isNotNull(),
+                                                         F.lit(MALFORMED_CSV if fmt == "csv" else MALFORMED_JSON))
+        for j, (c, f) in enumerate(zip(table.columns, failed)):
+            if c.type is not ColumnType.STRING:
+                why = why.when(f, F.concat(F.lit(f"invalid: column {c.name!r} ({c.type.value}): "),
+                                           _shown(F.col(raws[j])), F.lit(f" {NOT_A[c.type]}")))
+        if table.timestamp:
+            ts = [t for c, t in zip(table.columns, typed) if c.name == table.timestamp][0]
+            why = why.when(ts.isNull(), F.lit(f"invalid: missing timestamp {table.timestamp!r}"))
+        text = F.when(corrupt.isNotNull(), corrupt).otherwise(
+            F.to_json(F.struct(*[F.col(raws[j]).alias(c.name) for j, c in enumerate(table.columns)])))
+        self.out = [*[t.alias(c.name) for c, t in zip(table.columns, typed)], bad.alias("__bad"), text.alias("__raw"),
+                    why.alias("__why"), *(["__file"] if with_file else [])]
+
+    def group(self, header: tuple | None):
+        """The string schema of files read with ``header`` (None: JSON) and the columns picked from them."""
+        got = self._groups.get(header)
+        if got is None:
+            from pyspark.sql import functions as F
+            from pyspark.sql import types as T
+
+            table = self.table
+            if header is None:  # JSON: fields by exact name
+                physical = [c.name for c in table.columns]
+                pick = {c.name: c.name for c in table.columns}
+            else:  # CSV: by position, each declared column where its header names it
+                physical = [f"__c{i}" for i in range(len(header))]
+                names, _ = header_names(table, list(header))
+                pick = {n: f"__c{i}" for i, n in enumerate(names) if n is not None}
+            schema = T.StructType([T.StructField(n, T.StringType()) for n in physical]
+                                  + [T.StructField(CORRUPT, T.StringType())])
+            cols = [F.nullif(F.col(f"`{pick[c.name]}`"), F.lit("")).alias(self.raws[j])
+                    for j, c in enumerate(table.columns)]
+            got = self._groups[header] = (schema, [*cols, F.col(CORRUPT), *([_file_column()] if self.with_file else [])])
+        return got
+
+
+_EXPRESSIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _expressions(spark, table: Table, fmt: str, with_file: bool) -> _Expressions:
+    """:class:`_Expressions` of ``table`` read as ``fmt`` in ``spark``'s session (cached with the session)."""
+    per = _EXPRESSIONS.setdefault(spark, {})
+    key = (repr(table), fmt, with_file)  # (a Table holds a dict: not hashable)
+    got = per.get(key)
+    if got is None:
+        if len(per) >= 256:  # the JVM keeps what a cached Column refers to: the oldest entry goes
+            per.pop(next(iter(per)))
+        got = per[key] = _Expressions(table, fmt, with_file)
+    return got
 
 
 def locate_lines(records: list[dict], table: Table, fmt: str) -> list[dict]:
