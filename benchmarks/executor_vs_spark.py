@@ -56,6 +56,10 @@ Also printed (no target): obda vs the plain / validating / streaming scans of th
 micro-batches of obda, Spark's state rows per micro-batch.
 
     .venv/bin/python benchmarks/executor_vs_spark.py --scale 0.02
+
+``OBDA_BENCH_PROFILE=DIR``: each measured run's driver (Python) profile is written to
+``DIR/<label>.prof`` (``python -m pstats``): time in the driver vs waiting on the JVM, and
+the number of py4j round trips (``send_command`` calls).
 """
 
 from __future__ import annotations
@@ -573,7 +577,16 @@ def worker(spec: dict) -> dict:
         fn(spark, spec, Path(spec["warm"]), out.with_name(out.name + "_warm"))
         _clear(out.with_name(out.name + "_warm"), out.with_name(out.name + "_warm_ckpt"))
     c0 = cpu()
-    r = fn(spark, spec, base, out)
+    profile = os.environ.get("OBDA_BENCH_PROFILE")  # a folder: the driver's Python profile of each measured run
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        r = prof.runcall(fn, spark, spec, base, out)
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        prof.dump_stats(str(Path(profile) / f"{spec.get('label') or name}.prof"))
+    else:
+        r = fn(spark, spec, base, out)
     c1 = cpu()
     r["cpu_seconds"] = None if c0 is None or c1 is None else c1 - c0
     r["process_peak_rss_bytes"] = process_peak_rss()
