@@ -16,25 +16,24 @@ Endpoints (all under ``/v1`` need ``Authorization: Bearer <token>``)::
     GET  /v1/queries/{id}/results/stream   answers live, as Server-Sent Events
     POST /v1/queries/{id}/results/stream-session   a short-lived cookie for a browser's EventSource
     GET  /v1/queries/{id}/answer           an aggregate query's current answer table
+    PUT  /v1/queries/{id}/shared-with      the users who may read the query (its owner or an admin)
+    GET  /v1/me                            who the token is: name, role, rate limit
     GET  /v1/ontology                      classes and properties with labels (autocomplete)
     POST /v1/validate                      check the project (ontology, sources, mappings)
     GET  /healthz, /readyz                 liveness, readiness (project loaded)
     GET  /openapi.json, /docs, /redoc      the OpenAPI document and its docs pages (assets served locally)
+
+Who may call what: :mod:`api.access` (roles reader, operator, admin; a query's owner; 404 for another user's
+query); every state-changing call is written to the audit log (:mod:`api.audit`).
 """
 
 from __future__ import annotations
 
-import asyncio
-import hashlib
-import hmac
-import json
 import logging
-import re
-import secrets
 import threading
 import time
 from contextlib import asynccontextmanager
-from typing import Annotated, AsyncIterator
+from typing import Annotated
 
 from fastapi import Cookie, Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -42,9 +41,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
 from api import models as m
+from api.access import Access, Principal, forbidden, may_control, may_register, may_see
+from api.audit import QUERY_KEY, USER_KEY, AuditLog, AuditMiddleware
 from api.limits import BodySizeLimit
 from api.problems import PROBLEM_JSON, ApiProblem, install_handlers
-from api.registry import QueryRegistry, RegisteredQuery
+from api.registry import QueryRegistry, RegisteredQuery, query_not_found
+from api.render import info as _info, install_docs as _install_docs, jsonable as _jsonable, ontology as _ontology
+from api.render import sse as _sse, verdict as _verdict
 from api.settings import Settings
 from obda.errors import ObdaError
 
@@ -53,33 +56,22 @@ log = logging.getLogger("obda.api")
 API_VERSION = "1.0.0"
 ID_PATTERN = r"^[0-9a-f]{32}$"
 
-_bearer = HTTPBearer(auto_error=False, description="the token given to `obda serve --token` (or OBDA_TOKEN)")
+_bearer = HTTPBearer(auto_error=False, description="a user's token (`obda users add`), or the service's admin token "
+                                                   "(`obda serve --token`, OBDA_TOKEN)")
 STREAM_COOKIE = "obda_stream"
 STREAM_SESSION_SECONDS = 900  # a browser's stream cookie lasts 15 minutes (POST again to renew it)
-
-
-def stream_ticket(secret: str, query_id: str, expires: int) -> str:
-    """A stream cookie's value: its expiry and an HMAC (keyed by the service's token) of the query and the expiry."""
-    mac = hmac.new(secret.encode("utf-8"), f"stream:{query_id}:{expires}".encode(), hashlib.sha256).hexdigest()
-    return f"{expires}.{mac}"
-
-
-def valid_ticket(secret: str, query_id: str, ticket: str | None, now: float) -> bool:
-    expires, _, _mac = (ticket or "").partition(".")
-    if not expires.isdigit() or int(expires) < now:
-        return False
-    return secrets.compare_digest(ticket.encode(), stream_ticket(secret, query_id, int(expires)).encode())
 
 
 def _problem_responses(*codes: int) -> dict:
     text = {
         400: "SPARQL syntax error (the problem carries line and column), or a body that is not JSON",
         401: "missing or wrong bearer token",
-        404: "no such query",
+        403: "the user's role does not allow it on this query (reader; an operator on another's shared query)",
+        404: "no such query (or one the user may not see)",
         409: "conflict (name taken; a failed query that cannot be resumed: the detail says why and what to do)",
         413: "request body or query text too large",
         422: "invalid request, unsupported construct, unknown term, or not executable",
-        429: "too many registered or running queries",
+        429: "the user's rate limit (Retry-After), or too many registered, running or analysed queries",
         503: "the project did not load",
     }
     return {c: {"description": text[c], "model": m.Problem, "content": {PROBLEM_JSON: {}}} for c in codes}
@@ -101,6 +93,8 @@ class Service:
             self.load_error = e
             log.error("project %s did not load: %s", settings.project_dir, e)
         self.analyses = threading.BoundedSemaphore(settings.max_analyses)  # compilations at once
+        self.access = Access(settings)
+        self.audit = AuditLog(settings.audit_path)
         self.registry = QueryRegistry(settings, self.project)
         self.resume = self.registry.reattach(self.compile)  # stored queries under their ids; running ones resume
 
@@ -126,35 +120,6 @@ class Service:
             return comp, analyze_query(comp, project.sources)  # an aggregate query: Arasu §8.2
         finally:
             self.analyses.release()
-
-
-DOCS_ASSETS = "/docs-assets"
-
-
-def _install_docs(app: FastAPI) -> None:
-    """``/docs`` (Swagger UI) and ``/redoc`` with their JavaScript, CSS and icon served by this server from the
-    pinned ``fastapi-offline`` package, not from a CDN: the pages work without Internet access."""
-    from pathlib import Path as _Path
-
-    import fastapi_offline
-    from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
-    from fastapi.staticfiles import StaticFiles
-
-    app.mount(DOCS_ASSETS, StaticFiles(directory=_Path(fastapi_offline.__file__).parent / "static"), name="docs-assets")
-
-    @app.get("/docs", include_in_schema=False)
-    def swagger_ui():
-        return get_swagger_ui_html(
-            openapi_url=app.openapi_url, title=f"{app.title} - API docs",
-            swagger_js_url=f"{DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{DOCS_ASSETS}/swagger-ui.css",
-            swagger_favicon_url=f"{DOCS_ASSETS}/favicon.png",
-        )
-
-    @app.get("/redoc", include_in_schema=False)
-    def redoc():
-        return get_redoc_html(openapi_url=app.openapi_url, title=f"{app.title} - API reference",
-                              redoc_js_url=f"{DOCS_ASSETS}/redoc.standalone.js",
-                              redoc_favicon_url=f"{DOCS_ASSETS}/favicon.png", with_google_fonts=False)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -202,22 +167,49 @@ def create_app(settings: Settings) -> FastAPI:
 
     app.openapi = openapi
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(AuditMiddleware, audit=service.audit)  # outermost: it sees the 413s and 401s too
     install_handlers(app)
+    access = service.access
 
-    def authenticate(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
-        if credentials is None or credentials.scheme.lower() != "bearer":
-            raise ApiProblem(401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <token>'",
-                             headers={"WWW-Authenticate": 'Bearer realm="obda"'})
-        if not secrets.compare_digest(credentials.credentials.encode("utf-8", "surrogatepass"),
-                                      settings.token.encode("utf-8")):
-            raise ApiProblem(401, "unauthorized", "the bearer token is not valid",
-                             headers={"WWW-Authenticate": 'Bearer realm="obda", error="invalid_token"'})
+    def _admit(request: Request, who: Principal) -> Principal:
+        setattr(request.state, USER_KEY, who.name)  # for the audit log
+        access.throttle(who)
+        return who
 
-    def query_of(query_id: Annotated[str, Path(pattern=ID_PATTERN, description="the id returned at registration")]) -> RegisteredQuery:
-        return service.registry.get(query_id)
+    def current_user(request: Request,
+                     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
+        """The caller of a bearer token (401 otherwise), within its rate limit (429 otherwise)."""
+        who = access.authenticate(credentials.scheme if credentials else None,
+                                  credentials.credentials if credentials else None)
+        return _admit(request, who)
 
-    v1 = dict(dependencies=[Depends(authenticate)])
-    common = _problem_responses(401, 422)
+    def _visible(query_id: str, who: Principal) -> RegisteredQuery:
+        q = service.registry.get(query_id)
+        if not may_see(who, q.owner, q.shared_with):
+            raise query_not_found(query_id)  # exactly as a query that does not exist
+        return q
+
+    def query_of(query_id: Annotated[str, Path(pattern=ID_PATTERN, description="the id returned at registration")],
+                 who: Principal = Depends(current_user)) -> RegisteredQuery:
+        """A query the caller may see (its owner, an admin, or a user it is shared with); 404 otherwise."""
+        return _visible(query_id, who)
+
+    def controlled_query(q: RegisteredQuery = Depends(query_of), who: Principal = Depends(current_user)) -> RegisteredQuery:
+        """A query the caller may change (its owner, if an operator, or an admin); 403 when it may only read it."""
+        if not may_control(who, q.owner):
+            raise forbidden(who, "start, stop, delete or share this query")
+        return q
+
+    def _known_users(names) -> tuple[str, ...]:
+        unknown = sorted(set(names) - access.known_users())
+        if unknown:
+            raise ApiProblem(422, "unknown_user", f"no user named {', '.join(map(repr, unknown))}: share with users "
+                             "of the service (obda users list)", users=unknown)
+        return tuple(sorted(set(names)))
+
+    v1 = dict(dependencies=[Depends(current_user)])
+    common = _problem_responses(401, 422, 429)
+    one = _problem_responses(401, 404, 422, 429)  # the endpoints that read one query
 
     # -- analysis -------------------------------------------------------------------------------
     @app.post("/v1/analyze", response_model=m.AnalyzeResponse, tags=["queries"], **v1,
@@ -232,58 +224,68 @@ def create_app(settings: Settings) -> FastAPI:
 
     # -- continuous queries ---------------------------------------------------------------------
     @app.post("/v1/queries", status_code=201, response_model=m.QueryCreated, tags=["queries"], **v1,
-              responses=_problem_responses(400, 401, 409, 413, 422, 429, 503))
-    def register_query(body: m.RegisterRequest, request: Request) -> m.QueryCreated:
+              responses=_problem_responses(400, 401, 403, 409, 413, 422, 429, 503))
+    def register_query(body: m.RegisterRequest, request: Request,
+                       who: Principal = Depends(current_user)) -> m.QueryCreated:
         """Register a continuous query: compiled and analysed now, run with `POST /v1/queries/{id}/start`.
 
         A query that is not shown bounded, even under the declared k-constraints, is refused (422) unless
-        `allow_unbounded` is true.
+        `allow_unbounded` is true. The caller owns the query (operators and admins register; a reader gets 403);
+        `shared_with` names users who may read its status and answers.
         """
+        if not may_register(who):
+            raise forbidden(who, "register queries")
+        shared = _known_users(body.shared_with)
         comp, report = service.compile(body.query)
         q = service.registry.register(body.name, comp, report, allow_unbounded=body.allow_unbounded,
-                                      idle_timeout=body.idle_timeout)
-        info = _info(q, request)
-        return m.QueryCreated(**info.model_dump(), report=_jsonable(report.to_dict()),
+                                      idle_timeout=body.idle_timeout, owner=who.name, shared_with=shared)
+        setattr(request.state, QUERY_KEY, q.id)
+        return m.QueryCreated(**_info(q).model_dump(), report=_jsonable(report.to_dict()),
                               compilation=m.Compilation(**comp.to_dict("spark")))
 
     @app.get("/v1/queries", response_model=m.QueryList, tags=["queries"], **v1, responses=common)
-    def list_queries(request: Request) -> m.QueryList:
-        """The registered queries with their status."""
-        qs = service.registry.list()
-        return m.QueryList(queries=[_info(q, request) for q in qs], running=sum(q.running for q in qs),
+    def list_queries(who: Principal = Depends(current_user)) -> m.QueryList:
+        """The queries the caller may see (its own and those shared with it; an admin: all) with their status."""
+        qs = [q for q in service.registry.list() if may_see(who, q.owner, q.shared_with)]
+        return m.QueryList(queries=[_info(q) for q in qs], running=sum(q.running for q in qs),
                            max_running=settings.max_running)
 
-    @app.get("/v1/queries/{query_id}", response_model=m.QueryInfo, tags=["queries"], **v1,
-             responses=_problem_responses(401, 404, 422))
-    def get_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
+    @app.get("/v1/queries/{query_id}", response_model=m.QueryInfo, tags=["queries"], **v1, responses=one)
+    def get_query(q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
         """Status and executor metrics of one query."""
-        return _info(q, request)
+        return _info(q)
 
     @app.post("/v1/queries/{query_id}/start", response_model=m.QueryInfo, tags=["queries"], **v1,
-              responses=_problem_responses(401, 404, 409, 422, 429))
-    def start_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
+              responses=_problem_responses(401, 403, 404, 409, 422, 429))
+    def start_query(q: RegisteredQuery = Depends(controlled_query)) -> m.QueryInfo:
         """Start the query (or resume it after a stop). Idempotent while it runs.
 
         A failed query resumes from its checkpoint, under its id and numbering, once the cause of a failure of its
         environment or input is fixed (`resumable` in its status); while the cause is still there the start fails
         with it (422) and the query stays failed. 409 when it cannot resume (its checkpoint or results cannot be
         used, it no longer compiles, or the service keeps no state folder): the message says what to do."""
-        return _info(service.registry.start(q.id), request)
+        return _info(service.registry.start(q.id))
 
     @app.post("/v1/queries/{query_id}/stop", response_model=m.QueryInfo, tags=["queries"], **v1,
-              responses=_problem_responses(401, 404, 422))
-    def stop_query(request: Request, q: RegisteredQuery = Depends(query_of)) -> m.QueryInfo:
+              responses=_problem_responses(401, 403, 404, 422, 429))
+    def stop_query(q: RegisteredQuery = Depends(controlled_query)) -> m.QueryInfo:
         """Stop after the current micro-batch; its answers stay readable. Idempotent."""
-        return _info(service.registry.stop(q.id), request)
+        return _info(service.registry.stop(q.id))
 
     @app.delete("/v1/queries/{query_id}", status_code=204, tags=["queries"], **v1,
-                responses=_problem_responses(401, 404, 409, 422))
-    def delete_query(q: RegisteredQuery = Depends(query_of)) -> None:
+                responses=_problem_responses(401, 403, 404, 409, 422, 429))
+    def delete_query(q: RegisteredQuery = Depends(controlled_query)) -> None:
         """Stop the query and forget it and its answers."""
         service.registry.delete(q.id)
 
-    @app.get("/v1/queries/{query_id}/results", response_model=m.ResultsPage, tags=["results"], **v1,
-             responses=_problem_responses(401, 404, 422))
+    @app.put("/v1/queries/{query_id}/shared-with", response_model=m.QueryInfo, tags=["queries"], **v1,
+             responses=_problem_responses(400, 401, 403, 404, 413, 422, 429))
+    def share_query(body: m.ShareRequest, q: RegisteredQuery = Depends(controlled_query)) -> m.QueryInfo:
+        """Let exactly these users read the query's status and answers (replaces the list; its owner and admins
+        always may). Its owner (an operator) or an admin."""
+        return _info(service.registry.share(q.id, _known_users(body.users)))
+
+    @app.get("/v1/queries/{query_id}/results", response_model=m.ResultsPage, tags=["results"], **v1, responses=one)
     def results(
         q: RegisteredQuery = Depends(query_of),
         after: Annotated[int, Query(ge=0, le=2**53, description="return answers with seq > after")] = 0,
@@ -299,7 +301,7 @@ def create_app(settings: Settings) -> FastAPI:
                              last_seq=page.last_seq, next_after=page.next_after, gap=gap)
 
     @app.get("/v1/queries/{query_id}/answer", response_model=m.AnswerTable, tags=["results"], **v1,
-             responses=_problem_responses(401, 404, 409, 422))
+             responses=_problem_responses(401, 404, 409, 422, 429))
     def current_answer(q: RegisteredQuery = Depends(query_of)) -> m.AnswerTable:
         """The current answer of an aggregate query: one row per group at the last closed timestamp, in
         ORDER BY order. Its changelog (`results`) replayed gives the same rows."""
@@ -317,38 +319,46 @@ def create_app(settings: Settings) -> FastAPI:
         return m.AnswerTable(query_id=q.id, columns=list(handle.columns), rows=_jsonable(rows),
                              closed_upto=None if closed is None else micros_to_iso(closed))
 
-    def authenticate_stream(
+    def stream_user(
+        request: Request,
         query_id: Annotated[str, Path(pattern=ID_PATTERN)],
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
         obda_stream: Annotated[str | None, Cookie(max_length=128, description="the cookie of POST …/stream-session "
                                                                             "(a browser's EventSource)")] = None,
-    ) -> None:
-        """The bearer token, or (a browser's EventSource cannot send headers) the query's stream cookie."""
+    ) -> Principal:
+        """The bearer token's user, or (a browser's EventSource cannot send headers) the stream cookie's: the
+        cookie names its user and query, and works while that user exists."""
         if credentials is None and obda_stream is not None:
-            if valid_ticket(settings.token, query_id, obda_stream, time.time()):
-                return
-            raise ApiProblem(401, "unauthorized", "the stream cookie is not valid or has expired: POST "
-                             f"/v1/queries/{query_id}/results/stream-session again",
-                             headers={"WWW-Authenticate": 'Bearer realm="obda", error="invalid_token"'})
-        authenticate(credentials)
+            who = access.from_ticket(query_id, obda_stream)
+            if who is None:
+                raise ApiProblem(401, "unauthorized", "the stream cookie is not valid or has expired: POST "
+                                 f"/v1/queries/{query_id}/results/stream-session again",
+                                 headers={"WWW-Authenticate": 'Bearer realm="obda", error="invalid_token"'})
+            return _admit(request, who)
+        return current_user(request, credentials)
+
+    def stream_query(query_id: Annotated[str, Path(pattern=ID_PATTERN)],
+                     who: Principal = Depends(stream_user)) -> RegisteredQuery:
+        return _visible(query_id, who)
 
     @app.post(
-        "/v1/queries/{query_id}/results/stream-session", tags=["results"], **v1, status_code=204,
-        responses=_problem_responses(401, 404, 422),
+        "/v1/queries/{query_id}/results/stream-session", tags=["results"], **v1, status_code=204, responses=one,
     )
-    def stream_session(response: Response, q: RegisteredQuery = Depends(query_of)) -> Response:
+    def stream_session(response: Response, q: RegisteredQuery = Depends(query_of),
+                       who: Principal = Depends(current_user)) -> Response:
         """A short-lived cookie (15 minutes) that lets a browser's `EventSource` read this query's stream: it
         cannot send an `Authorization` header. The cookie is HttpOnly, SameSite=Strict and sent only to this
-        query's stream URL; no token appears in a URL (nor in the server's logs). POST again to renew it."""
+        query's stream URL; it works for the caller only, while the caller may see the query; no token appears in
+        a URL (nor in the server's logs). POST again to renew it."""
         expires = int(time.time()) + STREAM_SESSION_SECONDS
         response.status_code = 204
-        response.set_cookie(STREAM_COOKIE, stream_ticket(settings.token, q.id, expires), max_age=STREAM_SESSION_SECONDS,
+        response.set_cookie(STREAM_COOKIE, access.ticket(who, q.id, expires), max_age=STREAM_SESSION_SECONDS,
                             path=f"/v1/queries/{q.id}/results/stream", httponly=True, samesite="strict",
                             secure=settings.secure_cookies)
         return response
 
     @app.get(
-        "/v1/queries/{query_id}/results/stream", tags=["results"], dependencies=[Depends(authenticate_stream)],
+        "/v1/queries/{query_id}/results/stream", tags=["results"], dependencies=[Depends(stream_user)],
         response_class=StreamingResponse,
         responses={
             200: {"description": "Server-Sent Events: `event: result` with `id: <seq>` and `data: <answer JSON>`; "
@@ -356,12 +366,12 @@ def create_app(settings: Settings) -> FastAPI:
                                  "retention limit dropped; `event: status` when the query stops or fails; comments "
                                  "as keep-alive.",
                   "content": {"text/event-stream": {"schema": {"type": "string"}}}},
-            **_problem_responses(401, 404, 422),
+            **one,
         },
     )
     async def stream_results(
         request: Request,
-        q: RegisteredQuery = Depends(query_of),
+        q: RegisteredQuery = Depends(stream_query),
         after: Annotated[int | None, Query(ge=0, le=2**53, description="start after this seq (default 0); a "
                                                                         "Last-Event-ID header wins over it")] = None,
         limit: Annotated[int | None, Query(ge=1, le=100000, description="close the stream after this many "
@@ -383,14 +393,19 @@ def create_app(settings: Settings) -> FastAPI:
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     # -- project --------------------------------------------------------------------------------
+    @app.get("/v1/me", response_model=m.Me, tags=["project"], **v1, responses=_problem_responses(401, 429))
+    def me(who: Principal = Depends(current_user)) -> m.Me:
+        """Who the bearer token is: the user's name, role and rate limit."""
+        return m.Me(name=who.name, role=who.role, rate_limit=who.rate_limit)
+
     @app.get("/v1/ontology", response_model=m.OntologyResponse, tags=["project"], **v1,
-             responses=_problem_responses(401, 503))
+             responses=_problem_responses(401, 429, 503))
     def ontology() -> m.OntologyResponse:
         """Classes and properties of the ontology with their labels (for clients that autocomplete)."""
         return _ontology(service.require_project().ontology)
 
     @app.post("/v1/validate", response_model=m.ValidateResponse, tags=["project"], **v1,
-              responses=_problem_responses(401))
+              responses=_problem_responses(401, 429))
     def validate() -> m.ValidateResponse:
         """Check the project folder as it is now on disk: ontology (OWL 2 QL), sources file, R2RML mappings."""
         from obda.project import validate_project
@@ -411,11 +426,10 @@ def create_app(settings: Settings) -> FastAPI:
     def readyz(credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]):
         """Readiness: the project loaded (else 503 with the error's code).
 
-        Without the bearer token only the project folder's name and the error code are shown; with it, the
+        Without a user's bearer token only the project folder's name and the error code are shown; with one, the
         folder's path and the error's message and location.
         """
-        trusted = credentials is not None and secrets.compare_digest(
-            credentials.credentials.encode("utf-8", "surrogatepass"), settings.token.encode("utf-8"))
+        trusted = credentials is not None and access.identify(credentials.credentials) is not None
         qs = service.registry.list()
         error = service.load_error.to_dict() if service.load_error else None
         if error is not None and not trusted:
@@ -433,127 +447,3 @@ def create_app(settings: Settings) -> FastAPI:
         return body
 
     return app
-
-
-# ------------------------------------------------------------------------------------------ helpers
-
-
-def _verdict(report) -> str:
-    v = getattr(report, "verdict", None)
-    return str(getattr(v, "value", v)).lower()
-
-
-def _jsonable(obj):
-    """Plain JSON values (enums, tuples, paths → JSON); a decimal is a number, as in every output of obda
-    (:func:`obda.execution.sinks.json_value`)."""
-    from decimal import Decimal
-
-    from obda.execution.sinks import json_value
-
-    return json.loads(json.dumps(obj, default=lambda o: json_value(o) if isinstance(o, Decimal) else getattr(o, "value", str(o))))
-
-
-def _info(q: RegisteredQuery, request: Request) -> m.QueryInfo:
-    base = f"/v1/queries/{q.id}"
-    return m.QueryInfo(
-        id=q.id, name=q.name, status=q.status, verdict=q.verdict, constrained_verdict=q.constrained_verdict,
-        constraints=q.constraints, query=q.text,
-        sql=q.compilation.to_sql("spark") if q.compilation is not None else "",
-        columns=list(q.compilation.columns) if q.compilation is not None else [],
-        distinct=q.compilation.distinct if q.compilation is not None else False, allow_unbounded=q.allow_unbounded,
-        idle_timeout=q.idle_timeout, created_at=q.created_at, started_at=q.started_at, stopped_at=q.stopped_at,
-        error=q.error, resumable=q.resumable, results=q.results.last_seq, metrics=_jsonable(q.metrics()) if q.handle is not None else None,
-        links=m.Links(self=base, start=f"{base}/start", stop=f"{base}/stop", results=f"{base}/results",
-                      stream=f"{base}/results/stream"),
-    )
-
-
-def _event(event: str, data: dict, id: int | None = None) -> bytes:
-    lines = [f"event: {event}"]
-    if id is not None:
-        lines.append(f"id: {id}")
-    lines.append("data: " + json.dumps(data, separators=(",", ":")))
-    return ("\n".join(lines) + "\n\n").encode()
-
-
-async def _sse(request: Request, q: RegisteredQuery, after: int, limit: int | None, settings: Settings,
-               closing: threading.Event) -> AsyncIterator[bytes]:
-    """Replay kept answers after ``after``, then follow new ones; end when the query stops or fails.
-
-    The client's disconnection is checked before every page of the replay and while waiting, so a client that
-    leaves stops the writing within one page (at most 500 answers).
-    """
-    sent = 0
-    last_beat = time.monotonic()
-    yield b"retry: 2000\n\n"
-    try:
-        while True:
-            if await request.is_disconnected():
-                log.info("results stream of %s: client gone after %d answer(s), at seq %d", q.id, sent, after)
-                return
-            if closing.is_set():  # the server shuts down: the client reconnects with Last-Event-ID
-                return
-            page = await run_in_threadpool(q.results.page, after, 500 if limit is None else min(500, limit - sent))
-            gap = page.gap
-            if gap is not None:
-                lo, hi = gap
-                yield _event("gap", {"from": lo, "to": hi, "dropped": hi - lo + 1,
-                                     "reason": "retention limit (OBDA_MAX_RESULTS)"}, hi)
-                after = hi
-            for a in page.items:
-                yield _event("result", {"emitted_at": a["emitted_at"], "op": a.get("op"), "binding": a["binding"]}, a["seq"])
-                after = a["seq"]
-                sent += 1
-            if limit is not None and sent >= limit:
-                return
-            if page.items or gap is not None:
-                last_beat = time.monotonic()
-                continue
-            status = q.status
-            if status in ("stopped", "failed") and q.results.last_seq <= after:
-                yield _event("status", {"status": status, "error": q.error, "last_seq": after})
-                return
-            if time.monotonic() - last_beat >= settings.sse_heartbeat:
-                yield f": keep-alive {status}\n\n".encode()
-                last_beat = time.monotonic()
-            await asyncio.sleep(settings.sse_poll)
-    except asyncio.CancelledError:
-        log.info("results stream of %s: cancelled after %d answer(s), at seq %d", q.id, sent, after)
-        raise
-
-
-def _local_name(iri: str) -> str:
-    return re.split(r"[#/]", iri)[-1]
-
-
-def _namespace(iri: str) -> str:
-    return iri[: len(iri) - len(_local_name(iri))]
-
-
-def _ontology(onto) -> m.OntologyResponse:
-    from obda.model.ontology import AtomicConcept, SubClassOf, SubPropertyOf
-
-    supers: dict[str, set[str]] = {}
-    psupers: dict[str, set[str]] = {}
-    for ax in onto.axioms:
-        if isinstance(ax, SubClassOf) and isinstance(ax.sub, AtomicConcept) and isinstance(ax.sup, AtomicConcept):
-            supers.setdefault(ax.sub.iri, set()).add(ax.sup.iri)
-        elif isinstance(ax, SubPropertyOf) and not ax.sub.inverse and not ax.sup.inverse and ax.sub.prop != ax.sup.prop:
-            psupers.setdefault(ax.sub.prop, set()).add(ax.sup.prop)
-    labels = dict(onto.labels)
-    namespaces = sorted({_namespace(i) for i in (*onto.classes, *onto.object_properties, *onto.data_properties)})
-    prefixes = {"": namespaces[0]} if len(namespaces) == 1 else {f"ns{i + 1}": ns for i, ns in enumerate(namespaces)}
-
-    def cls(i: str) -> m.ClassTerm:
-        return m.ClassTerm(iri=i, local_name=_local_name(i), label=labels.get(i), superclasses=sorted(supers.get(i, ())))
-
-    def prop(i: str) -> m.PropertyTerm:
-        return m.PropertyTerm(iri=i, local_name=_local_name(i), label=labels.get(i),
-                              superproperties=sorted(psupers.get(i, ())))
-
-    return m.OntologyResponse(
-        files=[str(f) for f in onto.files], prefixes=prefixes,
-        classes=[cls(i) for i in sorted(onto.classes)],
-        object_properties=[prop(i) for i in sorted(onto.object_properties)],
-        data_properties=[prop(i) for i in sorted(onto.data_properties)],
-    )

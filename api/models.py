@@ -7,15 +7,17 @@ the unfolding stage as a sqlglot AST from the mappings.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from api.settings import QUERY_CHARS_CEILING
+from api.users import NAME_PATTERN
 
 Dialect = Literal["spark", "duckdb", "postgres", "sqlite"]
 Verdict = Literal["bounded", "unbounded", "not_shown"]
 Status = Literal["registered", "starting", "running", "stopped", "failed"]
+UserName = Annotated[str, Field(pattern=NAME_PATTERN, description="a user of the service")]
 
 EXAMPLE_QUERY = (
     "PREFIX : <http://example.org/turbine#>\n"
@@ -70,6 +72,19 @@ class RegisterRequest(_Strict):
     idle_timeout: float | None = Field(None, ge=0.1, le=86400,
                                        description="seconds without new rows after which a lagging stream no longer "
                                                    "holds timestamps open (default: wait for every stream)")
+    shared_with: list[UserName] = Field([], max_length=100, description="users who may read the query's status and "
+                                        "answers (its owner and admins always may)")
+
+
+class ShareRequest(_Strict):
+    users: list[UserName] = Field(..., max_length=100, description="exactly the users who may read the query's "
+                                  "status and answers from now on (an empty list: nobody but its owner and admins)")
+
+
+class Me(BaseModel):
+    name: str
+    role: Literal["reader", "operator", "admin"]
+    rate_limit: int = Field(description="requests per minute this user may send (0: no limit)")
 
 
 class Links(BaseModel):
@@ -83,6 +98,8 @@ class Links(BaseModel):
 class QueryInfo(BaseModel):
     id: str
     name: str
+    owner: str = Field(description="the user who registered the query")
+    shared_with: list[str] = Field(description="users who may read its status and answers")
     status: Status
     verdict: Verdict
     constrained_verdict: Verdict = Field(description="the verdict under the k-constraints declared in the sources "

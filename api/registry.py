@@ -32,8 +32,10 @@ taken atomically with the start.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
+import sqlite3
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -44,7 +46,7 @@ from typing import Any, Callable
 from api.problems import ApiProblem
 from api.results import ResultLog
 from api.settings import Settings
-from api.store import DB_NAME, Store
+from api.store import DB_NAME, LEGACY_OWNER, Store
 from obda.errors import ExecutionError, ObdaError, failure_text
 from obda.execution import checkpoint as checkpoint_files
 from obda.execution.checkpoint import is_state_fault
@@ -69,6 +71,11 @@ def failure_kind(error: BaseException) -> str:
     """What kind of failure ``error`` is: :data:`STATE` (its checkpoint or results cannot be used) or
     :data:`ENVIRONMENT` (anything else: the last checkpoint is intact, the query resumes from it)."""
     return STATE if is_state_fault(error) else ENVIRONMENT
+
+
+def query_not_found(query_id: str) -> ApiProblem:
+    """The 404 of a query that does not exist — and of one the caller may not see (its existence is not revealed)."""
+    return ApiProblem(404, "query_not_found", f"no registered query with id {query_id!r}")
 
 
 def now_iso() -> str:
@@ -104,7 +111,10 @@ class RegisteredQuery:
     load_error: str | None = None  # why it could not be reattached or started (failed)
     wanted: str = "registered"  # the status the user asked for, as stored
     failure: str | None = None  # ENVIRONMENT | STATE | PROJECT: the kind of its failure (None: not failed)
+    failure_stored: bool = True  # its failure is in the store (False: writing it failed, e.g. a full disk; retried)
     durable: bool = False  # it has a checkpoint folder (the service keeps state): a failure can resume from it
+    owner: str = LEGACY_OWNER  # the user who registered it (api.access: who may see and change it)
+    shared_with: tuple[str, ...] = ()  # users who may read its status and answers
 
     @property
     def verdict(self) -> str:
@@ -216,7 +226,7 @@ class QueryRegistry:
                 allow_unbounded=bool(row["allow_unbounded"]), idle_timeout=row["idle_timeout"],
                 results=self._results(row["id"]), created_at=row["created_at"], started_at=row["started_at"],
                 stopped_at=row["stopped_at"], load_error=error, wanted=row["status"], failure=failure,
-                durable=self.settings.state_dir is not None,
+                durable=self.settings.state_dir is not None, owner=row["owner"], shared_with=row["shared_with"],
             )
             self._queries[q.id] = q
             if row["status"] == "running" and error is None:
@@ -252,7 +262,13 @@ class QueryRegistry:
         if q.wanted != "failed" and q.handle is not None and getattr(q.handle, "error", None) is not None:
             q.wanted = "failed"
             q.failure = q.failure_kind
-            self.store.update_query(q.id, status="failed", error=q.error, failure=q.failure)
+            q.failure_stored = False
+        if not q.failure_stored:  # the status answers from memory; the store catches up once it can be written
+            try:
+                self.store.update_query(q.id, status="failed", error=q.error, failure=q.failure)
+                q.failure_stored = True
+            except sqlite3.Error as e:
+                log.warning("query %s: its failure is not stored yet (%s); retried on the next look", q.id, e)
         return q
 
     def _not_resumable(self, q: RegisteredQuery) -> str | None:
@@ -301,7 +317,7 @@ class QueryRegistry:
     def get(self, query_id: str) -> RegisteredQuery:
         q = self._queries.get(query_id)
         if q is None:
-            raise ApiProblem(404, "query_not_found", f"no registered query with id {query_id!r}")
+            raise query_not_found(query_id)
         return self._observe(q)
 
     @property
@@ -309,8 +325,11 @@ class QueryRegistry:
         return sum(1 for q in list(self._queries.values()) if q.running)
 
     def register(self, name: str, compilation: Compilation, report, *, allow_unbounded: bool = False,
-                 idle_timeout: float | None = None) -> RegisteredQuery:
-        """Keep an analysed query under a fresh id; refuse an unbounded one without the opt-in."""
+                 idle_timeout: float | None = None, owner: str = LEGACY_OWNER,
+                 shared_with: tuple[str, ...] = ()) -> RegisteredQuery:
+        """Keep an analysed query of ``owner`` under a fresh id; refuse an unbounded one without the opt-in.
+
+        Names are unique per owner (another user's query of the same name is not revealed)."""
         verdict = verdict_of(report, constrained=True)  # a query bounded by declared k-constraints runs bounded
         if verdict != "bounded" and not allow_unbounded:
             raise ExecutionError(
@@ -322,22 +341,33 @@ class QueryRegistry:
             if len(self._queries) >= self.settings.max_registered:
                 raise ApiProblem(429, "too_many_queries",
                                  f"{self.settings.max_registered} queries are registered; delete one first")
-            if any(q.name == name for q in self._queries.values()):
-                raise ApiProblem(409, "name_taken", f"a query named {name!r} is already registered")
+            if any(q.name == name and q.owner == owner for q in self._queries.values()):
+                raise ApiProblem(409, "name_taken", f"you have registered a query named {name!r} already")
+            shared_with = tuple(sorted(set(shared_with)))
             qid = uuid.uuid4().hex
             created = now_iso()
             ckpt = self._checkpoint_dir(qid)
             self.store.insert_query(dict(
                 id=qid, name=name, text=compilation.query.text, allow_unbounded=int(allow_unbounded),
                 idle_timeout=idle_timeout, status="registered", created_at=created,
-                checkpoint=str(ckpt) if ckpt is not None else None,
+                checkpoint=str(ckpt) if ckpt is not None else None, owner=owner,
+                shared_with=json.dumps(list(shared_with)),
             ))
             q = RegisteredQuery(
                 id=qid, name=name, text=compilation.query.text, compilation=compilation, report=report,
                 allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, results=self._results(qid),
-                created_at=created, durable=ckpt is not None,
+                created_at=created, durable=ckpt is not None, owner=owner, shared_with=shared_with,
             )
             self._queries[q.id] = q
+            return q
+
+    def share(self, query_id: str, users) -> RegisteredQuery:
+        """Let exactly ``users`` read the query (its status and answers); replaces the previous list."""
+        with self._lock:
+            q = self.get(query_id)
+            users = tuple(sorted(set(users)))
+            self.store.share(q.id, list(users))
+            q.shared_with = users
             return q
 
     def start(self, query_id: str, resuming: bool = False) -> RegisteredQuery:

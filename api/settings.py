@@ -8,12 +8,19 @@ without touching code:
 * ``max_running`` — continuous queries running at once (429 when full);
 * ``max_registered`` — registered queries kept (429 when full);
 * ``max_results`` — answers kept per query for paging and SSE replay (older
-  ones are dropped; the paging response says from where answers are kept).
+  ones are dropped; the paging response says from where answers are kept);
+* ``rate_limit`` / ``rate_burst`` — requests per minute per user (per token), and
+  how many may come at once (429 with ``Retry-After`` above it; 0: no limit).
+
+Who may call: ``token`` (the single admin token) and/or ``users_file``
+(:mod:`api.users`: users with roles and hashed tokens).  State-changing calls are
+written to the audit log, ``audit_file`` (default ``<state_dir>/audit.jsonl``).
 
 Environment variables (for containers): ``OBDA_PROJECT``, ``OBDA_TOKEN``,
 ``OBDA_SPARK_MASTER``, ``OBDA_BACKEND``, ``OBDA_MAX_BODY_BYTES``,
 ``OBDA_MAX_QUERY_CHARS``, ``OBDA_MAX_RUNNING``, ``OBDA_MAX_REGISTERED``,
-``OBDA_MAX_RESULTS``, ``OBDA_TRIGGER_INTERVAL``, ``OBDA_STATE_DIR``.
+``OBDA_MAX_RESULTS``, ``OBDA_TRIGGER_INTERVAL``, ``OBDA_STATE_DIR``,
+``OBDA_USERS_FILE``, ``OBDA_RATE_LIMIT``, ``OBDA_RATE_BURST``, ``OBDA_AUDIT_LOG``.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ BACKENDS = ("spark", "local")
 
 @dataclass(frozen=True)
 class Settings:
-    """What the service needs: the project folder, the bearer token, limits and the Spark master.
+    """What the service needs: the project folder, who may call (the admin token, a users file), limits and the
+    Spark master.
 
     ``backend="spark"`` runs queries on Spark (``master`` = ``local[*]`` when
     None, or e.g. ``spark://host:7077``); ``backend="local"`` evaluates the same
@@ -38,7 +46,7 @@ class Settings:
     """
 
     project_dir: Path
-    token: str
+    token: str | None = None  # the single admin token (the user "admin"); None: only the users of users_file
     master: str | None = None
     backend: str = "spark"
     max_body_bytes: int = 64 * 1024
@@ -52,13 +60,23 @@ class Settings:
     sse_heartbeat: float = 15.0
     sse_poll: float = 0.2
     secure_cookies: bool = False  # the stream cookie only over HTTPS (OBDA_SECURE_COOKIES=1 behind TLS)
+    users_file: Path | None = None  # users, roles and hashed tokens (api.users; `obda users add`)
+    rate_limit: int = 3000  # requests per minute per user (0: no limit); a user of the users file may have its own
+    rate_burst: int = 300  # requests a user may send at once before the rate applies
+    audit_file: Path | None = None  # JSON lines of every state-changing call (default: <state_dir>/audit.jsonl)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "project_dir", Path(self.project_dir))
-        if self.state_dir is not None:
-            object.__setattr__(self, "state_dir", Path(self.state_dir))
-        if not isinstance(self.token, str) or len(self.token) < 8:
+        for name in ("state_dir", "users_file", "audit_file"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, Path(getattr(self, name)))
+        if self.token is None and self.users_file is None:
+            raise ValueError("no bearer token and no users file: give a token (OBDA_TOKEN), a users file "
+                             "(OBDA_USERS_FILE), or both")
+        if self.token is not None and (not isinstance(self.token, str) or len(self.token) < 8):
             raise ValueError("the bearer token must be a string of at least 8 characters")
+        if self.rate_limit < 0 or self.rate_burst < 1:
+            raise ValueError("rate_limit must be 0 (no limit) or more, rate_burst at least 1")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, not {self.backend!r}")
         for name in ("max_body_bytes", "max_query_chars", "max_running", "max_registered", "max_results",
@@ -69,6 +87,13 @@ class Settings:
             raise ValueError(f"max_query_chars must not exceed {QUERY_CHARS_CEILING}")
         if self.trigger_interval <= 0 or self.sse_heartbeat <= 0 or self.sse_poll <= 0:
             raise ValueError("trigger_interval, sse_heartbeat and sse_poll must be positive")
+
+    @property
+    def audit_path(self) -> Path | None:
+        """Where the audit log is written (None: the service keeps no state folder and none was given)."""
+        if self.audit_file is not None:
+            return self.audit_file
+        return self.state_dir / "audit.jsonl" if self.state_dir is not None else None
 
     @staticmethod
     def from_env(env: Mapping[str, str] | None = None, **overrides) -> "Settings":
@@ -81,6 +106,8 @@ class Settings:
             "max_registered": "OBDA_MAX_REGISTERED",
             "max_results": "OBDA_MAX_RESULTS",
             "max_analyses": "OBDA_MAX_ANALYSES",
+            "rate_limit": "OBDA_RATE_LIMIT",
+            "rate_burst": "OBDA_RATE_BURST",
         }
         values: dict = {
             "project_dir": env.get("OBDA_PROJECT"),
@@ -88,6 +115,8 @@ class Settings:
             "master": env.get("OBDA_SPARK_MASTER") or None,
             "backend": env.get("OBDA_BACKEND") or "spark",
             "state_dir": env.get("OBDA_STATE_DIR") or None,
+            "users_file": env.get("OBDA_USERS_FILE") or None,
+            "audit_file": env.get("OBDA_AUDIT_LOG") or None,
         }
         for key, var in ints.items():
             if env.get(var):
@@ -99,6 +128,6 @@ class Settings:
         values.update({k: v for k, v in overrides.items() if v is not None})
         if not values.get("project_dir"):
             raise ValueError("no project folder: set OBDA_PROJECT or pass project_dir")
-        if not values.get("token"):
-            raise ValueError("no bearer token: set OBDA_TOKEN or pass token")
+        if not values.get("token") and not values.get("users_file"):
+            raise ValueError("no bearer token: set OBDA_TOKEN (or OBDA_USERS_FILE), or pass token")
         return Settings(**{k: v for k, v in values.items() if v is not None})

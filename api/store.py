@@ -7,7 +7,8 @@ What it holds, so that a restarted service (after SIGTERM or ``kill -9``) carrie
   kind of failure it was (``failure``: ``environment`` — resumable from the checkpoint once the cause is
   fixed — or ``state``: its checkpoint or results cannot be used), its executor's checkpoint folder, and
   ``last_seq`` / ``first_seq``: the newest *published* answer and the oldest one kept (older ones were
-  dropped by the retention limit);
+  dropped by the retention limit); its ``owner`` (the user who registered it: :mod:`api.access`) and the users
+  it is ``shared_with`` (a JSON list) — query names are unique per owner;
 
 The answers themselves are not here: each query's :class:`api.results.ResultLog` keeps them in its results
 folder (an :class:`obda.execution.DirectorySink`: part files and an atomic commit log).  They become
@@ -22,6 +23,7 @@ that refers to it.  With no state directory the same schema lives in memory (los
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -29,13 +31,17 @@ from pathlib import Path
 from typing import Iterator
 
 DB_NAME = "registry.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: owner and shared_with, names unique per owner (a version 1 registry is migrated)
+#: the owner of the queries of a registry written before users (the single --token's user)
+LEGACY_OWNER = "admin"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS queries (
     id TEXT PRIMARY KEY,
-    name TEXT NOT NULL UNIQUE,
+    owner TEXT NOT NULL DEFAULT 'admin',
+    shared_with TEXT NOT NULL DEFAULT '[]',
+    name TEXT NOT NULL,
     text TEXT NOT NULL,
     allow_unbounded INTEGER NOT NULL,
     idle_timeout REAL,
@@ -47,14 +53,17 @@ CREATE TABLE IF NOT EXISTS queries (
     checkpoint TEXT,
     last_seq INTEGER NOT NULL DEFAULT 0,
     first_seq INTEGER NOT NULL DEFAULT 1,
-    failure TEXT
+    failure TEXT,
+    UNIQUE (owner, name)
 );
 -- answers were kept here by earlier versions (now in each query's results folder)
 DROP TABLE IF EXISTS answers;
 """
 
 QUERY_FIELDS = ("id", "name", "text", "allow_unbounded", "idle_timeout", "status", "error", "created_at",
-                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq", "failure")
+                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq", "failure", "owner", "shared_with")
+#: the columns of a version 1 registry, copied by the migration to version 2
+V1_FIELDS = QUERY_FIELDS[:14]
 #: columns added after the first version of the schema: (name, definition), added to an older database in place
 ADDED_COLUMNS = (("failure", "TEXT"),)
 
@@ -89,11 +98,12 @@ class Store:
                     if name not in have:
                         c.execute(f"ALTER TABLE queries ADD COLUMN {name} {definition}")
                 row = c.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-                if row is None:
-                    c.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-                elif row[0] != str(SCHEMA_VERSION):
+                if row is not None and row[0] not in ("1", str(SCHEMA_VERSION)):
                     raise StoreError(f"{self.path}: registry schema version {row[0]}, this service reads "
                                      f"{SCHEMA_VERSION}; use another --state-dir")
+                if "owner" not in have:  # version 1: no owners, names unique over the service
+                    _migrate_to_owners(c)
+                c.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path or 'in-memory registry'}: {e}") from e
 
@@ -129,9 +139,15 @@ class Store:
         with self.transaction() as c:
             c.execute("DELETE FROM queries WHERE id = ?", (query_id,))
 
+    def share(self, query_id: str, users: list[str]) -> None:
+        self.update_query(query_id, shared_with=json.dumps(sorted(set(users))))
+
     def queries(self) -> list[dict]:
         rows = self.read(f"SELECT {', '.join(QUERY_FIELDS)} FROM queries ORDER BY created_at, id")
-        return [dict(zip(QUERY_FIELDS, r)) for r in rows]
+        out = [dict(zip(QUERY_FIELDS, r)) for r in rows]
+        for row in out:
+            row["shared_with"] = tuple(json.loads(row["shared_with"] or "[]"))
+        return out
 
     def close(self) -> None:
         with self.lock:
@@ -139,3 +155,15 @@ class Store:
                 self.conn.close()
             except sqlite3.Error:
                 pass
+
+
+def _migrate_to_owners(c: sqlite3.Connection) -> None:
+    """Version 1 → 2, in the caller's transaction: the table rebuilt with ``owner`` and ``shared_with`` (names
+    unique per owner; SQLite cannot drop the old UNIQUE in place); every query belongs to :data:`LEGACY_OWNER`."""
+    c.execute("ALTER TABLE queries RENAME TO queries_v1")
+    create = next(s for s in _SCHEMA.split(";") if "CREATE TABLE IF NOT EXISTS queries" in s)
+    c.execute(create)
+    cols = ", ".join(V1_FIELDS)
+    c.execute(f"INSERT INTO queries ({cols}, owner, shared_with) SELECT {cols}, ?, '[]' FROM queries_v1",
+              (LEGACY_OWNER,))
+    c.execute("DROP TABLE queries_v1")

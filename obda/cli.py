@@ -28,6 +28,8 @@ app = typer.Typer(
 )
 catalog_app = typer.Typer(no_args_is_help=True, help="Batch-check a catalog of named queries.")
 app.add_typer(catalog_app, name="catalog")
+users_app = typer.Typer(no_args_is_help=True, help="Users of the HTTP service (obda serve --users-file): roles and tokens.")
+app.add_typer(users_app, name="users")
 
 # soft_wrap: long lines are not broken (a redirected `obda compile > q.sql` stays valid SQL, `file:line:col:`
 # messages stay on one line)
@@ -252,7 +254,9 @@ def run(
     query: Path = typer.Argument(..., help="SPARQL query file (.rq)", exists=True, dir_okay=False),
     project: Path = typer.Option(..., "--project", "-p", help="project folder"),
     until_exhausted: bool = typer.Option(False, "--until-exhausted", help="process the current files to the end, close the last timestamp, exit"),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="JSON-lines file for the answers (default: console)"),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="JSON-lines file for the answers (default: console), or a Kafka topic: "
+                                     "kafka://host:port/topic (records keyed <query file name>:<line number>)"),
     output_dir: Optional[Path] = typer.Option(
         None, "--output-dir", file_okay=False,
         help="folder for the answers instead: part files published by an atomic commit log "
@@ -325,7 +329,12 @@ def run(
         if output_dir is not None:
             sink = DirectorySink(output_dir, (output_format or OutputFormat.json).value)
         else:
-            sink = JsonLinesSink(output) if output else ConsoleSink()
+            from obda.execution.kafka_sink import KafkaSink, is_kafka_url
+
+            if output is not None and is_kafka_url(output):  # at least once, keyed: README "The Kafka sink"
+                sink = KafkaSink(str(output), query.stem, checkpoint / "kafka-sink" if checkpoint else None)
+            else:
+                sink = JsonLinesSink(output) if output else ConsoleSink()
         cq = ContinuousQuery(
             plan_execution(comp, proj.sources, report), base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
@@ -475,6 +484,11 @@ def serve(
         help="folder of the durable registry (registry.sqlite3: queries, status, answers) and the per-query "
              "checkpoints; a restart with the same folder resumes every query (default: in memory)",
     ),
+    users_file: Optional[Path] = typer.Option(
+        None, "--users-file", envvar="OBDA_USERS_FILE", dir_okay=False,
+        help="users, roles and hashed tokens (obda users add); --token is then one more admin, or none"),
+    rate_limit: Optional[int] = typer.Option(
+        None, "--rate-limit", min=0, envvar="OBDA_RATE_LIMIT", help="requests per minute per user (0: no limit; default 3000)"),
 ) -> None:
     """Run the HTTP service (FastAPI + uvicorn): analyse SPARQL, run continuous queries, stream answers.
 
@@ -488,20 +502,25 @@ def serve(
     import uvicorn
 
     from api import Settings, create_app
+    from api.users import UsersFileError
 
-    if not token:
+    if not token and users_file is None:
         token = secrets.token_urlsafe(24)
         err.print(f"no --token / OBDA_TOKEN given; generated token: {token}", highlight=False)
     try:
         settings = Settings.from_env(
-            project_dir=project, token=token, master=master, backend=backend, max_running=max_running,
-            state_dir=state_dir,
+            project_dir=project, token=token or None, master=master, backend=backend, max_running=max_running,
+            state_dir=state_dir, users_file=users_file, rate_limit=rate_limit,
         )
     except ValueError as e:
         err.print(f"[bold red]error[/]: {e}")
         raise typer.Exit(2)
-    with _no_profile_warnings():
-        app_ = create_app(settings)
+    try:
+        with _no_profile_warnings():
+            app_ = create_app(settings)
+    except UsersFileError as e:  # an unreadable users file: said, not a traceback
+        err.print(f"[bold red]error[/]: {escape(str(e))}", highlight=False)
+        raise typer.Exit(2)
     if app_.state.service.project is not None:
         _print_ontology_warnings(app_.state.service.project)
 
@@ -517,6 +536,65 @@ def serve(
         Server(uvicorn.Config(app_, host=host, port=port, log_level="info", timeout_graceful_shutdown=10)).run()
     except KeyboardInterrupt:  # uvicorn re-raises Ctrl-C after its graceful shutdown (as uvicorn.run does)
         pass
+
+
+class Role(str, Enum):
+    reader = "reader"
+    operator = "operator"
+    admin = "admin"
+
+
+USERS_FILE_OPTION = typer.Option(..., "--users-file", envvar="OBDA_USERS_FILE", dir_okay=False,
+                                 help="the users file (JSON; the one given to obda serve --users-file)")
+
+
+def _users_call(fn, *args):
+    from api.users import UsersFileError
+
+    try:
+        return fn(*args)
+    except (UsersFileError, OSError) as e:
+        err.print(f"[bold red]error[/]: {escape(str(e))}", highlight=False)
+        raise typer.Exit(2)
+
+
+@users_app.command("add")
+def users_add(
+    name: str = typer.Argument(..., help="the user's name: letters, digits, '_' or '-'"),
+    role: Role = typer.Option(..., "--role", help="reader (analyses; reads queries shared with it), operator (its "
+                                                  "own queries), or admin (everything)"),
+    users_file: Path = USERS_FILE_OPTION,
+    rate_limit: Optional[int] = typer.Option(None, "--rate-limit", min=1, help="this user's requests per minute "
+                                                                               "(default: the service's)"),
+) -> None:
+    """Add a user and print its new token, once (only a hash of it is stored: keep it).
+
+    Example: obda users add alice --role operator --users-file state/users.json
+    """
+    from api.users import add_user
+
+    token = _users_call(add_user, users_file, name, role.value, rate_limit)
+    err.print(f"user {name!r} ({role.value}) added to {users_file}; its token (shown once, only its hash is kept):",
+              highlight=False)
+    print(token)
+
+
+@users_app.command("list")
+def users_list(users_file: Path = USERS_FILE_OPTION) -> None:
+    """The users of the file: name, role, rate limit, creation time (never a token or hash)."""
+    from api.users import list_users
+
+    for u in _users_call(list_users, users_file):
+        print(f"{u.name}\t{u.role}\t{u.rate_limit or '-'}\t{u.created_at or '-'}")
+
+
+@users_app.command("remove")
+def users_remove(name: str = typer.Argument(...), users_file: Path = USERS_FILE_OPTION) -> None:
+    """Remove a user: its token stops working within a second, also in a running service."""
+    from api.users import remove_user
+
+    _users_call(remove_user, users_file, name)
+    err.print(f"user {name!r} removed from {users_file}", highlight=False)
 
 
 def main() -> None:  # entry point of the `obda` script

@@ -171,6 +171,14 @@ class ExecutionError(ObdaError):
     code = "execution_error"
 
 
+class BrokerError(ExecutionError):
+    """A message broker a source or sink names cannot be used: unreachable, refusing the credentials or a
+    subscription, or a topic that does not exist; located at the sources file's line (a source) or named by the
+    output URL (a sink).  A password is never part of the message."""
+
+    code = "broker_error"
+
+
 class CheckpointError(ExecutionError):
     """A query's saved state cannot be used: its checkpoint is corrupt, was not written by obda or belongs to
     another query or version, or the output it records does not match it (a results folder altered or

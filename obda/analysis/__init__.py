@@ -26,6 +26,7 @@ from obda.analysis.forest import Forest, build_forest
 from obda.analysis.normal_form import SpjMember, _Ctx, extract, extract_select, from_sql, parse_sql
 from obda.analysis.plan import SynopsisPlan, build_plan
 from obda.analysis.preprocess import ModifiedQuery, preprocess
+from obda.analysis.terms import view_timestamp_keys
 from obda.analysis.report import AnalysisReport, MemberReport, PartReport, ViolationReport, combine
 from obda.analysis.windows import describe_micros, member_bounds
 from obda.errors import AnalysisError, ExecutionError
@@ -45,8 +46,9 @@ def members_of(source: Source, sources: Sources, file: str | None = None) -> lis
     if isinstance(source, Compilation):
         out: list[SpjMember] = []
         for i, m in enumerate(source.members):
-            views = {a: source.view(s.view).table for s in m.origin.atom_sources if s.view for a in s.table_aliases}
-            ctx = _Ctx(None, sources, file, views)
+            used = {a: source.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
+            ctx = _Ctx(None, sources, file, {a: v.table for a, v in used.items()},
+                       {a: view_timestamp_keys(v, sources) for a, v in used.items()})
             out.extend(extract_select(m.select, i, source.distinct, ctx, m.origin))
         return out
     if isinstance(source, exp.Expression):
@@ -105,9 +107,23 @@ def analyze_members(members: list[SpjMember], checker: str = "polynomial", notes
                     constraints=()) -> AnalysisReport:
     """``constraints``: the declared k-constraints (:mod:`obda.analysis.constraints`): each member not bounded
     by itself also gets its verdict under the ones that apply to it."""
+    members = _time_keys(members)
     reports = tuple(_with_constraints(m, _member(m, checker), constraints) for m in members)
+    parts = [p.criterion for r in reports for p in r.parts if p.criterion != "unsatisfiable"]
+    if "time_keyed" in parts and any(c != "time_keyed" for c in parts):  # keyed apart: remembered together
+        members = [replace(m, time_columns=frozenset()) for m in members]
+        reports = tuple(_with_constraints(m, _member(m, checker), constraints) for m in members)
     verdict = combine(m.verdict for m in reports) if reports else BOUNDED
     return AnalysisReport(verdict, reports, tuple(notes or ()))
+
+
+def _time_keys(members: list[SpjMember]) -> list[SpjMember]:
+    """A DISTINCT union's answers are keyed by their timestamp only in a column every SELECT keys
+    (docs/analysis.md, "Projected times", Rule 2): the members' ``time_columns``."""
+    if not members or not members[0].distinct or len({m.index for m in members}) < 2:
+        return members
+    common = set.intersection(*({p.name for p in m.projection if p.times} for m in members))
+    return [replace(m, time_columns=frozenset(common)) for m in members]
 
 
 def _check(mq: ModifiedQuery, checker: str) -> PartOutcome:
@@ -266,7 +282,8 @@ def _beyond_paper(mq: ModifiedQuery, p: PartReport) -> bool:
     for v in p.violations:
         if v.kind == "trees":
             continue
-        if v.kind == "projection" and all(cl.bounded(a) for a in mq.projection if str(a) in v.attributes):
+        if v.kind == "projection" and not any(str(t) in v.attributes for t in mq.projected_times) and all(
+                cl.bounded(a) for a in mq.projection if str(a) in v.attributes):
             continue
         return False
     return bool(p.violations)

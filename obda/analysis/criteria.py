@@ -41,6 +41,9 @@ CONDITIONS = {
     "arasu_5_6": {"projection": "C1", "equality": "C2", "inequality": "C3"},
     "theorem2": {"projection": "C1", "equality": "C2", "inequality": "C3"},
     "arasu_5_10": {"projection": "C1", "equality": "C2", "inequality": "C3"},
+    # duplicate elimination with answers keyed by the latest stream's timestamp (docs/analysis.md, "Projected
+    # times"): Theorem 2's conditions with the latest stream exempt, as the root is in Theorem 1
+    "time_keyed": {"projection": "C1", "equality": "C2", "inequality": "C3"},
 }
 ALL_KINDS = frozenset({"trees", "locality", "projection", "equality", "inequality"})
 IFF = {"theorem1", "arasu_5_6", "arasu_5_10"}  # criteria whose violation proves unboundedness
@@ -76,7 +79,17 @@ def criterion_for(mq: ModifiedQuery) -> str:
         if len(mq.infinite) <= 1:
             return "single_stream"
         return "theorem1" if mq.graph.has_edges else "arasu_5_6"
+    if mq.keyed_by_time:
+        return "time_keyed"
     return "theorem2" if mq.graph.has_edges else "arasu_5_10"
+
+
+def exempt_stream(mq: ModifiedQuery, criterion: str) -> str | None:
+    """The stream whose tuples are never stored, so that its attributes may be unbounded: the root of a single
+    tree under Theorem 1, the latest stream of a part keyed by its own timestamp."""
+    if criterion == "theorem1":
+        return mq.graph.single_root
+    return mq.latest if criterion == "time_keyed" else None
 
 
 def verdict_for(criterion: str, violations: Sequence[Violation]) -> str:
@@ -101,7 +114,7 @@ def lto_violations(
     names = CONDITIONS[criterion]
     g = mq.graph
     t1 = criterion == "theorem1"
-    root = g.single_root if t1 else None
+    root = exempt_stream(mq, criterion)
     sof = mq.stream_of_attr
     attrs_by_stream = mq.stream_attrs if attrs_by_stream is None else attrs_by_stream
     projection = mq.projection if projection is None else projection
@@ -164,9 +177,26 @@ def lto_violations(
                              else "in one of several trees" if d is not None else "in a graph that is not a tree")
                     if add("projection", (s,), (x,), f"projected attribute {x} of {s} is unbounded ({where})", depth=d):
                         return out
+            elif s == root:
+                continue  # the latest stream of answers keyed by its timestamp: never stored, nothing remembered
             elif not cl.bounded(x):
                 if add("projection", (s,), (x,), f"projected attribute {x} of {s} is unbounded"):
                     return out
+        for x in mq.projected_times:
+            # a stream's timestamp is a value of an unbounded discrete domain (an infinite stream's is never
+            # bounded above): it costs nothing only where the stream is never stored
+            if not mq.is_infinite_attr(x):
+                continue
+            s = sof(x)
+            if s == root and (criterion == "time_keyed" or g.single_tree):
+                continue
+            d = g.depth(s) if s in g.nodes else None
+            why = (f"{s} is not the latest stream" if root is not None or mq.latest not in (None, s)
+                   else "the streams are in several trees" if not mq.distinct
+                   else "duplicates are removed and the answers are not keyed by the latest stream's timestamp")
+            if add("projection", (s,), (x,), f"projected timestamp {x} of {s} is unbounded ({why})", depth=d,
+                   time=True):
+                return out
     inf_attrs = [(s, a) for s, attrs in attrs_by_stream.items() for a in attrs]
     # equality joins (Thm 1 C4, Thm 2 C2, Arasu C2)
     if "equality" in kinds:
@@ -208,9 +238,9 @@ def lto_violations(
             if not mx and not mn:
                 continue
             joins = sorted({j for d in (mx, mn) for js in d.values() for j in js})
+            if s == root:
+                continue
             if not mq.distinct:
-                if s == root:
-                    continue
                 attrs = sorted(set(mx) | set(mn), key=str)
                 msg = (f"{s} has unbounded attributes in non-redundant inequality joins "
                        f"(MaxRef = {{{', '.join(map(str, sorted(mx, key=str)))}}}, MinRef = {{{', '.join(map(str, sorted(mn, key=str)))}}}): "
@@ -293,9 +323,9 @@ def inequality_violations(mq: ModifiedQuery, criterion: str) -> list[Violation]:
     if not cands:
         return out
     sof = mq.stream_of_attr
+    root = exempt_stream(mq, criterion)
     if not mq.distinct:
         seen: set[str] = set()
-        root = mq.graph.single_root if criterion == "theorem1" else None
         for a, r, b in cands:
             if {sof(a), sof(b)} <= seen | {root}:
                 continue
@@ -306,6 +336,8 @@ def inequality_violations(mq: ModifiedQuery, criterion: str) -> list[Violation]:
         return out
     # duplicate-eliminating: two joins sharing a stream
     for s in mq.infinite:
+        if s == root:
+            continue
         touching = [(a, r, b) for a, r, b in cands if s in (sof(a), sof(b))]
         found = None
         for i in range(len(touching)):

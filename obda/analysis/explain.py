@@ -45,7 +45,6 @@ def _outputs(mq: ModifiedQuery, attr: str) -> str:
 
 def plain(mq: ModifiedQuery, v: Violation) -> str:
     """The violation in plain words."""
-    g = mq.graph
     if v.kind == "trees":
         return (f"The timestamp comparisons do not arrange {', '.join(map(lambda s: _name(mq, s), v.streams))} in a tree: "
                 f"{v.message.split(': ', 1)[-1]}. With duplicates kept, the number of results depends on the exact "
@@ -53,6 +52,11 @@ def plain(mq: ModifiedQuery, v: Violation) -> str:
     if v.kind == "locality":
         return (f"The join {v.detail.get('atom', ' / '.join(v.attributes))} connects streams that are neither siblings "
                 f"nor parent and child in the timestamp order ({v.message.split(': ', 1)[-1]}).")
+    if v.kind == "projection" and v.detail.get("time"):
+        outs = _outputs(mq, v.attributes[0]) or v.attributes[0]
+        return (f"The output column {outs} holds the timestamp of {_name(mq, v.streams[0])}, which is not the latest "
+                "stream of the answer: every past timestamp of it may still be output by a later tuple, so all must "
+                "be kept" + (" (and, with duplicates removed, remembered)." if mq.distinct else "."))
     if v.kind == "projection":
         s = v.streams[0]
         d = v.detail.get("depth")
@@ -96,6 +100,11 @@ def witness(mq: ModifiedQuery, v: Violation) -> str:
         si, sj = v.streams
         return (f"{sj} keeps receiving tuples with distinct {b} values; a later {si} tuple joins only those matching {a} "
                 f"among the tuples that arrived in the right order relative to the streams in between, so all must be kept.")
+    if v.kind == "projection" and v.detail.get("time"):
+        s = v.streams[0]
+        later = ", ".join(p for p in (g.parents(s) if s in g.nodes else ())) or " or ".join(_others(mq, s)) or "matching"
+        return (f"{s} receives tuples at the timestamps 1..N, each matching; a later {later} tuple then outputs all N "
+                "timestamps, so every one of them must be kept.")
     if v.kind == "projection":
         s = v.streams[0]
         x = v.attributes[0]
@@ -143,6 +152,10 @@ def hint(mq: ModifiedQuery, v: Violation) -> str:
         si, sj = v.streams
         return (f"relate the timestamps of {si} and {sj} directly (e.g. {_ts(mq, sj)} < {_ts(mq, si)}), or drop the join "
                 f"{v.detail.get('atom', '')}.")
+    if v.kind == "projection" and v.detail.get("time"):
+        return (f"project the time of the latest stream instead of {v.attributes[0]} (an answer keyed by its own "
+                f"timestamp costs no memory), or drop {v.attributes[0]} from the output, or bound {_ts(mq, v.streams[0])} "
+                "by a constant (a finite stream).")
     if v.kind == "projection":
         x = v.attributes[0]
         s = v.streams[0]

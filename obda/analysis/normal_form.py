@@ -15,7 +15,7 @@ naming the construct and, when the SQL came as text, its line and column.
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Mapping
@@ -24,6 +24,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from obda.analysis import terms
 from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import BOOLEAN, FLIP, NUMERIC, STRING, TIMESTAMP, Attr, Const, Element, Predicate
 from obda.analysis.windows import implied_order, interval_comparison
@@ -59,6 +60,7 @@ class Projected:
     kind: str  # column | constant | template
     attrs: tuple[Attr, ...] = ()
     constants: tuple[str, ...] = ()
+    times: tuple[Attr, ...] = ()  # the stream timestamps its value determines (obda.analysis.terms)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,13 @@ class SpjMember:
     contradiction: str | None = None  # why the selection is trivially false
     notes: tuple[str, ...] = field(default=())
     differences: tuple[Difference, ...] = ()  # interval-join constraints between stream timestamps
+    # whole-term equalities of two instances of one template, read as these column pairs (obda.analysis.terms);
+    # ``explicit``: column equalities some other condition states as well
+    templates: tuple[tuple[tuple[Attr, Attr], ...], ...] = ()
+    explicit: frozenset = frozenset()
+    # the output columns that may key the answers by their latest stream's timestamp (None: any); a DISTINCT
+    # union is keyed only on a column every member keys (obda.analysis.analyze)
+    time_columns: frozenset | None = None
 
     @property
     def projection_kind(self) -> str:
@@ -129,13 +138,15 @@ class _Ctx:
     """Parsing context: the SQL text (for positions) and the catalog."""
 
     def __init__(self, text: str | None, sources: Sources, file: str | None = None,
-                 views: Mapping[str, Table] | None = None):
+                 views: Mapping[str, Table] | None = None, copies: Mapping[str, frozenset] | None = None):
         self.text = text
         self.sources = sources
         self.file = file
         # FROM alias (lower case) → the relation a per-atom view stands for (a stream view is a stream:
         # deduplicated within its timestamp, docs/analysis.md)
         self.views = {k.lower(): v for k, v in (views or {}).items()}
+        # FROM alias (lower case) → the view's columns that hold its timestamp (AtomView.timestamp_copies)
+        self.copies = {k.lower(): v for k, v in (copies or {}).items()}
 
     def view_of(self, node: exp.Expression) -> Table | None:
         """The per-atom view a derived FROM entry stands for, if the compilation declared one."""
@@ -214,6 +225,8 @@ class _Select:
         self.ctx = ctx
         self.relations: list[Relation] = []
         self.types: dict[Attr, ColumnType] = {}
+        self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
+        self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
 
     # FROM --------------------------------------------------------------------------------
     def entries(self) -> list[exp.Expression]:
@@ -341,6 +354,13 @@ class _Select:
 
     def comparison(self, left: exp.Expression, op: str, right: exp.Expression, node: exp.Expression):
         """A typed atom, or True / False when both sides are constants."""
+        if terms.is_template(left) and terms.is_template(right):
+            return terms.whole_term_equality(self, left, op, right, node)
+        if op in ("=", "!=") and (terms.is_template(left) or terms.is_template(right)):
+            tmpl, other = (left, right) if terms.is_template(left) else (right, left)
+            f = terms.template_constant(self, tmpl, other, node)
+            if f is not None:
+                return f if op == "=" else _negate(f)
         if isinstance(left.unnest(), _ARITH) or isinstance(right.unnest(), _ARITH):
             solved = self._solve(left, op, right, node)
             if not isinstance(solved, tuple):
@@ -367,6 +387,8 @@ class _Select:
             if op in ("<", "<="):
                 return Predicate.make(a, "<=", Const(NUMERIC, Fraction(fl), str(fl)), loc)
             return Predicate.make(a, ">=", Const(NUMERIC, Fraction(ce), str(ce)), loc)
+        if op == "=" and isinstance(a, Attr) and isinstance(b, Attr):
+            self.explicit.add((a, b))
         return Predicate.make(a, op, b, loc)
 
     def _solve(self, left: exp.Expression, op: str, right: exp.Expression, node: exp.Expression):
@@ -467,8 +489,16 @@ class _Select:
         for i, item in enumerate(self.sel.expressions):
             name = item.alias_or_name if isinstance(item, exp.Alias) else (item.name if isinstance(item, exp.Column) else f"_{i + 1}")
             node = item.this if isinstance(item, exp.Alias) else item
-            out.append(self._item(name, node))
+            p = self._item(name, node)
+            if p.attrs:
+                times = terms.determined_times(node, self.column, self.types, self._is_stream_ts)
+                p = replace(p, times=times) if times else p
+            out.append(p)
         return tuple(out)
+
+    def _is_stream_ts(self, a: Attr) -> bool:
+        r = next(r for r in self.relations if r.alias == a.alias)
+        return r.is_stream and (r.table.timestamp == a.column or a.column in self.ctx.copies.get(a.alias.lower(), ()))
 
     def _item(self, name: str, node: exp.Expression) -> Projected:
         ctx = self.ctx
@@ -498,12 +528,8 @@ class _Select:
         return Projected(name, kind, tuple(attrs), tuple(consts))
 
     def _proj_attr(self, col: exp.Column) -> Attr:
-        a = self.column(col)
-        if self.types[a] is ColumnType.TIMESTAMP:
-            raise self.ctx.error(
-                f"timestamp column {a} is projected; application time may not be in the output (spec §2). "
-                "Remove it from the SELECT list", col)
-        return a
+        """A projected column; a stream's timestamp is a value like any other (obda.analysis.terms)."""
+        return self.column(col)
 
     def _template(self, node: exp.Expression, attrs: list[Attr], consts: list[str]) -> None:
         """IRI templates: CONCAT / || of string constants and (cast) columns."""
@@ -718,7 +744,8 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
         members.append(SpjMember(
             index=index, sql=sql, distinct=distinct, relations=tuple(s.relations), types=dict(s.types),
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
-            differences=tuple(d for d, _ in differences),
+            differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
+            explicit=frozenset(s.explicit),
         ))
     return members
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from obda.analysis.closure import Closure
-from obda.analysis.criteria import criterion_for
+from obda.analysis.criteria import criterion_for, exempt_stream
 from obda.analysis.elements import Attr, Const
 from obda.analysis.preprocess import FINITE, INFINITE, ModifiedQuery
 from obda.model.sources import ColumnType
@@ -216,7 +216,7 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
     crit = criterion_for(mq)
     cl = mq.closure
     g = mq.graph
-    root = g.single_root if crit == "theorem1" else None
+    root = exempt_stream(mq, crit)
     plans: list[StreamPlan] = []
     total_vals: list[int | None] = []
     total_expr: list[str] = []
@@ -229,7 +229,7 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
         parent = g.parent(s.name) if s.name in g.nodes else None
         depth = g.depth(s.name) if s.name in g.nodes else 0
         filters = _filters(mq, cl, s.name)
-        if crit == "single_stream" or (crit == "theorem1" and s.name == root):
+        if crit == "single_stream" or (root is not None and s.name == root):
             finite = [f for f in mq.streams if f.kind == FINITE]
             if finite:  # later tuples of the finite streams still join this stream's earlier tuples
                 lasts = [f.last for f in finite]
@@ -273,7 +273,11 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
             filters=filters, bound=bound, bound_value=value))
         total_vals.append(value)
         total_expr.append(str(value) if value is not None else f"({expr})")
-    if mq.distinct:
+    if crit == "time_keyed":
+        times = ", ".join(str(a) for a in mq.projected_times if mq.stream_of_attr(a) == mq.latest)
+        notes.append(f"duplicate elimination remembers the answers of the open timestamp only: every answer carries "
+                     f"the latest stream's timestamp ({times}), so answers of different timestamps differ")
+    elif mq.distinct:
         out_keys = [key_domain(mq, cl, a) for a in mq.projection if not any(isinstance(p, Const) for p in cl.bounding_in_class(a))]
         sizes = [k.size for k in out_keys]
         v = None if any(x is None for x in sizes) else _prod(sizes)
@@ -282,7 +286,7 @@ def build_plan(mq: ModifiedQuery) -> SynopsisPlan:
     value = None if any(v is None for v in total_vals) else sum(v for v in total_vals if v is not None)
     total = (f"≤ {value} synopsis entries" if value is not None
              else "≤ " + " + ".join(e for e in total_expr if e != "0") + " synopsis entries")
-    return SynopsisPlan(crit, tuple(plans), output_cache=mq.distinct, total=total, total_value=value, notes=tuple(notes))
+    return SynopsisPlan(crit, tuple(plans), output_cache=mq.distinct and crit != "time_keyed", total=total, total_value=value, notes=tuple(notes))
 
 
 def max_min_refs(mq: ModifiedQuery, cl: Closure, stream: str) -> tuple[list[Attr], list[Attr]]:

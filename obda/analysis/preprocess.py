@@ -19,10 +19,11 @@ Def. 8.2) are removed first (§8.1): the rewritten query is equivalent.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Mapping
 
+from obda.analysis import terms
 from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import Attr, Const, Element, Predicate
 from obda.analysis.graph import DependencyGraph
@@ -68,10 +69,35 @@ class ModifiedQuery:
     projection: tuple[Attr, ...] = ()
     graph: DependencyGraph = field(default_factory=lambda: DependencyGraph((), ()))
     removed: tuple[tuple[str, str], ...] = ()  # (removed alias, covering alias) — Arasu §8.1
+    # projected stream timestamps (``?t``, or a column of a term built from one), kept out of ``projection``:
+    # they are not LTO attributes (timestamps are not part of the total order)
+    projected_times: tuple[Attr, ...] = ()
+    # the infinite stream later than every other stream of the part (or the only one), if there is one
+    latest: str | None = None
+    whole_terms: tuple[int, ...] = ()  # template equalities read as two opaque terms (obda.analysis.terms)
 
     @property
     def distinct(self) -> bool:
         return self.member.distinct
+
+    @property
+    def keyed_by_time(self) -> bool:
+        """A duplicate-eliminating part with an output column whose value determines the timestamp of the latest
+        stream (``?t``, or an IRI its time can be read from): two answers of different timestamps differ, so
+        no answer needs remembering once its timestamp has closed."""
+        if not self.distinct or self.latest is None:
+            return False
+        allowed = self.member.time_columns
+        moved = dict(self.removed)
+        for p in self.member.projection:
+            if allowed is not None and p.name not in allowed:
+                continue
+            for a in p.times:
+                while a.alias in moved:
+                    a = Attr(moved[a.alias], a.column)
+                if self.stream_of_attr(a) == self.latest:
+                    return True
+        return False
 
     @cached_property
     def kinds(self) -> dict[str, str]:
@@ -274,6 +300,10 @@ def _modified(m: SpjMember, part: int, choices: tuple[str, ...], atoms: list[Pre
     removed: list[tuple[str, str]] = []
     if m.distinct:
         atoms, proj, removed = remove_redundant_streams(m, atoms, proj)
+    # a stream's timestamp (or any timestamp value of a stream) in the output: Rule 1 of "Projected times";
+    # static timestamps are finite values
+    times = terms.projected_times(proj, lambda a: m.types.get(a) is ColumnType.TIMESTAMP and m.relation(a.alias).is_stream)
+    proj = [a for a in proj if m.types.get(a) is not ColumnType.TIMESTAMP]
     gone = {j for j, _ in removed}
     rels = [r for r in m.relations if r.alias not in gone]
     time_atoms = [(p.left, p.op, p.right) for p in atoms if m.is_timestamp(p.left) or m.is_timestamp(p.right)
@@ -327,11 +357,44 @@ def _modified(m: SpjMember, part: int, choices: tuple[str, ...], atoms: list[Pre
                 continue
             edges.append((si.name, sj.name))
     graph = DependencyGraph(tuple(s.name for s in inf), tuple(edges))
-    return ModifiedQuery(
+    ts_of = {s.name: next(r.timestamp for r in stream_rels if r.alias == s.aliases[0])
+             for s in streams if s.kind != STATIC}
+    latest = [s.name for s in inf if all(o == s.name or tcl.rel(t, ts_of[s.name]) == "<" for o, t in ts_of.items())]
+    mq = ModifiedQuery(
         member=m, part=part, choices=choices, satisfiable=True, reason=None, streams=tuple(streams),
         stream_of=stream_of, value_atoms=tuple(value_atoms), time_atoms=tuple(time_atoms),
         projection=tuple(dict.fromkeys(proj)), graph=graph, removed=tuple(removed),
+        projected_times=tuple(dict.fromkeys(a for a in times if a.alias not in gone)),
+        latest=latest[0] if latest else None,
     )
+    return _whole_terms(mq) if m.templates else mq
+
+
+def _whole_terms(mq: ModifiedQuery) -> ModifiedQuery:
+    """The column reading of whole-term template equalities, or for the ones whose columns it bounds only in
+    part, the reading as two opaque terms, until no group is mixed (obda.analysis.terms.mixed_groups)."""
+    m = mq.member
+    moved = dict(mq.removed)  # Arasu §8.1: a removed occurrence's attributes are its cover's
+
+    def sub(a: Attr) -> Attr:
+        while a.alias in moved:
+            a = Attr(moved[a.alias], a.column)
+        return a
+
+    groups = [tuple((sub(a), sub(b)) for a, b in pairs if sub(a) != sub(b)) for pairs in m.templates]
+    explicit = frozenset((sub(a), sub(b)) for a, b in m.explicit)
+    base = mq
+    done: set[int] = set()
+    while True:
+        cl = mq.closure
+        mixed = [i for i in terms.mixed_groups(groups, lambda x: not mq.is_infinite_attr(x) or cl.bounded(x))
+                 if i not in done and groups[i]]
+        if not mixed:
+            return mq
+        done.update(mixed)
+        atoms, added = terms.virtual_reading(groups, sorted(done), base.value_atoms, explicit, m.types)
+        mq = replace(base, member=replace(m, types={**m.types, **added}), value_atoms=tuple(atoms),
+                     whole_terms=tuple(sorted(done)))
 
 
 def preprocess(m: SpjMember) -> tuple[ModifiedQuery, ...]:

@@ -18,11 +18,25 @@ fixed beforehand by a manifest in the staging folder, so a commit interrupted ha
 finished by the next call).  It holds::
 
     {"batch": 12, "format": "json", "first": 101, "lines": 40,
-     "files": [{"name": "batch-00000012-part-00000.json", "lines": 40}]}
+     "files": [{"name": "batch-00000012-part-00000.json", "lines": 40, "bytes": 2315, "crc32": 3735928559}],
+     "check": 1234567890}
 
 ``first`` is the position (1-based) of the batch's first line in the committed output:
 batch order, then part order, then line order.  Readers list ``_commits/``, never
 ``data/``: a part file that is there without a commit file is not output yet.
+
+Integrity: every read of a part file (:func:`read_part`, :meth:`CommittedBatch.rows`,
+:func:`read_committed`, the service's result pages) checks it against its commit file — its size,
+its CRC-32 and its line count — and ``check`` (the CRC-32 of the commit record without it) checks
+the commit file itself.  A truncated, altered or bit-rotten part or commit file, a commit file that
+does not parse, or a part a commit lists that is missing (while its commit file is still there) is a
+:class:`~obda.errors.CheckpointError` located at that file: it is refused, never read as answers.
+Commit files written before these fields existed are checked for their line counts only.
+
+A write the file system refuses (a full disk: ``ENOSPC``) is an :class:`~obda.errors.ExecutionError`
+located at the sink's folder (:func:`obda.execution.checkpoint.write_error`), saying "no space left on
+device"; what was committed stays as it was, a partial part file is removed, and the query resumes from
+its checkpoint once space is back (a batch the checkpoint covers is committed then).
 
 Exactly once, with the executor's protocol (per micro-batch ``write_*``, ``flush`` →
 offset, checkpoint written, ``commit(offset)``; on restart ``recover(checkpointed offset)``):
@@ -56,24 +70,30 @@ batches, commit file first.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
+import io
 import json
 import os
 import re
 import shutil
 import threading
+import zlib
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Iterator
 
-from obda.errors import CheckpointError, ExecutionError
-from obda.execution.checkpoint import fsync_path
+from obda.errors import CheckpointError, ExecutionError, Location
+from obda.execution.checkpoint import fsync_path, write_error
 from obda.execution.sinks import Sink
 
 FORMATS = ("json", "parquet")
 _EXT = {"json": "json", "parquet": "parquet"}
 STAGING, DATA, COMMITS = "_staging", "data", "_commits"
 MANIFEST = "_manifest.json"
+#: what a refused write of a micro-batch's answers leaves (obda.execution.checkpoint.write_error)
+AGAIN = ("the committed output is intact; the micro-batch is computed again when the query continues from its "
+         "checkpoint")
 
 
 def _batch_name(batch: int) -> str:
@@ -87,14 +107,37 @@ def _number(name: str) -> int | None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data``: temporary file (a name readers skip), fsync, rename, fsync of the folder."""
+    """Replace ``path`` by ``data``: temporary file (a name readers skip), fsync, rename, fsync of the folder.
+    A refused write (OSError) removes the temporary file and leaves ``path`` as it was."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     fsync_path(path.parent)
+
+
+def _fsync_file(path: Path) -> None:
+    """fsync a written file; unlike a folder's (:func:`fsync_path`), its failure is raised (data not on disk)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _record_check(rec: dict) -> int:
+    """CRC-32 of a commit record without its ``check`` (keys sorted, compact): the commit file's own checksum."""
+    body = {k: v for k, v in rec.items() if k != "check"}
+    return zlib.crc32(json.dumps(body, sort_keys=True, separators=(",", ":")).encode())
 
 
 def _part_order(rel: str) -> list:
@@ -104,18 +147,21 @@ def _part_order(rel: str) -> list:
     return [int(x) if i % 2 else x for i, x in enumerate(re.split(r"(\d+)", rel))]
 
 
+def _no_space(error: BaseException) -> bool:
+    """Whether a failed Spark write failed for a full disk (the Java exception's text, causes included)."""
+    return isinstance(error, Exception) and type(error).__module__.startswith(("py4j", "pyspark")) and (
+        "No space left on device" in str(error) or "Disk quota exceeded" in str(error))
+
+
 def _is_part(name: str) -> bool:
     """A data file of a writer (Spark also writes ``_SUCCESS``, ``_temporary/``, ``.part-….crc``)."""
     return not (name.startswith("_") or name.startswith(".") or name.endswith(".crc"))
 
 
-def _count_lines(path: Path) -> int:
-    """Lines of a JSON-lines part (newlines counted in 1 MiB chunks; a last line without one counts)."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_metadata(path).num_rows
-    n, last = 0, b"\n"
+def _scan_part(path: Path) -> tuple[int, int, int]:
+    """(lines, bytes, CRC-32) of a part: a JSON-lines part's lines are its newlines (counted in 1 MiB chunks; a
+    last line without one counts), a Parquet part's its footer's row count."""
+    n, last, size, crc = 0, b"\n", 0, 0
     with open(path, "rb") as f:
         while True:
             chunk = f.read(1 << 20)
@@ -123,7 +169,13 @@ def _count_lines(path: Path) -> int:
                 break
             n += chunk.count(b"\n")
             last = chunk[-1:]
-    return n + (last != b"\n")
+            size += len(chunk)
+            crc = zlib.crc32(chunk, crc)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(path).num_rows, size, crc
+    return n + (last != b"\n"), size, crc
 
 
 def _plain(v):
@@ -139,15 +191,89 @@ def _plain(v):
     return v
 
 
-def read_part(path: str | os.PathLike) -> list[dict]:
-    """The answers of one part file: ``{"emitted_at": …, "binding": {…}}`` dicts, in file order."""
-    path = Path(path)
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+@dataclass(frozen=True)
+class PartCheck:
+    """What a commit file records of one part: its lines and (commit files written since they exist) its size
+    and CRC-32; ``commit``: the commit file (named by a refusal)."""
 
-        return [_plain(r) for r in pq.read_table(path).to_pylist()]
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    lines: int
+    size: int | None = None
+    crc32: int | None = None
+    commit: str = ""
+
+
+_PART_NAME = re.compile(r"^batch-(\d+)-part-\d+\.(json|parquet)$")
+
+
+def _recorded_check(path: Path) -> PartCheck | None:
+    """The check of a committed part file found by its name in its sink's commit file (None: the file is not a
+    part of a sink's ``data/`` folder, or its commit file is gone: retention dropped the batch)."""
+    m = _PART_NAME.match(path.name)
+    if m is None or path.parent.name != DATA:
+        return None
+    c = _load_commit(path.parent.parent, int(m.group(1)))
+    if c is None:
+        return None
+    for (name, _), check in zip(c.files, c.checks()):
+        if name == path.name:
+            return check
+    raise CheckpointError(f"the part file is not listed by its batch's commit file {c.commit_file()}; the output "
+                          "folder was altered", Location(file=str(path)))
+
+
+def _refuse_part(path: Path, why: str, check: PartCheck) -> CheckpointError:
+    return CheckpointError(f"the part file {why}{f' (its commit file: {check.commit})' if check.commit else ''}; "
+                           "its answers are not read: restore it from a copy, or run the query again into a fresh "
+                           "output folder with a fresh checkpoint", Location(file=str(path)))
+
+
+def read_part(path: str | os.PathLike, check: PartCheck | None = None) -> list[dict]:
+    """The answers of one part file: ``{"emitted_at": …, "binding": {…}}`` dicts, in file order.
+
+    Checked against ``check`` — by default what the commit file of its batch records, when the file is a
+    committed part of a sink's ``data/`` folder: a part whose size, CRC-32 or line count differs, or that does
+    not parse, is refused with a :class:`~obda.errors.CheckpointError` located at it (never answers)."""
+    path = Path(path)
+    if check is None:
+        check = _recorded_check(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        # retention deletes a batch's commit file before its parts: a part missing while its commit file is still
+        # there was removed by something else
+        if check is not None and check.commit and os.path.exists(check.commit):
+            raise _refuse_part(path, "is missing but its batch is committed (the output folder was altered)",
+                               check) from None
+        raise
+    if check is not None:
+        if check.size is not None and len(data) != check.size:
+            raise _refuse_part(path, f"has {len(data)} bytes, {check.size} were committed (truncated or altered)",
+                               check)
+        if check.crc32 is not None and zlib.crc32(data) != check.crc32:
+            raise _refuse_part(path, "is corrupt: its bytes do not match the CRC-32 committed with it", check)
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            rows = [_plain(r) for r in pq.read_table(io.BytesIO(data)).to_pylist()]
+        else:
+            rows = []
+            for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except ValueError as e:
+                        raise CheckpointError(f"line {n} of the part file is not JSON ({e}); the file is corrupt",
+                                              Location(file=str(path), line=n)) from None
+    except CheckpointError:
+        raise
+    except Exception as e:  # not UTF-8, not Parquet: corrupt
+        raise CheckpointError(f"the part file cannot be read ({type(e).__name__}: {e}); it is corrupt",
+                              Location(file=str(path))) from None
+    if check is not None and len(rows) != check.lines:
+        raise _refuse_part(path, f"holds {len(rows)} answers, {check.lines} were committed (truncated or altered)",
+                           check)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -160,6 +286,7 @@ class CommittedBatch:
     lines: int
     files: tuple[tuple[str, int], ...]  # (data file name, lines), in part order
     format: str = "json"
+    sums: tuple[tuple[int, int] | None, ...] = ()  # per file (bytes, CRC-32) when the commit file records them
 
     @property
     def last(self) -> int:
@@ -169,17 +296,29 @@ class CommittedBatch:
     def paths(self) -> list[Path]:
         return [self.root / DATA / name for name, _ in self.files]
 
+    def commit_file(self) -> Path:
+        return self.root / COMMITS / f"{_batch_name(self.batch)}.json"
+
+    def checks(self) -> list[PartCheck]:
+        """What the commit file records of each part, in part order."""
+        sums = self.sums or (None,) * len(self.files)
+        return [PartCheck(lines, *(s or (None, None)), commit=str(self.commit_file()))
+                for (_, lines), s in zip(self.files, sums)]
+
     def rows(self) -> list[dict]:
-        """Its answers (raises FileNotFoundError when retention deleted it meanwhile)."""
+        """Its answers, each part checked against the commit file (:func:`read_part`); raises FileNotFoundError
+        when retention deleted it meanwhile, a located CheckpointError when a part was altered."""
         out: list[dict] = []
-        for p in self.paths():
-            out.extend(read_part(p))
+        for p, check in zip(self.paths(), self.checks()):
+            out.extend(read_part(p, check))
         return out
 
     @classmethod
     def from_record(cls, root: Path, rec: dict) -> "CommittedBatch":
+        files = rec["files"]
+        sums = tuple((int(f["bytes"]), int(f["crc32"])) if "crc32" in f else None for f in files)
         return cls(Path(root), int(rec["batch"]), int(rec["first"]), int(rec["lines"]),
-                   tuple((f["name"], int(f["lines"])) for f in rec["files"]), rec.get("format", "json"))
+                   tuple((f["name"], int(f["lines"])) for f in files), rec.get("format", "json"), sums)
 
 
 def _commit_numbers(root: Path) -> list[int]:
@@ -191,11 +330,25 @@ def _commit_numbers(root: Path) -> list[int]:
 
 
 def _load_commit(root: Path, batch: int) -> CommittedBatch | None:
+    """The commit file of ``batch`` (None: none, deleted by retention meanwhile); a commit file that does not
+    parse, or whose ``check`` does not match it, is refused with a CheckpointError located at it."""
+    path = root / COMMITS / f"{_batch_name(batch)}.json"
     try:
-        rec = json.loads((root / COMMITS / f"{_batch_name(batch)}.json").read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:  # deleted by retention meanwhile
         return None
-    return CommittedBatch.from_record(root, rec)
+    try:
+        rec = json.loads(data)
+        if "check" in rec and rec["check"] != _record_check(rec):
+            raise ValueError("its bytes do not match the CRC-32 written in it")
+        c = CommittedBatch.from_record(root, rec)
+        if c.batch != batch:
+            raise ValueError(f"it records batch {c.batch}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise CheckpointError(f"the commit file of batch {batch} is corrupt or altered ({type(e).__name__}: {e}); "
+                              "the output folder cannot be read: restore the file from a copy, or run the query "
+                              "again into a fresh output folder with a fresh checkpoint", Location(file=str(path))) from None
+    return c
 
 
 def committed_batches(path: str | os.PathLike, after_batch: int | None = None) -> list[CommittedBatch]:
@@ -234,7 +387,7 @@ def read_committed(path: str | os.PathLike, after_batch: int | None = None) -> l
     for c in iter_committed(path, after_batch):
         try:
             out.extend(c.rows())
-        except FileNotFoundError:  # retention deleted it while we read
+        except FileNotFoundError:  # retention deleted it while we read (a part missing otherwise is refused)
             continue
     return out
 
@@ -308,14 +461,18 @@ class DirectorySink(Sink):
             return
         with self._lock:
             sub = self._next_write_dir()
-            sub.mkdir(parents=True, exist_ok=True)
-            target = sub / f"part-00000.{self.ext}"
-            if self.format == "json":
-                with open(target, "w", encoding="utf-8") as f:
-                    f.write("\n".join(lines))
-                    f.write("\n")
-            else:
-                _write_parquet_lines(target, lines)
+            try:
+                sub.mkdir(parents=True, exist_ok=True)
+                target = sub / f"part-00000.{self.ext}"
+                if self.format == "json":
+                    with open(target, "w", encoding="utf-8") as f:
+                        f.write("\n".join(lines))
+                        f.write("\n")
+                else:
+                    _write_parquet_lines(target, lines)
+            except OSError as e:  # a full disk: the partial part never joins the batch, its room is free again
+                shutil.rmtree(sub, ignore_errors=True)
+                raise write_error(e, self.path, "a part file of this micro-batch's answers", AGAIN) from e
 
     def write_frame(self, frame) -> None:
         """Answers computed by Spark: written by Spark's writers (on the executors) into a staging sub-folder.
@@ -333,8 +490,11 @@ class DirectorySink(Sink):
                     frame.json_lines().write.mode("overwrite").text(str(sub.resolve()))
                 else:
                     frame.records().write.mode("overwrite").parquet(str(sub.resolve()))
-            except BaseException:
+            except BaseException as e:
                 shutil.rmtree(sub, ignore_errors=True)  # a failed job's leftovers never join the batch
+                if _no_space(e):  # Spark's writers found the disk full: said so, located at this folder
+                    raise write_error(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), self.path,
+                                      "a part file of this micro-batch's answers (written by Spark)", AGAIN) from None
                 raise
 
     def flush(self) -> int:
@@ -343,10 +503,13 @@ class DirectorySink(Sink):
             self._ensure_recovered()
             if self._writes:
                 folder = self._staging(self._counter + 1)
-                for root, dirs, files in os.walk(folder):
-                    for name in files:
-                        fsync_path(Path(root) / name)
-                    fsync_path(Path(root))
+                try:
+                    for root, dirs, files in os.walk(folder):
+                        for name in files:
+                            _fsync_file(Path(root) / name)
+                        fsync_path(Path(root))
+                except OSError as e:
+                    raise write_error(e, self.path, "this micro-batch's answers", AGAIN) from e
                 fsync_path(folder.parent)
                 self._counter += 1
                 self._writes = 0
@@ -367,7 +530,12 @@ class DirectorySink(Sink):
                 if b <= self._last_committed:  # committed; a crash left its staging folder
                     shutil.rmtree(self._staging(b), ignore_errors=True)
                 else:
-                    self._commit_one(b)
+                    try:
+                        self._commit_one(b)
+                    except OSError as e:  # a full disk: the staged batch stays, the next commit or recover ends it
+                        raise write_error(e, self.path, f"the commit of batch {b}",
+                                          "the checkpoint covers the batch: its staged answers are kept and committed "
+                                          "when the query continues from that checkpoint") from e
 
     def _commit_one(self, batch: int) -> None:
         folder = self._staging(batch)
@@ -383,11 +551,12 @@ class DirectorySink(Sink):
                 key=_part_order,
             )
             for rel in parts:
-                n = _count_lines(folder / rel)
+                n, size, crc = _scan_part(folder / rel)
                 if n == 0:  # Spark writes empty parts for empty partitions
                     continue
                 ext = "parquet" if rel.endswith(".parquet") else "json"
-                entries.append({"src": rel, "name": f"batch-{batch:08d}-part-{len(entries):05d}.{ext}", "lines": n})
+                entries.append({"src": rel, "name": f"batch-{batch:08d}-part-{len(entries):05d}.{ext}", "lines": n,
+                                "bytes": size, "crc32": crc})
             _write_atomic(manifest, json.dumps(entries).encode())
         data = self.path / DATA
         for e in entries:
@@ -400,7 +569,8 @@ class DirectorySink(Sink):
         fsync_path(data)
         lines = sum(e["lines"] for e in entries)
         record = {"batch": batch, "format": self.format, "first": self._total + 1, "lines": lines,
-                  "files": [{"name": e["name"], "lines": e["lines"]} for e in entries]}
+                  "files": [{k: e[k] for k in ("name", "lines", "bytes", "crc32") if k in e} for e in entries]}
+        record["check"] = _record_check(record)
         _write_atomic(self.path / COMMITS / f"{_batch_name(batch)}.json", json.dumps(record).encode())
         shutil.rmtree(folder, ignore_errors=True)
         self._last_committed = batch

@@ -216,6 +216,7 @@ class SparkForest:
         self.engine = engine
         self._names = [_Names() for _ in forest.members]
         self._statics: dict[tuple[int, str], _Rel] = {}
+        self._join_statics: dict[int, str] = {}  # static tables of view branches joined per timestamp
         self._views: set[str] = set()
         SparkForest._serial += 1
         self._prefix = f"__obda{SparkForest._serial}_"  # of its temporary views in the session
@@ -252,15 +253,60 @@ class SparkForest:
             return _Rel(st.add(name, sql), frozenset(p.attrs), tcol)
         # a per-atom view: the distinct rows of every branch per timestamp, projected onto the alias
         branches = sorted(b for b, t in views.branch_of.items() if t == p.id)
-        width = len(next(q for q in self.forest.pipelines if q.id == branches[0]).attrs)
+        joins = [j for j in views.joins if j.temporal and j.target == p.id]
+        width = len(next(q for q in self.forest.pipelines if q.id == branches[0]).attrs) if branches else len(joins[0].items)
         parts = []
         for b in branches:
             cols = "".join(f", {_q(key_column(b, j, self.ns))} AS __r{j}" for j in range(width))
             parts.append(f"SELECT {_q(TS)} AS {_q(tcol)}{cols} FROM {_q(self._scan)} "
                          f"WHERE {_q(flag_column(b, self.ns))} AND {self._rng}")
+        parts += [self._join_branch(j, tcol) for j in joins]
         union = st.add(name + "_u", "SELECT DISTINCT * FROM (" + " UNION ALL ".join(parts) + ")")
         cols = "".join(f", {_q(tcol) if i < 0 else f'__r{i}'} AS {_q(nm(a))}" for i, a in zip(positions, p.attrs))
         return _Rel(st.add(name, f"SELECT {_q(tcol)}{cols} FROM {_q(union)}"), frozenset(p.attrs), tcol)
+
+    def _join_branch(self, j, tcol: str) -> str:
+        """The rows of a view branch joining a stream with other tables (a referencing object map), per
+        timestamp of the range: its stream tables' rows of equal timestamps and its static tables' rows (the
+        driver's, :attr:`JoinBranch.static_rows`), under its conditions; the view row computed from them
+        (timestamps are µs here, as ``TIMESTAMP_MICROS`` for the conditions and the row)."""
+        from sqlglot import exp
+
+        tables = {q.id: q.table for q in self.forest.pipelines}
+        froms, conds, refs, first = [], [], {}, None
+        for k, (alias, pid, columns) in enumerate(j.entries):
+            name = f"__e{k}"
+            if pid in j.streams:
+                cols = ", ".join(f"{_q(key_column(pid, i, self.ns))} AS __c{i}" for i in range(len(columns)))
+                froms.append(f"(SELECT {_q(TS)}, {cols} FROM {_q(self._scan)} "
+                             f"WHERE {_q(flag_column(pid, self.ns))} AND {self._rng}) AS {name}")
+                conds.append(f"{name}.{_q(TS)} = {first}.{_q(TS)}" if first else None)
+                first = first or name
+            else:
+                view = self._join_statics.get(pid)
+                if view is None:
+                    frame = _frame(self.spark, [f"__c{i}" for i in range(len(columns))], j.static_rows.get(pid, {}), None)
+                    view = self._join_statics[pid] = self._view(frame, f"joinstatic{pid}")
+                froms.append(f"{_q(view)} AS {name}")
+            for i, c in enumerate(columns):
+                col = tables[pid].column(c)
+                refs[(alias, c)] = (exp.column(f"__c{i}", name), col is not None and col.type.value == "timestamp")
+
+        def spark_sql(e) -> str:
+            if isinstance(e, exp.Column) and (e.table, e.name) in refs:  # a plain column, as the scan keeps it (µs)
+                return refs[(e.table, e.name)][0].sql(dialect="spark")
+
+            def tr(n):
+                if isinstance(n, exp.Column) and (n.table, n.name) in refs:
+                    ref, ts = refs[(n.table, n.name)]
+                    return exp.func("TIMESTAMP_MICROS", ref.copy()) if ts else ref.copy()
+                return n
+
+            return e.transform(tr).sql(dialect="spark")
+
+        where = _and(conds + [spark_sql(c) for c in j.conds])
+        row = "".join(f", {spark_sql(e)} AS __r{i}" for i, e in enumerate(j.items))
+        return f"SELECT {first}.{_q(TS)} AS {_q(tcol)}{row} FROM {', '.join(froms)}" + (f" WHERE {where}" if where else "")
 
     def _static(self, st: _Statement, mi: int, alias: str) -> _Rel:
         key = (mi, alias)

@@ -378,6 +378,7 @@ class MemberEngine:
         self.past: dict[int, Rel] = {n.id: Rel(n.key) for n in plan.nodes}
         self.dropped: set[int] = set()  # nodes whose past is no longer needed
         self.relaxed = False  # a k-constraint stopped being used: constrained nodes expire by the query alone
+        self.after_absorb = None  # called once a range is absorbed (QueryEngine: forget a time-keyed emitted set)
         self.marks: dict = {}  # OA constraint -> its value watermark, key -> True while used (ConstraintWatch)
         # node -> (alias, positions of the key columns in its pipeline's rows, positions in the node's key, key)
         self.consumers: dict[int, list] = {}
@@ -508,6 +509,8 @@ class MemberEngine:
                 self.past[n.id] = Rel(n.key)
                 if self._no_longer_needed(n.id, closed_upto):
                     self.dropped.add(n.id)
+        if self.after_absorb is not None:
+            self.after_absorb()
 
     def _no_longer_needed(self, node_id: int, closed_upto: int) -> bool:
         # once the reader(s) of a past synopsis are complete, it never needs to be kept again
@@ -586,6 +589,9 @@ class QueryEngine:
         self._binders = {id(m.plan): binder(m.plan.member.items, m.plan.out_attrs) for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
+        if plan.keyed_by_time:  # answers keyed by their own timestamp: none repeats an earlier closed one
+            for m in self.members:
+                m.after_absorb = self.emitted.clear
 
     def set_statics(self, statics: dict[int, Counted]) -> None:
         """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens)."""
@@ -598,7 +604,8 @@ class QueryEngine:
     def restore(self, st: dict) -> None:
         for m, s in zip(self.members, st["members"]):
             m.restore(s)
-        self.emitted = set(st["emitted"])
+        self.emitted.clear()  # in place: the members' after_absorb holds it
+        self.emitted.update(st["emitted"])
         self.static_done = st["static_done"]
 
     @property
@@ -652,6 +659,8 @@ class QueryEngine:
             if not any(rows.values()):
                 continue
             self._collect(m.plan, m.step(ts, rows), ts, answers)
+        if self.plan.keyed_by_time:
+            self.emitted.clear()
         return answers
 
     def static_only(self) -> list[Answer]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 
-from obda.errors import CheckpointError, ExecutionError
+from obda.errors import CheckpointError, ExecutionError, ObdaError
 from obda.execution import checkpoint
 from obda.execution.constraints import ConstraintWatch
 from obda.execution.engine import QueryEngine
@@ -149,6 +149,7 @@ class ContinuousQuery(SparkSteps):
         self._shared_key = f"q{id(self):x}"
         self.error: BaseException | None = None
         self._opened = False  # open(): static tables loaded, checkpoint restored
+        self.ingesters = None  # obda.execution.mqtt_ingest.Ingesters of the MQTT streams, from open() to close()
 
     def open(self) -> "ContinuousQuery":
         """Load the static tables and restore the checkpoint (the constructor does no I/O). Called by
@@ -156,6 +157,11 @@ class ContinuousQuery(SparkSteps):
         first to have its errors (a missing static table, another query's checkpoint) before running."""
         with self._lock:
             if not self._opened:
+                if self.ingesters is None and any(t.ingest is not None for t in self.plan.stream_tables()):
+                    from obda.execution.mqtt_ingest import start_ingesters
+
+                    self.ingesters = start_ingesters(self.plan.stream_tables(), self.base_dir)
+                    self.quarantine.annotators.append(self.ingesters.annotate)
                 self.engine.set_statics(self._load_statics())
                 self._restore()
                 self._opened = True
@@ -300,6 +306,7 @@ class ContinuousQuery(SparkSteps):
     # -- micro-batches --------------------------------------------------------------------------
     def _pending(self) -> dict[str, list[str]]:
         """Per stream table all its unprocessed files (name order), one listing."""
+        self.runtime.listed()
         tables = self._tables_by_name()
         return {
             name: [f for f in list_files(resolve_location(tables[name], self.base_dir)) if f not in self.processed[name]]
@@ -307,8 +314,11 @@ class ContinuousQuery(SparkSteps):
         }
 
     def _cut(self, pending: dict[str, list[str]]) -> dict[str, list[str]]:
-        """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits)."""
-        return cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
+        """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits); the rest is the
+        backlog (metrics)."""
+        new = cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
+        self.runtime.metrics.observe_input(pending, new)
+        return new
 
     def requests(self, files: dict[str, list[str]]):
         from obda.execution.spark_io import ReadRequest
@@ -379,6 +389,10 @@ class ContinuousQuery(SparkSteps):
             self.sink.write_lines(changelog_lines(records, self.columns))
             m.rows_out = self.aggregate.lines  # the changelog's lines, not the characteristic query's answers
         self.runtime.first_closed = None
+        newest = max((t for t in self.runtime.max_ts.values() if t is not None), default=None)
+        closed = self.runtime.closed_upto
+        if newest is not None and closed is not None:  # (0 until a timestamp closes)
+            m.app_lag_seconds = max(0, newest - closed) / 1e6
         sink_offset = self.sink.flush()
         q_offset = self.quarantine.flush()
         self.runtime.update_state_metrics(aggregate_entries=self.aggregate.size if self.aggregate is not None else 0)
@@ -390,6 +404,10 @@ class ContinuousQuery(SparkSteps):
         m.total_batch_seconds += m.last_batch_seconds
         if m.unbounded_members and m.batches % 10 == 0:
             log.info("unbounded query state: %s", m.state_growth())
+        if self.backend == "spark":  # the micro-batch's plans, held in the JVM by Python's cycles, released
+            from obda.execution.spark_io import release_java_proxies
+
+            release_java_proxies()
         return sum(len(f) for f in new.values())
 
     def static_only(self) -> None:
@@ -452,7 +470,10 @@ class ContinuousQuery(SparkSteps):
                         self._stop.wait(self.trigger_interval)
             except BaseException as e:  # reported through .error and the log
                 self.error = e
-                log.exception("continuous query failed")
+                if isinstance(e, ObdaError):  # located and worded for a user: no traceback
+                    log.error("continuous query failed: %s", e)
+                else:
+                    log.exception("continuous query failed")
 
         self._thread = threading.Thread(target=loop, name="obda-query", daemon=True)
         self._thread.start()
@@ -476,6 +497,9 @@ class ContinuousQuery(SparkSteps):
 
     def close(self) -> None:
         self.stop()
+        if self.ingesters is not None:
+            self.ingesters.stop()
+            self.ingesters = None
         if self._distributed is not None:
             self._distributed.release()
             self._distributed = None
@@ -486,6 +510,10 @@ class ContinuousQuery(SparkSteps):
             self._spill_root = None
         self.sink.close()
         self.quarantine.close()
+        if self.backend == "spark":
+            from obda.execution.spark_io import release_java_proxies
+
+            release_java_proxies()
 
     def describe(self) -> dict:
         """The executed plan: per member its verdict and the synopsis of every unit."""

@@ -78,6 +78,13 @@ def micros_to_iso(us: int | None) -> str | None:
     return t.strftime("%Y-%m-%dT%H:%M:%S") + (f".{t.microsecond:06d}" if t.microsecond else "") + "Z"
 
 
+def timestamp_text(us: int) -> str:
+    """Spark's ``CAST(timestamp AS STRING)`` of a µs timestamp: ``2024-01-01 10:00:00``, fractional seconds
+    without trailing zeros."""
+    t = EPOCH + dt.timedelta(microseconds=to_micros(us))
+    return t.strftime("%Y-%m-%d %H:%M:%S") + ("." + f"{t.microsecond:06d}".rstrip("0") if t.microsecond else "")
+
+
 _TS_TYPES = {"TIMESTAMP", "TIMESTAMPTZ", "TIMESTAMPNTZ", "TIMESTAMPLTZ", "DATETIME"}
 _STR_TYPES = {"TEXT", "VARCHAR", "CHAR", "NVARCHAR", "STRING"}
 _INT_TYPES = {"INT", "BIGINT", "SMALLINT", "TINYINT"}
@@ -119,6 +126,8 @@ def evaluate(e: exp.Expression, row: dict):
         if to in _STR_TYPES:
             if isinstance(v, bool):
                 return "true" if v else "false"
+            if isinstance(e.this, (exp.Cast, exp.TryCast)) and e.this.to.this.name in _TS_TYPES:
+                return timestamp_text(v)  # a timestamp's text, as Spark casts it (forest.members marks these)
             return str(v)
         if to in _INT_TYPES:
             return int(v)

@@ -18,6 +18,7 @@ local backend), plus per-table counters and the quarantined rows.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -59,6 +60,12 @@ class Metrics:
     key_violations: int = 0  # rows quarantined because they repeated a declared key (obda.execution.keys)
     changed_files: int = 0  # read files that changed afterwards (obda.execution.ledger); their change is not read
     key_rechecks: int = 0  # Spark micro-batches computed again, row by row, because a declared key repeated
+    # input waiting (observe_input): listed files no micro-batch has read yet, per stream; how long the oldest has
+    # waited (wall seconds since its modification); how far closing trails the newest row read (application seconds)
+    backlog_files: dict[str, int] = field(default_factory=dict)
+    backlog_bytes: dict[str, int] = field(default_factory=dict)
+    lag_seconds: float = 0.0
+    app_lag_seconds: float = 0.0
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -76,6 +83,10 @@ class Metrics:
             "changed_files": self.changed_files,
             "key_violations": self.key_violations,
             "key_rechecks": self.key_rechecks,
+            "backlog_files": dict(self.backlog_files),
+            "backlog_bytes": dict(self.backlog_bytes),
+            "lag_seconds": round(self.lag_seconds, 3),
+            "app_lag_seconds": round(self.app_lag_seconds, 6),
             "batches": self.batches,
             "closed_timestamps": self.closed_timestamps,
             "closed_upto": self.closed_upto,
@@ -93,6 +104,25 @@ class Metrics:
             **({"constraints": self.constraints, "constraint_violations": self.constraint_violations,
                 "incomplete_since": self.incomplete_since} if self.constraints else {}),
         }
+
+    def observe_input(self, pending: dict[str, list[str]], taken: dict[str, list[str]], now: float | None = None) -> None:
+        """The backlog once a micro-batch took ``taken`` of the ``pending`` files (per stream): files, bytes and
+        the wall seconds the oldest of them has waited since it was written.  A file gone meanwhile counts 0."""
+        now = time.time() if now is None else now
+        files, sizes, oldest = {}, {}, None
+        for stream, fs in pending.items():
+            took = set(taken.get(stream, ()))
+            left = [f for f in fs if f not in took]
+            files[stream], sizes[stream] = len(left), 0
+            for f in left:
+                try:
+                    st = os.stat(f)
+                except OSError:
+                    continue
+                sizes[stream] += st.st_size
+                oldest = st.st_mtime if oldest is None else min(oldest, st.st_mtime)
+        self.backlog_files, self.backlog_bytes = files, sizes
+        self.lag_seconds = max(0.0, now - oldest) if oldest is not None else 0.0
 
     def state_growth(self) -> dict | None:
         """Entries at the first and last recorded batch (reported for opted-in unbounded queries)."""
@@ -130,6 +160,7 @@ class Runtime:
         self.streams = list(streams)
         self.idle_timeout = idle_timeout
         self.clock = clock
+        self.listed_at: float | None = None  # the clock when the micro-batch's files were listed (listed())
         self.buffer: dict[int, dict[int, Counted]] = {}
         self.max_ts: dict[str, int | None] = {s: None for s in streams}
         self.closed_upto: int | None = None
@@ -162,10 +193,19 @@ class Runtime:
         self.last_progress = {s: now for s in self.streams}
 
     # -- ingestion ------------------------------------------------------------------------------
+    def listed(self) -> None:
+        """The micro-batch's files were listed now: its idle decisions are taken as of this time.  (Read when
+        the timestamps close instead, a process stopped in between — SIGSTOP, a long GC pause — would take
+        the pause for silence of a stream whose file arrived meanwhile, and quarantine that file as late.)"""
+        self.listed_at = self.clock()
+
+    def _now(self) -> float:
+        return self.listed_at if self.listed_at is not None else self.clock()
+
     def ingest(self, batches: list[TableBatch]) -> None:
         """Buffer the rows of a micro-batch (nothing closes here)."""
         m = self.metrics
-        now = self.clock()
+        now = self._now()
         for b in batches:
             m.rows_in[b.table] = m.rows_in.get(b.table, 0) + b.valid
             m.rows_read[b.table] = m.rows_read.get(b.table, 0) + b.rows
@@ -196,7 +236,7 @@ class Runtime:
     def watermark(self, exhausted: bool = False) -> int | None:
         """Largest timestamp that is closed now (all timestamps ≤ it are closed)."""
         candidates = []
-        now = self.clock()
+        now = self._now()
         active = [
             s
             for s in self.streams

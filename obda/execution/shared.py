@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 
+from obda.errors import ExecutionError
 from obda.execution.scan import namespace
 
 log = logging.getLogger("obda.execution")
@@ -134,6 +135,9 @@ class SharedScan:
         """Per stream of the joined queries its files not consumed yet: one listing per stream."""
         from obda.execution.spark_io import list_files, resolve_location
 
+        for _, q in joined:
+            q.runtime.listed()
+
         tables = {}
         for _, q in joined:
             for t in q.plan.stream_tables():
@@ -161,6 +165,8 @@ class SharedScan:
 
         nbytes = file_bytes(new)
         size = self.queries_per_job if nbytes >= self.share_scan_bytes else 1
+        for _, q in joined:
+            q.runtime.metrics.observe_input({s: fs for s, fs in pending.items() if s in q.streams}, new)
         for first in range(0, len(joined), size):
             self._group_step(joined[first:first + size], pending, new, nbytes, exhausted, t0)
         for s, fs in new.items():
@@ -178,6 +184,16 @@ class SharedScan:
         for lock in locks:
             lock.acquire()
         try:
+            carried_of = {}
+            for key, q in list(joined):
+                try:  # a query whose open rows' files are gone stops alone (located)
+                    carried_of[key] = q.carried()
+                except ExecutionError as e:
+                    q.error = e
+                    log.error("continuous query %s failed: %s", key, e)
+            joined = [(key, q) for key, q in joined if key in carried_of]
+            if not joined:
+                return
             readers_of: dict[str, list[str]] = {}
             for _, q in joined:
                 for s in q.streams:
@@ -187,7 +203,7 @@ class SharedScan:
             for key, q in joined:
                 mine = {s: fs for s, fs in new.items() if s in q.streams}
                 last = all(len(mine.get(s, ())) == len(pending.get(s, ())) for s in q.streams)
-                carried = {s: sorted(fs) for s, fs in q.open_files.items() if fs}
+                carried = carried_of[key]
                 for r in q.requests(mine):
                     k = (r.table.name, r.fmt)
                     if k not in shared_reads:

@@ -148,18 +148,38 @@ class JsonLinesSink(Sink):
 
     def write_lines(self, lines: list[str]) -> None:
         if lines:
-            f = self._file()
             text = "\n".join(lines) + "\n"
-            f.write(text)
+            try:
+                self._file().write(text)
+            except OSError as e:
+                raise self._refused(e) from e
             self._written += len(text.encode("utf-8"))
 
     def flush(self):
-        f = self._file()
-        f.flush()
-        if not self.regular:
-            return self._written
-        os.fsync(f.fileno())
-        return f.tell()
+        try:
+            f = self._file()
+            f.flush()
+            if not self.regular:
+                return self._written
+            os.fsync(f.fileno())
+            return f.tell()
+        except OSError as e:
+            raise self._refused(e) from e
+
+    def _refused(self, error: OSError):
+        """A write the file system refused (a full disk): what was buffered is dropped (``recover`` truncates the
+        file to the last checkpoint's offset), so closing the sink does not fail again; a located ExecutionError."""
+        from obda.execution.checkpoint import write_error
+
+        f, self._f = self._f, None
+        if f is not None:
+            try:
+                f.close()
+            except OSError:
+                pass
+        return write_error(error, self.path, "the lines of this micro-batch",
+                           "its lines up to the last checkpoint are intact (a query continued from its checkpoint drops "
+                           "what follows them and writes this micro-batch again)")
 
     def recover(self, offset) -> None:
         """Drop anything written after the checkpointed offset (a batch that did not commit)."""
@@ -218,8 +238,12 @@ class QuarantineSink:
     def __init__(self, path: str | os.PathLike | None = None):
         self.file = JsonLinesSink(path) if path is not None else None
         self.records: list[dict] = []
+        #: record -> record: says more of where a row came from (an MQTT ingest log names the message)
+        self.annotators: list = []
 
     def write(self, records: list[dict]) -> None:
+        for annotate in self.annotators:
+            records = [annotate(r) for r in records]
         if self.file is not None:
             self.file.write_lines([json.dumps(r, default=str) for r in records])
         else:

@@ -10,9 +10,11 @@ The micro-batch scan (:mod:`obda.execution.scan`) is built from these, static ta
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -165,6 +167,25 @@ def release_finished_query_jobs(spark) -> int:
         return len(done)
     except Exception:  # noqa: BLE001 - another Spark version without this map: nothing to release
         return 0
+
+
+def release_java_proxies(force: bool = False, every: float = 10.0) -> bool:
+    """Collect Python's reference cycles, which hold the JVM's plans: py4j's ``JavaObject`` caches the
+    ``JavaMember`` of each method called on it, and each member refers back to its object, so every Java object
+    a method was called on (a DataFrame's plan, a Column) stays in py4j's table — and with it its plans,
+    alive in the JVM — until Python's *full* collection, which a process allocating little rarely runs
+    (measured: the JVM's heap after a full GC grew about 1 MiB per query run in one session, 0.06 MiB with this
+    collection).  At most once per ``every`` seconds unless ``force``; returns whether it collected."""
+    global _last_collect
+    now = time.monotonic()
+    if not force and now - _last_collect < every:
+        return False
+    _last_collect = now
+    gc.collect()
+    return True
+
+
+_last_collect = 0.0
 
 
 def first_line(e: BaseException) -> str:

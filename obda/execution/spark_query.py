@@ -68,8 +68,24 @@ class SparkSteps:
         pending = self._pending() if pending is None else pending
         new = self._cut(pending)
         last = all(len(new.get(s, ())) == len(pending.get(s, ())) for s in self.streams)
+        return new, self.carried(), exhausted and last
+
+    def carried(self) -> dict[str, list[str]]:
+        """The files read earlier that still hold rows of open timestamps, read again by this micro-batch (the
+        Spark backend keeps no rows between micro-batches).  One of them gone would silently lose its rows'
+        answers: the query fails instead, located, and resumes from its checkpoint once it is back."""
+        import os
+
+        from obda.errors import ExecutionError, Location
+
         carried = {s: sorted(fs) for s, fs in self.open_files.items() if fs}
-        return new, carried, exhausted and last
+        gone = [f for fs in carried.values() for f in fs if not os.path.exists(f)]
+        if gone:
+            raise ExecutionError(
+                f"{len(gone)} file(s) read earlier still hold rows of timestamps not closed yet and are gone (first: "
+                f"{gone[0]}); restore them, then start the query again (it resumes from its last checkpoint)",
+                Location(file=gone[0]))
+        return carried
 
     def _reads(self, new: dict[str, list[str]], carried: dict[str, list[str]], readers: tuple[str, ...]):
         """The scan reads of ``new`` files (read by ``readers``) and of this query's ``carried`` ones."""

@@ -15,9 +15,16 @@ from obda.execution.rows import evaluate
 
 
 def project(views: ViewDedupe, ts: int | None, groups: dict) -> dict:
-    """``groups`` (pipeline id → key → count) with every view's distinct rows projected and counted."""
+    """``groups`` (pipeline id → key → count) with every view's distinct rows projected and counted; a view
+    branch that joins a stream with other tables is joined here, on the rows of the timestamp."""
     if not views.positions:
         return groups
+    for j in views.joins:
+        if j.temporal and all(groups.get(pid) for pid in j.streams):
+            rows = join_rows(j, {**j.static_rows, **groups})
+            if rows:
+                target = groups[j.target] = dict(groups.get(j.target) or {})
+                target.update(dict.fromkeys(rows, 1))
     out = {}
     for pid, rows in groups.items():
         pos = views.positions.get(pid)
@@ -43,6 +50,10 @@ def statics(views: ViewDedupe, counted: dict) -> dict:
         elif pid not in joined:
             out[pid] = rows
     for j in views.joins:
+        if j.temporal:  # joined at every closed timestamp, with these rows of its static tables
+            j.static_rows.clear()
+            j.static_rows.update({pid: counted.get(pid, {}) for _, pid, _ in j.entries if pid not in j.streams})
+            continue
         out.setdefault(j.target, {}).update(dict.fromkeys(join_rows(j, counted), 1))
     return project(views, None, out)
 

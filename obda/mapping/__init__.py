@@ -16,5 +16,6 @@ __all__ = [
     "graph_time",
     "describe_logical_table",
     "LogicalTableInfo",
+    "unfold",
 ]
 from obda.mapping.unfold import unfold  # noqa: E402

@@ -17,7 +17,7 @@ small node, never a REPLACE chain or an inlined condition tree.
 
 Node kinds: :class:`Col` (a qualified column), :class:`Const` (an SQL constant,
 a sqlglot leaf shared read-only), :class:`Cmp` (binary comparison),
-:class:`Cast` (``CAST(x AS VARCHAR)``), :class:`Encode` (IRI-safe REPLACE
+:class:`Cast` (``CAST(x AS VARCHAR)``), :class:`IsoText` (a timestamp's ``xsd:dateTime`` text), :class:`Encode` (IRI-safe REPLACE
 chain), :class:`Concat`, :class:`NotNull` (``NOT x IS NULL``),
 :class:`NotAll` (``NOT (c1 AND c2 ...)``) and :class:`Raw` (any other sqlglot
 tree, e.g. an inlined ``rr:sqlQuery`` condition, with its column qualifiers as
@@ -307,6 +307,28 @@ class Cast(Expr):
 
 
 _VARCHAR = exp.DataType.build("VARCHAR")
+
+
+class IsoText(Expr):
+    """``REPLACE(CAST(x AS VARCHAR), ' ', 'T')``: a timestamp's text as the canonical ``xsd:dateTime`` lexical
+    form (R2RML's natural RDF lexical form of a TIMESTAMP): ``2024-01-01T10:00:00``, fractional seconds
+    without trailing zeros, as Spark, DuckDB and PostgreSQL cast a timestamp to text (with a space)."""
+
+    __slots__ = ("arg",)
+
+    def __init__(self, arg: Expr):
+        super().__init__()
+        self.arg = arg
+
+    def _template(self) -> Template:
+        return _join(("REPLACE(CAST(",), self.arg.template, (" AS VARCHAR), ' ', 'T')",))
+
+    def _rename(self, ren):
+        return IsoText(self.arg.rename(ren))
+
+    def to_sqlglot(self, amap=None):
+        return exp.Replace(this=Cast(self.arg).to_sqlglot(amap), expression=exp.Literal.string(" "),
+                           replacement=exp.Literal.string("T"))
 
 
 _ENC_HEAD = "REPLACE(" * len(ENCODED_CHARS)

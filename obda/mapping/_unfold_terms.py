@@ -22,7 +22,6 @@ and non-ASCII characters outside RFC 3987 ``iunreserved`` are not encoded
 from __future__ import annotations
 
 import re
-import string
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -31,8 +30,7 @@ from urllib.parse import unquote
 
 from sqlglot import exp
 
-from obda.mapping._unfold_ir import (  # noqa: F401 - ENCODED_CHARS, python_value: re-exported
-    ENCODED_CHARS,
+from obda.mapping._unfold_ir import (
     UNRESERVED,
     Cast,
     Cmp,
@@ -41,12 +39,13 @@ from obda.mapping._unfold_ir import (  # noqa: F401 - ENCODED_CHARS, python_valu
     Const,
     Encode,
     Expr,
+    IsoText,
     NotAll,
     const,
     from_sqlglot,
     parse_datetime,
-    python_value,
 )
+from obda.mapping.template_text import alphabet, can_contain, iso_text
 from obda.model.mapping import TermType
 from obda.model.query import XSD
 from obda.model.sources import ColumnType
@@ -176,33 +175,14 @@ NATURAL_DATATYPE = {
 }
 
 
-# characters that can occur in the text of a column value of each type (after encoding)
-_NUMBER_CHARS = frozenset(string.digits + "-+.eE")
-_BOOL_CHARS = frozenset("truefalsTRUEFALS01")
-
-
 def slot_alphabet(slot: Slot) -> frozenset[str] | None:
-    """Characters a slot's text may contain; None: any character."""
-    t = slot.val.type
-    if t is ColumnType.INTEGER:
-        return frozenset(string.digits + "-")
-    if t in (ColumnType.DECIMAL, ColumnType.DOUBLE):
-        return _NUMBER_CHARS
-    if t is ColumnType.BOOLEAN:
-        return _BOOL_CHARS
-    if slot.encoded:
-        return None  # encoded strings: unreserved, '%', hex digits and any non-ASCII character
-    return None
+    """Characters a slot's text may contain; None: any character (:func:`obda.mapping.template_text.alphabet`)."""
+    return alphabet(slot.val.type, slot.encoded)
 
 
 def may_contain(slot: Slot, ch: str) -> bool:
     """Can the text of ``slot`` contain character ``ch``?"""
-    alpha = slot_alphabet(slot)
-    if alpha is not None:
-        return ch in alpha
-    if slot.encoded:
-        return ch in UNRESERVED or ch == "%" or ord(ch) > 127
-    return True
+    return can_contain(slot.val.type, slot.encoded, ch)
 
 
 # ----------------------------------------------------------------------------- constants as SQL
@@ -255,11 +235,16 @@ def literal_sql(lexical: str, datatype: str | None, column_type: ColumnType | No
 # ----------------------------------------------------------------------------- SQL for terms
 
 
+def text_sql(val: Val) -> Expr:
+    """SQL for the text of a value: a string as it is, a timestamp in its ``xsd:dateTime`` form, others cast."""
+    if val.type is ColumnType.STRING:
+        return val.expr
+    return IsoText(val.expr) if val.type is ColumnType.TIMESTAMP else Cast(val.expr)
+
+
 def slot_text_sql(slot: Slot) -> Expr:
     """SQL for the text a slot contributes: a string cast, encoded when needed."""
-    e = slot.val.expr
-    if slot.val.type is not ColumnType.STRING:
-        e = Cast(e)
+    e = text_sql(slot.val)
     if slot.encoded and slot.val.type in (ColumnType.STRING, ColumnType.TIMESTAMP, None):
         e = Encode(e)
     return e
@@ -327,9 +312,12 @@ def _sqlglot_const_for_column(value_text: str, val: Val, what: str) -> exp.Expre
         return exp.Boolean(this=value_text == "true")
     if t is ColumnType.TIMESTAMP:
         try:
-            return timestamp_sql(parse_datetime(value_text))
+            d = parse_datetime(value_text)
         except ValueError:
             raise Unsat(f"{what}: {value_text!r} is not the text of a timestamp value") from None
+        if iso_text(d) != value_text:  # the column's text is canonical: 10:00:00.50 or 10:00 never occur
+            raise Unsat(f"{what}: {value_text!r} is not the canonical xsd:dateTime text of a timestamp")
+        return timestamp_sql(d)
     return exp.Literal.string(value_text)
 
 
@@ -338,9 +326,7 @@ def _slot_equal(a: Slot, b: Slot) -> Expr:
     ta, tb = a.val.type, b.val.type
     if ta == tb or (ta is not None and tb is not None and ta.is_numeric and tb.is_numeric):
         return _cmp("=", a.val.expr, b.val.expr)
-    ea = a.val.expr if ta is ColumnType.STRING else Cast(a.val.expr)
-    eb = b.val.expr if tb is ColumnType.STRING else Cast(b.val.expr)
-    return _cmp("=", ea, eb)
+    return _cmp("=", text_sql(a.val), text_sql(b.val))
 
 
 def _strip_common(a: list[Part], b: list[Part], label: str) -> None:
@@ -400,14 +386,19 @@ def _slot_const(slot: Slot, raw: str, label: str) -> list[Expr]:
     return [_cmp("=", slot_text_sql(Slot(slot.val, False)), _string(decoded))]
 
 
-def _align(pa: list[Part], pb: list[Part], label: str) -> list[Expr]:
+def _align(pa: list[Part], pb: list[Part], label: str, rev: bool = False) -> list[Expr]:
     """Match two part lists left to right as far as the parse is unique; consumes what it matched.
 
     Text against text must agree; two slots followed by the same delimiter that
     neither can contain (or both last) are equal; a slot against fixed text takes
     the text up to its delimiter.  Stops (leaving the rest) where that is not
-    decidable part by part.
+    decidable part by part.  ``rev``: the lists are reversed (parts in reverse
+    order, each text reversed): :func:`_align_right` matches from the end.
     """
+
+    def fwd(text: str) -> str:
+        return text[::-1] if rev else text
+
     conds: list[Expr] = []
     while pa and pb:
         x, y = pa[0], pb[0]
@@ -445,7 +436,7 @@ def _align(pa: list[Part], pb: list[Part], label: str) -> list[Expr]:
         nxt = slot_list[1] if len(slot_list) > 1 else None
         if nxt is None:
             if all(isinstance(p, str) for p in text_list):
-                conds += _slot_const(slot, "".join(text_list), label)  # type: ignore[arg-type]
+                conds += _slot_const(slot, fwd("".join(text_list)), label)  # type: ignore[arg-type]
                 slot_list.clear()
                 text_list.clear()
                 continue
@@ -456,11 +447,25 @@ def _align(pa: list[Part], pb: list[Part], label: str) -> list[Expr]:
                 if len(text_list) == 1:
                     raise Unsat(label)
                 break
-            conds += _slot_const(slot, text[:idx], label)
+            conds += _slot_const(slot, fwd(text[:idx]), label)
             slot_list.pop(0)
             text_list[0] = text[idx:]
             continue
         break
+    return conds
+
+
+def _align_right(pa: list[Part], pb: list[Part], label: str) -> list[Expr]:
+    """:func:`_align` from the end: two slots *preceded* by the same text character that neither can contain
+    are equal (``{code}_{n}`` with a string ``code`` and an integer ``n``: ``n`` is the text after the last
+    ``_``), a slot against fixed text takes the text after its delimiter.  Consumes what it matched."""
+
+    def flip(parts: list[Part]) -> list[Part]:
+        return [p[::-1] if isinstance(p, str) else p for p in reversed(parts)]
+
+    ra, rb = flip(pa), flip(pb)
+    conds = _align(ra, rb, label, rev=True)
+    pa[:], pb[:] = flip(ra), flip(rb)
     return conds
 
 
@@ -483,6 +488,8 @@ def equal_terms(a: TermValue, b: TermValue) -> list[Expr]:
             raise Unsat(label)
         return []
     conds = _align(pa, pb, label)
+    if pa or pb:
+        conds += _align_right(pa, pb, label)
     if not pa and not pb:
         return conds
     _strip_common(pa, pb, label)

@@ -47,9 +47,9 @@ from obda.mapping._unfold_terms import (
     concat_sql,
     equal_terms,
     literal_sql,
-    may_contain,
     projection_sql,
 )
+from obda.mapping.template_text import determined_parts
 from obda.model.mapping import TermType
 from obda.model.query import XSD, Atom, Var
 from obda.model.sources import Column, ColumnType, Table, TableKind
@@ -196,16 +196,12 @@ def literal_column_type(terms: list[TermValue]) -> ColumnType | None:
 def injective(tv: TermValue) -> bool:
     """Do equal texts of ``tv`` imply equal slot values (so that deduping on slots dedupes terms)?
 
-    True when every slot but the last is followed by fixed text whose first
-    character the slot's text can never contain.
+    True when the text determines every slot (:func:`obda.mapping.template_text.determined_parts`: each slot
+    ends at a separator it cannot contain, read from the left or from the right).  ``Sensor_{station}_{kind}``
+    over two strings is not: ``A`` + ``B_temp`` and ``A_B`` + ``temp`` are one IRI.
     """
-    parts = list(tv.parts)
-    for i, p in enumerate(parts):
-        if isinstance(p, Slot) and i + 1 < len(parts):
-            nxt = parts[i + 1]
-            if not isinstance(nxt, str) or may_contain(p, nxt[0]):
-                return False
-    return True
+    shaped = [p if isinstance(p, str) else (p.val.type, p.encoded) for p in tv.parts]
+    return len(determined_parts(shaped)) == sum(1 for p in tv.parts if isinstance(p, Slot))
 
 
 def may_overlap(a: TermValue, b: TermValue) -> bool:

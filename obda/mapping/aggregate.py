@@ -24,7 +24,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from obda.mapping._unfold_ir import arithmetic_sql
-from obda.model.query import Aggregate, Aggregation, Arithmetic, Connective, Literal, Comparison, Var, Window
+from obda.model.query import Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
 
 __all__ = ["aggregate_select", "ordered_table"]
 

@@ -36,6 +36,7 @@ from rdflib.namespace import RDF, XSD
 from sqlglot import exp
 
 from obda.errors import Location, MappingError
+from obda.mapping.template_text import iso_text
 from obda.model.mapping import (
     LogicalTable,
     Mapping,
@@ -207,6 +208,8 @@ def natural_form(v: Any, decl: str | None) -> tuple[str, str | None]:
                 return canonical_decimal(Decimal(str(v))), str(XSD.decimal)
         elif kind == "dateTime":
             d = _to_datetime(v)
+            if d.tzinfo is None:  # the canonical form: fractional seconds without trailing zeros (as the SQL)
+                return iso_text(d), str(XSD.dateTime)
             s = d.isoformat()
             return (s[:-6] + "Z" if s.endswith("+00:00") else s), str(XSD.dateTime)
         elif kind == "date":

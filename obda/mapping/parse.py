@@ -39,6 +39,7 @@ from obda.model.mapping import (
     TriplesMap,
     parse_template,
 )
+from obda.query import tokens as tk
 
 RR = Namespace("http://www.w3.org/ns/r2rml#")
 DEFAULT_GRAPH = str(RR.defaultGraph)
@@ -488,12 +489,53 @@ def _short(iri: str) -> str:
 # --------------------------------------------------------------------------- API
 
 
+#: brackets ( [ { nested deeper than this are refused before rdflib parses: its Turtle parser recurses per level
+#: (about 7 Python frames a level), an R2RML mapping nests a few (a term map's [ ], a list's ( ))
+MAX_NESTING = 32
+
+
+def _lexical_error(text: str, file: str | None) -> MappingError | None:
+    """What rdflib would fail on without saying where, located: a character that is not Unicode text (a lone
+    surrogate), a variable (N3 and SPARQL have them, Turtle does not), brackets nested too deep."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        line = text.count("\n", 0, e.start) + 1
+        return MappingError(f"R2RML file is not valid Turtle: character U+{ord(text[e.start]):04X} is not Unicode "
+                            "text (a lone surrogate)", Location(file, line))
+    tokens = tk.tokenize(text)  # the SPARQL tokenizer: Turtle's strings, IRIs and comments are lexically the same
+    # a '?' outside strings, IRIs and comments starts a variable for rdflib (which then fails, saying nowhere where)
+    var = next((t for t in tokens if t.kind == "var" or t.is_punct("?")), None)
+    if var is not None:
+        return MappingError(f"R2RML file is not valid Turtle: {var.text!r} is a variable (N3 and SPARQL have them, "
+                            f"Turtle does not){_near(text, var.line, var.column)}", Location(file, var.line))
+    return _nesting_error(text, file, MAX_NESTING, tokens)
+
+
+def _nesting_error(text: str, file: str | None, limit: int = MAX_NESTING, tokens=None) -> MappingError | None:
+    """The error for brackets nested deeper than ``limit`` (with ``limit=0``: the deepest one), or None."""
+    tokens = tk.tokenize(text) if tokens is None else tokens
+    deep, level = (tk.too_deep(tokens, limit), limit + 1) if limit else tk.deepest(tokens)
+    if deep is None:
+        return None
+    what = (f"brackets nested more than {limit} deep are not supported" if limit else
+            "brackets nested too deeply to parse here (Python recursion limit)")
+    return MappingError(f"R2RML file is not valid Turtle: {what} (this '{deep.text}' opens level {level}"
+                        f"{_near(text, deep.line, deep.column)}); flatten the nesting", Location(file, deep.line))
+
+
 def _read_text(text: str, file: str | None, base: str | None) -> list[TriplesMap]:
     """Parse one Turtle text into triples maps (parents are not checked here)."""
+    early = _lexical_error(text, file)
+    if early is not None:  # e.g. rdflib would run out of Python stack: refused, located
+        raise early
     ix = _LineIndex(text, file, base)
     g = Graph()
     try:
         g.parse(data=text, format="turtle", publicID=base)
+    except RecursionError:  # within the limit, but called with little stack left
+        raise _nesting_error(text, file, 0) or MappingError("R2RML file is nested too deeply to parse",
+                                                            Location(file, 1)) from None
     except Exception as e:  # rdflib raises various parser exceptions
         reason, line, _column = _turtle_error(e, text)  # the column is in the reason ("near '...'"); structural
         # errors of mappings are located by line only, and so are these

@@ -75,6 +75,7 @@ from obda.mapping._unfold_views import (
     contained,
     duplicate_free,
     fine_shape,
+    injective,
     may_overlap,
     select_sql,
     view_terms,
@@ -769,7 +770,8 @@ def _atom_branches(atom: Atom, options: list, memo: _Memo, removed: list[str], b
 
 
 def _overlapping(atom: Atom, branches: list[Branch], join_vars: frozenset[Var]) -> set[Var]:
-    """Join variables of an atom whose IRI templates may produce the same IRI: compared as whole terms."""
+    """Join variables of an atom whose IRI templates may produce the same IRI — two templates, or one whose
+    parts can run into each other (two slot tuples, one IRI): compared as whole terms."""
     out: set[Var] = set()
     for v in _atom_vars(atom):
         if v not in join_vars:
@@ -777,7 +779,8 @@ def _overlapping(atom: Atom, branches: list[Branch], join_vars: frozenset[Var]) 
         reps: dict[tuple, TermValue] = {}
         for b in branches:
             reps.setdefault(fine_shape(b.terms[v]), b.terms[v])
-        if any(may_overlap(x, y) for x, y in combinations(list(reps.values()), 2)):
+        if any(may_overlap(x, y) for x, y in combinations(list(reps.values()), 2)) or any(
+                t.term_type is not TermType.LITERAL and not injective(t) for t in reps.values()):
             out.add(v)
     return out
 

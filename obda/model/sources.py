@@ -8,7 +8,8 @@ File format (YAML)::
         timestamp: ts           # required for streams: the application-time column
         columns: {sensor_id: integer, value: integer, ts: timestamp}
         location: data/measurement   # optional: file or directory
-        format: csv                  # optional: csv | json | parquet (jdbc: static tables only)
+        format: csv                  # optional: csv | json | parquet (jdbc: static tables only; mqtt:
+                                     # streams only, see obda/model/mqtt_source.py)
         key: [sensor_id, ts]         # optional: a unique key (enables self-join elimination)
       sensor:
         kind: static
@@ -34,7 +35,8 @@ from typing import Mapping
 import yaml
 
 from obda.errors import ExecutionError, Location, SourcesError
-from obda.model.constraints import CLUSTERED, KINDS, ORDERED, REFERENTIAL, Constraint, Monitoring, parse_duration
+from obda.model.constraints import KINDS, ORDERED, REFERENTIAL, Constraint, Monitoring, parse_duration
+from obda.model.mqtt_source import MqttSource, parse_mqtt_options
 
 
 class ColumnType(str, Enum):
@@ -75,12 +77,13 @@ class TableKind(str, Enum):
     STATIC = "static"
 
 
-FORMATS = ("csv", "json", "parquet", "jdbc")
-#: formats a stream can have: the executor reads a stream as new files in its location
-STREAM_FORMATS = ("csv", "json", "parquet")
+FORMATS = ("csv", "json", "parquet", "jdbc", "mqtt")
+#: formats a stream can have: the executor reads a stream as new files in its location (an MQTT stream as the
+#: JSON-lines ingest log obda keeps there: its table's ``format`` is ``json``, its ``ingest`` the broker)
+STREAM_FORMATS = ("csv", "json", "parquet", "mqtt")
 #: formats obda knows of but cannot read: refused (with the reason) instead of silently reading nothing
 UNSUPPORTED_FORMATS = {"kafka": "obda has no Kafka reader yet; write the topic to files (csv, json, parquet) in the "
-                                "stream's location"}
+                                "stream's location, or bridge it to MQTT (format: mqtt)"}
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class Table:
     options: Mapping[str, str] = field(default_factory=dict)
     key: tuple[str, ...] = ()
     source_location: Location = field(default_factory=Location, compare=False)
+    #: ``format: mqtt``: where the messages come from (an ingester lands them in ``location``, read as json)
+    ingest: MqttSource | None = None
 
     @property
     def is_stream(self) -> bool:
@@ -162,7 +167,56 @@ def _loc(file: str | None, node: yaml.Node | None) -> Location:
 def _mapping_items(node: yaml.Node, file: str | None, what: str) -> list[tuple[yaml.Node, yaml.Node]]:
     if not isinstance(node, yaml.MappingNode):
         raise SourcesError(f"{what} must be a mapping (key: value)", _loc(file, node))
+    for k, _ in node.value:  # a complex key (`? [a, b]`) would become the repr of a YAML node
+        if not isinstance(k, yaml.ScalarNode):
+            raise SourcesError(f"a key of {what} is a list or mapping; write a name", _loc(file, k))
     return list(node.value)
+
+
+def _text(node: yaml.Node, file: str | None, what: str) -> str:
+    """The text of a single value; a list or mapping where one value belongs is refused, located."""
+    if not isinstance(node, yaml.ScalarNode):
+        shape = "list" if isinstance(node, yaml.SequenceNode) else "mapping"
+        raise SourcesError(f"{what} must be a single value, not a {shape}", _loc(file, node))
+    return str(node.value)
+
+
+#: lists and mappings nested deeper than this are refused before the YAML is composed (PyYAML's composer
+#: recurses per level and would run out of Python stack); a sources file nests five or six levels
+MAX_NESTING = 64
+_OPENING = (yaml.BlockMappingStartToken, yaml.BlockSequenceStartToken, yaml.FlowMappingStartToken,
+            yaml.FlowSequenceStartToken)
+_CLOSING = (yaml.BlockEndToken, yaml.FlowMappingEndToken, yaml.FlowSequenceEndToken)
+
+
+def _nesting_error(text: str, file: str | None) -> SourcesError | None:
+    """The error for the first list or mapping that opens level ``MAX_NESTING + 1`` (the scanner does not
+    recurse), or None."""
+    depth = 0
+    try:
+        for token in yaml.scan(text):
+            if isinstance(token, _OPENING):
+                depth += 1
+                if depth > MAX_NESTING:
+                    m = token.start_mark
+                    return SourcesError(f"sources file: lists and mappings nested more than {MAX_NESTING} deep are "
+                                        "not supported; flatten the nesting", Location(file, m.line + 1, m.column + 1))
+            elif isinstance(token, _CLOSING):
+                depth -= 1
+    except yaml.YAMLError:
+        return None  # not YAML: composing it says where
+    return None
+
+
+def _yaml_location(e: yaml.YAMLError, text: str, file: str | None) -> Location:
+    mark = getattr(e, "problem_mark", None)
+    if mark is not None:
+        return Location(file, mark.line + 1, mark.column + 1)
+    position = getattr(e, "position", None)  # a ReaderError (a character YAML does not allow): an offset
+    if isinstance(position, int) and isinstance(text, str) and 0 <= position <= len(text):
+        before = text[:position]
+        return Location(file, before.count("\n") + 1, position - (before.rfind("\n") + 1) + 1)
+    return Location(file)
 
 
 def read_utf8(path: str | Path, what: str, error=SourcesError) -> str:
@@ -188,11 +242,16 @@ def load_sources(path: str | Path) -> Sources:
 
 
 def parse_sources(text: str, file: str | None = None) -> Sources:
+    deep = _nesting_error(text, file)
+    if deep is not None:
+        raise deep
     try:
         root = yaml.compose(text)
+    except RecursionError:  # within the limit, but called with little stack left
+        raise SourcesError("sources file: lists and mappings nested too deeply to read here; flatten the nesting",
+                           Location(file, 1)) from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        loc = Location(file, mark.line + 1, mark.column + 1) if mark else Location(file)
+        loc = _yaml_location(e, text, file)
         raise SourcesError(f"sources file is not valid YAML: {getattr(e, 'problem', e)}", loc) from e
     if root is None:
         raise SourcesError("sources file is empty; expected a 'tables:' mapping", Location(file, 1))
@@ -245,7 +304,7 @@ def _parse_constraint(node: yaml.Node, sources: Sources, file: str | None) -> Co
                                f"after/before (referential) or within, and {', '.join(sorted(_MONITORING))})", _loc(file, k))
     if "name" not in fields:
         raise SourcesError("constraint without a 'name'", _loc(file, node))
-    name = str(fields["name"][1].value)
+    name = _text(fields["name"][1], file, "the name of a constraint")
     at = _loc(file, fields["name"][1])
     kinds = [k for k in KINDS if k in fields]
     if len(kinds) != 1:
@@ -382,7 +441,7 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
         raise SourcesError(f"table {name!r}: missing 'kind' (stream or static)", _loc(file, name_node))
     kind_node = fields["kind"][1]
     try:
-        kind = TableKind(str(kind_node.value))
+        kind = TableKind(_text(kind_node, file, f"table {name!r}: kind"))
     except ValueError:
         raise SourcesError(
             f"table {name!r}: kind {kind_node.value!r} is not 'stream' or 'static'", _loc(file, kind_node)
@@ -403,7 +462,7 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
                 _loc(file, cn),
             )
         try:
-            ctype = ColumnType(str(ct.value).lower())
+            ctype = ColumnType(_text(ct, file, f"table {name!r}: the type of column {cname!r}").lower())
         except ValueError:
             allowed = ", ".join(t.value for t in ColumnType)
             raise SourcesError(
@@ -416,7 +475,7 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
     timestamp = None
     if "timestamp" in fields:
         ts_node = fields["timestamp"][1]
-        timestamp = str(ts_node.value)
+        timestamp = _text(ts_node, file, f"table {name!r}: timestamp")
         col = next((c for c in columns if c.name.lower() == timestamp.lower()), None)
         if kind is TableKind.STATIC:
             raise SourcesError(f"table {name!r} is static but declares a timestamp column", _loc(file, ts_node))
@@ -443,10 +502,10 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
                 f"timestamp column ({timestamp!r})",
                 _loc(file, fields["columns"][1]),
             )
-    location = str(fields["location"][1].value) if "location" in fields else None
+    location = _text(fields["location"][1], file, f"table {name!r}: location") if "location" in fields else None
     fmt = None
     if "format" in fields:
-        fmt = str(fields["format"][1].value).lower()
+        fmt = _text(fields["format"][1], file, f"table {name!r}: format").lower()
         if fmt in UNSUPPORTED_FORMATS:
             raise SourcesError(f"table {name!r}: format {fmt!r} is not supported: {UNSUPPORTED_FORMATS[fmt]}",
                                _loc(file, fields["format"][1]))
@@ -461,15 +520,27 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
                 f"table {name!r}: unknown format {fmt!r} (allowed: {', '.join(FORMATS)})", _loc(file, fields["format"][1])
             )
     options: dict[str, str] = {}
-    if "options" in fields:
+    ingest = None
+    if fmt == "mqtt":
+        if kind is TableKind.STATIC:
+            raise SourcesError(f"table {name!r}: format 'mqtt' is for streams (a static table is read from files)",
+                               _loc(file, fields["format"][1]))
+        if location is None:
+            raise SourcesError(f"stream {name!r}: format 'mqtt' needs a 'location': the folder of the ingest log "
+                               "obda lands the messages in", _loc(file, name_node))
+        ingest = parse_mqtt_options(name, fields["options"][1] if "options" in fields else None, file,
+                                    _loc(file, fields["format"][1]))
+        fmt = "json"  # the executor reads the ingest log's JSON-lines part files
+    elif "options" in fields:
         for k, v in _mapping_items(fields["options"][1], file, f"options of table {name!r}"):
-            options[str(k.value)] = str(v.value)
+            options[str(k.value)] = _text(v, file, f"table {name!r}: option {k.value!r}")
     key: list[str] = []
     if "key" in fields:
         knode = fields["key"][1]
         items = knode.value if isinstance(knode, yaml.SequenceNode) else [knode]
         for item in items:
-            col = next((c for c in columns if c.name.lower() == str(item.value).lower()), None)
+            kname = _text(item, file, f"table {name!r}: a key column")
+            col = next((c for c in columns if c.name.lower() == kname.lower()), None)
             if col is None:
                 raise SourcesError(f"table {name!r}: key column {item.value!r} is not among its columns", _loc(file, item))
             key.append(col.name)
@@ -483,6 +554,7 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
         format=fmt,
         options=options,
         source_location=_loc(file, name_node),
+        ingest=ingest,
     )
 
 
@@ -500,8 +572,8 @@ def missing_locations(tables, base_dir: str | Path) -> list[tuple[Table, Path | 
     ``base_dir``), with that path; a stream without a location with None (a JDBC table has no files)."""
     out = []
     for t in tables:
-        if t.format == "jdbc" or (not t.location and not t.is_stream):
-            continue
+        if t.format == "jdbc" or (not t.location and not t.is_stream) or t.ingest is not None:
+            continue  # an MQTT stream's ingester creates its folder
         p = Path(t.location) if t.location else None
         if p is not None and not p.is_absolute():
             p = Path(base_dir) / p

@@ -198,6 +198,10 @@ class _Branch:
     def term_vars(self) -> set[Var]:
         return {t for a in self.atoms for t in a.terms if isinstance(t, Var)} | {v for v, _ in self.binds}
 
+    def bound_vars(self) -> set[Var]:
+        """The variables a solution of this branch binds: its terms', its BINDs' and its time variables."""
+        return self.term_vars() | {a.time for a in self.atoms if a.time is not None}
+
     def to_cq(self) -> CQ:
         return CQ(_dedup(self.atoms), _dedup(self.filters), self.binds)
 
@@ -369,13 +373,12 @@ class _Converter:
         bound = set().union(*(b.term_vars() for b in branches)) if branches else set()
         mapping: dict[Var, Term] = {}
         for name, (new, at) in renames.items():
-            if Var(name) in self.time_vars:
-                raise self.unsupported("projected time variable", f"time variable ?{name} (bound by GRAPH) cannot be "
-                                       "projected, renamed or not", at)
             if Var(new) in bound or Var(new) in self.time_vars:
                 raise self.unsupported("SELECT expression", f"(?{name} AS ?{new}): ?{new} is already bound in the "
                                        "pattern; name the column with a new variable", at)
             mapping[Var(name)] = Var(new)
+        # a renamed time variable stays one: the GRAPH it came from binds the new name
+        self.time_vars = frozenset(mapping.get(v, v) for v in self.time_vars)
         out = []
         for b in branches:
             cq = b.to_cq().substitute(mapping)
@@ -511,7 +514,8 @@ class _Converter:
     def _projection(
         self, q: CompValue, branches: list[_Branch], select_i: int | None, where_open: int | None, where_close: int
     ) -> tuple[Var, ...]:
-        """Answer variables: the SELECT list, or for ``SELECT *`` every non-time, non-blank variable."""
+        """Answer variables: the SELECT list, or for ``SELECT *`` every non-time, non-blank variable (a time
+        variable is projected when the SELECT list names it)."""
         bound_per_branch = [b.term_vars() for b in branches]
         all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
         if q.projection:
@@ -532,19 +536,13 @@ class _Converter:
         return out
 
     def _answer_variables(self, names: list[str], located: dict, branches: list[_Branch]) -> tuple[Var, ...]:
-        """The variables ``names`` as answer variables: bound in every branch, never time variables."""
-        bound_per_branch = [b.term_vars() for b in branches]
+        """The variables ``names`` as answer variables: bound in every branch (a time variable by a GRAPH of
+        the branch: its value is the timestamp of that graph, docs/semantics.md)."""
+        bound_per_branch = [b.bound_vars() for b in branches]
         all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
         out: list[Var] = []
         for n in names:
             v = Var(n)
-            if v in self.time_vars:
-                raise self.unsupported(
-                    "projected time variable",
-                    f"time variable ?{n} (bound by GRAPH) cannot be projected; application time is carried by "
-                    "the answer stream itself",
-                    located[n],
-                )
             if v not in all_bound:
                 raise self.unsupported(
                     "unbound answer variable",

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-_NAME_CHARS = r"A-Za-z0-9_\u00B7\u00C0-\uFFFF"
+#: SPARQL's PN_CHARS, loosely: letters of every plane (a prefix or name in the astral planes is one token too)
+_NAME_CHARS = r"A-Za-z0-9_\u00B7\u00C0-\uFFFF\U00010000-\U000EFFFF"
 
 # Order matters: the first alternative that matches at a position wins.
 _TOKEN_RE = re.compile(
@@ -29,7 +30,7 @@ _TOKEN_RE = re.compile(
              |'(?:[^'\\\n\r]|\\.)*')
   | (?P<var>[?$][""" + _NAME_CHARS + r"""]+)
   | (?P<bnode>_:[""" + _NAME_CHARS + r"""][""" + _NAME_CHARS + r""".\-]*)
-  | (?P<pname>(?:[A-Za-z\u00C0-\uFFFF][""" + _NAME_CHARS + r""".\-]*)?:(?:[""" + _NAME_CHARS + r""".\-:%\\]*))
+  | (?P<pname>(?:[A-Za-z\u00C0-\uFFFF\U00010000-\U000EFFFF][""" + _NAME_CHARS + r""".\-]*)?:(?:[""" + _NAME_CHARS + r""".\-:%\\]*))
   | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)
   | (?P<word>[A-Za-z_][A-Za-z0-9_\-]*)
   | (?P<punct>&&|\|\||<=|>=|!=|\^\^|.)

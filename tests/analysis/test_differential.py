@@ -1,6 +1,7 @@
 """The polynomial checker agrees with the naive LTO-enumerating checker (spec §6).
 
-Random SPJ queries over up to 3 streams with up to 3 integer attributes each,
+Random SPJ queries over up to 3 streams with up to 3 integer attributes each
+(and their projected timestamps),
 up to 2 constants, random value predicates (``< <= = <> > >=``), random
 timestamp predicates (between streams, or with a timestamp constant, which
 makes a stream finite), both projections.  The naive checker is the
@@ -59,8 +60,9 @@ def queries(draw) -> str:
     mode = draw(st.integers(0, 3))
     if mode <= 1:
         proj = ["'k'"]  # constants only: the join conditions decide
-    else:
-        proj = draw(st.lists(st.sampled_from(attrs), min_size=1, max_size=2, unique=True))
+    else:  # mode 3 may project timestamps (docs/analysis.md, "Projected times")
+        pool = attrs + [f"{s}.ts" for s in streams] if mode == 3 else attrs
+        proj = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2, unique=True))
         if mode == 2 and len(consts) == 2:
             lo, hi = sorted(consts)
             preds += [f"{p} > {lo}" for p in proj] + [f"{p} < {hi}" for p in proj]

@@ -90,6 +90,13 @@ def test_iri_template_projection(sources):
                      ("c", "constant", ()), ("n", "constant", ())]
 
 
+def test_projected_timestamps_are_values(sources):
+    """docs/analysis.md, "Projected times": a stream's timestamp in the output, alone or in a template."""
+    m = one(sources, "SELECT S.t1 AS t, CONCAT('x', CAST(S.t1 AS VARCHAR)) AS u, R.since AS s FROM S, R")
+    assert [tuple(map(str, p.attrs)) for p in m.projection] == [("S.t1",), ("S.t1",), ("R.since",)]
+    assert [tuple(map(str, p.times)) for p in m.projection] == [("S.t1",), ("S.t1",), ()]  # R is static
+
+
 def test_integer_column_vs_decimal_constant_is_tightened(sources):
     m = one(sources, "SELECT S.A FROM S WHERE S.A < 5.5 AND S.B > 2.5")
     assert preds(m) == {"S.A <= 5", "3 <= S.B"}
@@ -138,8 +145,12 @@ def err(sources, sql) -> AnalysisError:
     ("SELECT S.A FROM S, T WHERE S.t1 = T.D", "timestamp attribute S.t1", 1, 28),
     ("SELECT S.A FROM S WHERE S.t1 < '2024-01-01'", "timestamps are compared only with timestamps", 1, 25),
     ("SELECT S.A FROM S, M WHERE S.A = M.label", "type error", 1, 28),
-    ("SELECT S.t1 FROM S", "timestamp column S.t1 is projected", 1, 8),
-    ("SELECT CONCAT('x', CAST(S.t1 AS VARCHAR)) FROM S", "timestamp column S.t1 is projected", 1, 25),
+    ("SELECT S.A FROM S, T WHERE CONCAT('x', CAST(S.A AS VARCHAR)) = CONCAT('y', CAST(T.D AS VARCHAR))",
+     "not instances of one template", 1, 28),
+    ("SELECT S.A FROM S, T WHERE CONCAT('x', CAST(S.A AS VARCHAR)) = CONCAT('x', CAST(T.t2 AS VARCHAR))",
+     "not instances of one template", 1, 28),
+    ("SELECT S.A FROM S, T WHERE NOT CONCAT('x', CAST(S.A AS VARCHAR), '_', CAST(S.B AS VARCHAR)) = "
+     "CONCAT('x', CAST(T.D AS VARCHAR), '_', CAST(T.E AS VARCHAR))", "a disequality of two terms of one template", 1, 32),
     ("SELECT S.A FROM (SELECT * FROM S) AS q", "derived table", None, None),
     ("SELECT S.A FROM S WHERE S.A IN (SELECT T.D FROM T)", "subquery", None, None),
     ("SELECT S.A FROM S LEFT JOIN T ON S.A = T.D", "LEFT JOIN", None, None),

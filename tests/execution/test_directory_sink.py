@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 
 import pytest
 
@@ -53,8 +54,10 @@ def test_committed_batches_in_order_with_their_layout(tmp_path, fmt):
     ext = "json" if fmt == "json" else "parquet"
     assert [p.name for p in sink.committed_files()] == [f"batch-00000001-part-00000.{ext}", f"batch-00000002-part-00000.{ext}"]
     rec = json.loads((tmp_path / "out" / "_commits" / "00000002.json").read_text())
-    assert rec == {"batch": 2, "format": fmt, "first": 4, "lines": 1,
-                   "files": [{"name": f"batch-00000002-part-00000.{ext}", "lines": 1}]}
+    part = tmp_path / "out" / "data" / f"batch-00000002-part-00000.{ext}"
+    assert rec == {"batch": 2, "format": fmt, "first": 4, "lines": 1, "check": rec["check"],
+                   "files": [{"name": part.name, "lines": 1, "bytes": part.stat().st_size,
+                              "crc32": zlib.crc32(part.read_bytes())}]}  # checked by readers (tests/faults)
     assert [(c.batch, c.first, c.lines) for c in iter_committed(tmp_path / "out")] == [(1, 1, 3), (2, 4, 1)]
     assert [c.batch for c in iter_committed(tmp_path / "out", after_batch=1)] == [2]
     assert read_committed(tmp_path / "out", after_batch=1) == dicts(b)

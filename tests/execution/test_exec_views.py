@@ -180,9 +180,10 @@ def test_view_queries_are_analysed_and_run_when_bounded(world, case, tmp_path):
     assert got == Counter(oracle.answers(comp.to_sql("spark"))), case.id
 
 
-def test_stream_view_branch_joining_tables_is_refused_with_the_triples_map_located():
+def test_stream_view_branch_joining_tables_runs_per_timestamp():
+    """A stream view whose branch joins a stream with a static table (an rr:sqlQuery join, no keys) is joined at
+    every closed timestamp (issue 27: no keys needed); equal rows give one view row."""
     from obda.analysis import analyze
-    from obda.errors import ExecutionError
     from obda.model.sources import parse_sources
 
     src = parse_sources(JOIN_SOURCES)
@@ -192,8 +193,16 @@ ex:Hot a rr:TriplesMap;
   rr:subjectMap [ rr:template "http://ex.org/reading/{turbine_id}"; rr:class ex:Hot ].
 """
     comp = _compile("PREFIX ex: <http://ex.org/>\nSELECT ?r WHERE { GRAPH ?t { ?r a ex:Hot } }", mapping, src)
-    report = analyze(comp, src)  # analysable; not executable: said when it is run
-    assert report.forest is None and report.to_dict()["not_executable"]
-    with pytest.raises(ExecutionError, match="triples map http://ex.org/Hot joins jreading, jturbine over a stream") as e:
-        ContinuousQuery(plan_execution(comp, src, report), backend="local")
-    assert e.value.location.line is not None
+    report = analyze(comp, src)
+    assert report.forest is not None and any(j.temporal for j in report.forest.views.joins)
+    base = dt.datetime(2024, 1, 1)
+    statics = {"jturbine": [{"id": 1, "site_id": 10}, {"id": 1, "site_id": 10}, {"id": 2, "site_id": 20}],
+               "jsite": [{"id": 10, "region": "north"}]}
+    streams = {"jreading": [{"turbine_id": t, "value": v, "ts": base + dt.timedelta(seconds=k // 2)}
+                           for k, (t, v) in enumerate([(1, 5), (1, 5), (2, 6), (1, 7), (3, 8), (1, 1)])]}
+    final = Oracle(src, streams, statics).answers(comp.to_sql("spark"))
+    # per timestamp, reading/1 once however many equal readings and turbine rows; turbine 3 does not exist
+    assert final == Counter({("http://ex.org/reading/1",): 3, ("http://ex.org/reading/2",): 1})
+    for seed in range(10):
+        _, out = drive(comp, src, random_splits(streams, seed, max_chunk=2), static=statics)
+        assert counter_of(out) == final, seed

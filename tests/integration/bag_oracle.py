@@ -258,7 +258,8 @@ _SQLITE_TYPES = {
 
 
 def copy_to_sqlite(con, sources: Sources, path: Path) -> None:
-    """The tables of ``sources`` from the DuckDB ``con`` into a SQLite file (timestamps as ISO text).
+    """The tables of ``sources`` from the DuckDB ``con`` into a SQLite file (timestamps as ISO text with ``T``:
+    morph-kgc writes a SQLite value's text as it is, and R2RML's natural form of a timestamp is xsd:dateTime's).
 
     An integer column with NULLs is declared ``VARCHAR``: morph-kgc reads SQL results through pandas,
     which turns such a column into floats (``dept/1.0`` instead of ``dept/1``); its literals then come
@@ -282,7 +283,7 @@ def copy_to_sqlite(con, sources: Sources, path: Path) -> None:
             if isinstance(v, bool):
                 return int(v)
             if hasattr(v, "isoformat") and not isinstance(v, str):
-                return v.isoformat(sep=" ")
+                return v.isoformat()  # 2024-01-01T10:00:00: R2RML's natural form, which morph-kgc copies into IRIs
             return v
 
         marks = ", ".join("?" for _ in t.columns)

@@ -7,10 +7,10 @@ and each time graph on its own) is closed under the ontology with owlrl's
 OWL 2 RL semantics, and the user's SPARQL text runs on the result with rdflib.
 
 Time comparisons: rdflib cannot compare graph IRIs, so the query text is
-adjusted mechanically: after every ``GRAPH ?t { … }`` block the pattern
-``?t <urn:obda:at> ?t__at`` is added, other occurrences of ``?t`` (only in
-FILTERs, since time variables may appear nowhere else) become ``?t__at``, and
-the default graph states ``<graph> <urn:obda:at> "time"^^xsd:dateTime``.
+adjusted mechanically: every ``GRAPH ?t { … }`` block becomes
+``GRAPH ?t__g { … } ?t__g <urn:obda:at> ?t``, so every other ``?t`` (in FILTERs,
+or projected) is the time of its graph as an ``xsd:dateTime`` literal, and the
+default graph states ``<graph> <urn:obda:at> "time"^^xsd:dateTime``.
 """
 
 from __future__ import annotations
@@ -48,14 +48,13 @@ def _graph_blocks(text: str):
 
 def oracle_query_text(text: str) -> str:
     blocks = list(_graph_blocks(text))
-    tvars = {v for _, _, v in blocks}
-    # insert the time patterns, back to front so indices stay valid
+    # GRAPH ?t { … } becomes GRAPH ?t__g { … } ?t__g <urn:obda:at> ?t: every other ?t (FILTERs, the SELECT list)
+    # is then the time of its graph, a dateTime literal, under its own name
     out = text
-    for _, end, v in sorted(blocks, key=lambda b: -b[1]):
-        out = out[:end] + f" ?{v} <{AT}> ?{v}__at . " + out[end:]
-    for v in tvars:
-        # every ?v not directly after GRAPH and not the subject of the inserted pattern
-        out = re.sub(rf"(?<!GRAPH )\?{v}\b(?!__at)(?! <{re.escape(str(AT))}>)", f"?{v}__at", out, flags=re.IGNORECASE)
+    for start, end, v in sorted(blocks, key=lambda b: -b[0]):
+        out = out[:end] + f" ?{v}__g <{AT}> ?{v} . " + out[end:]
+        head = re.match(rf"GRAPH\s+\?{v}\b", out[start:], flags=re.IGNORECASE)
+        out = out[:start] + f"GRAPH ?{v}__g" + out[start + head.end():]
     # the data is naive UTC: drop a trailing Z of dateTime constants so rdflib compares like with like
     out = re.sub(r'"(\d{4}-\d\d-\d\dT[\d:.]+)Z"\^\^', r'"\1"^^', out)
     return out

@@ -74,7 +74,7 @@ CASES = [
     # application time
     ("GRAPH <IRI>", "SELECT ?x WHERE {\n  ¦GRAPH <http://g/> { ?x a :C }\n}"),
     ("GRAPH <IRI>", "SELECT ?x WHERE { ¦GRAPH :g { ?x a :C } }"),
-    ("projected time variable", "SELECT ?x ¦?t WHERE { GRAPH ?t { ?x a :C } }"),
+    ("unbound answer variable", "SELECT ?x ¦?t WHERE { ?x a :C }"),
     ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x a :C }\n  FILTER(¦?t > 5) }"),
     ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } FILTER(\"x\" = ¦?t) }"),
     ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } FILTER(¦?t != :a) }"),

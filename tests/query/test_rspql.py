@@ -161,7 +161,6 @@ REFUSED = [
     (UnsupportedConstructError, "OPTIONAL", "SELECT ?x " + WIN + "WHERE {\n  WINDOW :w { ?x :p ?v ¦OPTIONAL { ?x :q ?w } }\n}"),
     (QuerySyntaxError, None, "SELECT ?x " + WIN + "WHERE { WINDOW :w { ?x :p ?v } ?x :q ?v ¦?w }"),
     (QuerySyntaxError, None, "SELECT ?x " + WIN + "WHERE { WINDOW :w { ?x :p ?v } ?x ¦zz:q ?v }"),
-    (UnsupportedConstructError, "projected time variable", "SELECT ?x ¦?t " + WIN + "WHERE { WINDOW :w { ?x :p ?v } GRAPH ?t { ?x :q ?w } }"),
     (UnsupportedConstructError, "WINDOW", "SELECT ?x (COUNT(*) AS ?n) " + WIN + "WHERE {\n  GRAPH ?t { ?x :q ?w }\n"
      "  ¦WINDOW :w { ?x :p ?v }\n} GROUP BY ?x"),
     (UnsupportedConstructError, "WINDOW", "SELECT ?x " + WIN + "WHERE {\n  WINDOW :w { ?x :p ?v }\n"

@@ -75,10 +75,14 @@ def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, ru
     d: Draft = start(member, distinct, first_pipeline_id, constraints)
     for rule in rules:
         d = rule(d)
+    keyed: tuple[int, ...] = ()
+    if len(d.roots) == 1 and not d.unsatisfiable:
+        root = set(d.nodes[d.roots[0]].aliases)
+        keyed = tuple(i for i, it in enumerate(member.items) if any(a[0] in root for a in it.times))
     return MemberForest(
         member=member, distinct=distinct, nodes=d.nodes, roots=d.roots, forest_statics=d.forest_statics,
         forest_preds=d.forest_preds, out_attrs=d.out_attrs, pipelines=d.pipelines,
-        unsatisfiable=d.unsatisfiable, absorbed=d.absorbed, constraints=d.constraints_used,
+        unsatisfiable=d.unsatisfiable, absorbed=d.absorbed, constraints=d.constraints_used, keyed=keyed,
     )
 
 

@@ -15,8 +15,10 @@ from dataclasses import replace
 from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
+from obda.analysis.elements import Attr as EAttr
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
 from obda.analysis.normal_form import parse_sql
+from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
 from obda.model.compilation import Compilation
@@ -134,6 +136,13 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             raise ExecutionError(f"table {aliases[alias].name!r} has no column {col.name!r}")
         return (alias, c.name)
 
+    def is_ts(col: exp.Column) -> bool:
+        c = aliases[resolve(col)[0]].column(resolve(col)[1])
+        return c is not None and c.type is ColumnType.TIMESTAMP
+
+    def unq(e: exp.Expression) -> exp.Expression:
+        return _unqualify(e, resolve, is_ts)
+
     local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
     cross: list[CrossPred] = []
     exprs: list[tuple[Attr, exp.Expression]] = []
@@ -147,7 +156,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         if len(owners) != 1:
             return None
         attr = (owners.pop(), f"#p{len(exprs)}")
-        exprs.append((attr, _unqualify(e, resolve)))
+        exprs.append((attr, unq(e)))
         return attr
 
     for c in conds:
@@ -161,7 +170,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
                 raise ExecutionError(f"cannot decide the constant condition {c.sql()!r}")
             continue
         if len(owners) == 1:
-            local[owners.pop()].append(_unqualify(c, resolve))
+            local[owners.pop()].append(unq(c))
             continue
         interval = _interval(c, resolve, aliases)
         if interval:
@@ -177,11 +186,19 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             )
         cross.append(CrossPred(lhs, op, rhs))
 
+    types = {EAttr(a, c.name): c.type for a, t in aliases.items() for c in t.columns}
+
+    def stream_ts(a: EAttr) -> bool:
+        t = aliases[a.alias]
+        copies = view_timestamp_keys(used_views[a.alias], sources) if a.alias in used_views else ()
+        return t.is_stream and t.timestamp is not None and (t.timestamp.lower() == a.column.lower() or a.column in copies)
+
     items: list[OutItem] = []
     for e in sel.expressions:
         name = _item_name(e)
         body = unparen(e.this if isinstance(e, exp.Alias) else e)
-        items.append(_out_item(name, body, resolve, exprs))
+        times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
+        items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts), times=times))
     return Member(
         index=index,
         aliases=tuple(aliases.items()),
@@ -219,15 +236,42 @@ def _interval(c: exp.Expression, resolve, aliases: dict[str, Table]) -> list[Cro
     return out
 
 
-def _unqualify(e: exp.Expression, resolve) -> exp.Expression:
-    """Copy of ``e`` with columns renamed to the source column (no alias): ready for one table."""
+def _unqualify(e: exp.Expression, resolve, is_ts=None) -> exp.Expression:
+    """Copy of ``e`` with columns renamed to the source column (no alias): ready for one table.  A timestamp
+    column whose text is taken (``CAST(ts AS VARCHAR)``, in a template) is marked ``CAST(ts AS TIMESTAMP)``:
+    the local backend holds timestamps as microseconds and formats such a cast as Spark does."""
 
     def tr(node):
         if isinstance(node, exp.Column):
-            return exp.column(resolve(node)[1], quoted=True)
+            col = exp.column(resolve(node)[1], quoted=True)
+            return exp.cast(col, "TIMESTAMP") if is_ts is not None and _text_of(node) and is_ts(node) else col
         return node
 
     return e.copy().transform(tr)
+
+
+def _text_of(node: exp.Column) -> bool:
+    parent = node.parent
+    return isinstance(parent, exp.Cast) and parent.to.is_type(*exp.DataType.TEXT_TYPES)
+
+
+def mark_timestamps(e: exp.Expression, is_ts) -> exp.Expression:
+    """Copy of ``e`` (over one table's columns) with every timestamp column whose text is taken marked as a
+    timestamp (``CAST(CAST(ts AS TIMESTAMP) AS VARCHAR)``), as :func:`_unqualify` does."""
+
+    def tr(node):
+        if isinstance(node, exp.Column) and _text_of(node) and is_ts(node):
+            return exp.cast(node.copy(), "TIMESTAMP")
+        return node
+
+    return e.copy().transform(tr)
+
+
+def iso_text_sql(e: exp.Expression) -> exp.Expression:
+    """``REPLACE(CAST(CAST(e AS TIMESTAMP) AS STRING), ' ', 'T')``: a timestamp's canonical xsd:dateTime text,
+    the value of a projected time on both backends (what the unfolder's SQL projects is the timestamp)."""
+    return exp.Replace(this=exp.cast(exp.cast(e, "TIMESTAMP"), "STRING"), expression=exp.Literal.string(" "),
+                       replacement=exp.Literal.string("T"))
 
 
 def _constant(e: exp.Expression):
@@ -259,9 +303,13 @@ def _constant(e: exp.Expression):
     raise ExecutionError(f"unsupported constant expression {e.sql()!r} in the projection")
 
 
-def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
+def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts) -> OutItem:
     cols = list(body.find_all(exp.Column))
     owners = {resolve(c)[0] for c in cols}
+    if isinstance(body, exp.Column) and is_ts(body):  # a projected time: its xsd:dateTime text
+        attr = (resolve(body)[0], f"#p{len(exprs)}")
+        exprs.append((attr, iso_text_sql(exp.column(resolve(body)[1], quoted=True))))
+        return OutItem(name, "attr", attr=attr)
     if isinstance(body, exp.Column):
         return OutItem(name, "attr", attr=resolve(body))
     if not owners:
@@ -271,7 +319,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
     if len(owners) == 1:
         alias = owners.pop()
         attr = (alias, f"#p{len(exprs)}")
-        exprs.append((attr, _unqualify(body, resolve)))
+        exprs.append((attr, unq(body)))
         return OutItem(name, "attr", attr=attr)
     if isinstance(body, exp.Concat):
         parts: list[tuple[str, object]] = []
@@ -282,7 +330,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list) -> OutItem:
                 parts.append(("const", str(_constant(a))))
             elif len(a_owners) == 1:
                 attr = (a_owners.pop(), f"#p{len(exprs)}")
-                exprs.append((attr, exp.cast(_unqualify(a, resolve), "STRING")))
+                exprs.append((attr, exp.cast(unq(a), "STRING")))
                 parts.append(("attr", attr))
             else:
                 raise ExecutionError(f"projection part {a.sql()!r} mixes several FROM entries")

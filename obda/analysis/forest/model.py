@@ -68,6 +68,7 @@ class OutItem:
     attr: Attr | None = None
     value: object = None
     parts: tuple[tuple[str, object], ...] = ()  # concat: ('const', str) | ('attr', Attr)
+    times: tuple[Attr, ...] = ()  # the stream timestamps (alias, column) its value determines
 
     @property
     def attrs(self) -> tuple[Attr, ...]:
@@ -186,6 +187,9 @@ class MemberForest:
     unsatisfiable: bool = False
     absorbed: tuple[CrossPred, ...] = ()
     constraints: tuple[str, ...] = ()  # the k-constraints its synopses drop state by
+    # output columns (positions) whose value determines the timestamp of the member's one root: its answers at a
+    # closed timestamp differ from every earlier one (docs/analysis.md, "Projected times")
+    keyed: tuple[int, ...] = ()
 
     @property
     def orders(self) -> tuple[str, ...]:
@@ -229,17 +233,25 @@ class MemberForest:
 
 @dataclass(frozen=True)
 class JoinBranch:
-    """A static view branch that joins several tables: computed once, when the static tables are loaded.
+    """A view branch that joins several tables (a referencing object map, an ``rr:sqlQuery`` join).
 
     ``entries``: (FROM alias of the branch, pipeline id reading that table whole,
     its column names); ``conds`` and ``items`` (the view row) are over
-    ``alias.column``.
+    ``alias.column``.  A static branch is computed once, when the static tables
+    are loaded.  A ``temporal`` one (the view reads a stream) is computed at
+    every closed timestamp from the rows of its stream tables at that timestamp
+    (their timestamps are equal: the unfolder equates them) and its static
+    tables, which ``static_rows`` (pipeline id → counted rows) receives when
+    they are loaded (:func:`obda.execution.views.statics`).
     """
 
     target: int  # the view alias's pipeline id
     entries: tuple[tuple[str, int, tuple[str, ...]], ...]
     conds: tuple[exp.Expression, ...]
     items: tuple[exp.Expression, ...]
+    temporal: bool = False
+    streams: tuple[int, ...] = ()  # pipeline ids of the entries over stream tables
+    static_rows: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -272,6 +284,13 @@ class Forest:
     constraints: tuple = ()  # the declared k-constraints on its streams, watched at run time (model.constraints)
     monitors: tuple[tuple[str, str, int], ...] = ()  # (constraint, table, pipeline id): the raw rows it watches
     constraints_used: tuple[str, ...] = ()  # those some member drops state by
+
+    @property
+    def keyed_by_time(self) -> bool:
+        """A DISTINCT query whose every member keys its answers by its root's timestamp in one common column: no
+        answer can repeat one of an earlier closed timestamp, so the emitted set is forgotten at each close."""
+        live = [m for m in self.members if not m.unsatisfiable]
+        return self.distinct and bool(live) and bool(set.intersection(*(set(m.keyed) for m in live)))
 
     def stream_tables(self) -> list[Table]:
         seen: dict[str, Table] = {}

@@ -5,17 +5,19 @@ forest gives its alias one pipeline per branch over the branch's source table
 (the view-level filters and computed attributes rewritten over that table),
 each keeping the whole view row; :class:`~obda.analysis.forest.model.ViewDedupe`
 says which pipelines feed which alias and how a distinct row is projected
-onto the alias's synopsis key when its timestamp closes.  A static branch
-joining several tables reads them whole (:class:`JoinBranch`).
+onto the alias's synopsis key when its timestamp closes.  A branch joining
+several tables (a referencing object map) reads them whole (:class:`JoinBranch`):
+once for static tables, per closed timestamp when it reads a stream.
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
 
+from obda.analysis.forest.members import mark_timestamps
 from obda.analysis.forest.model import JoinBranch, Pipeline
 from obda.errors import ExecutionError, Location
-from obda.model.sources import Sources, Table
+from obda.model.sources import ColumnType, Sources, Table
 
 
 def view_pipelines(p: Pipeline, view, sources: Sources, first_id: int):
@@ -46,7 +48,16 @@ def view_pipelines(p: Pipeline, view, sources: Sources, first_id: int):
         return table
 
     for br in view.parts:
-        items = dict(br.items)
+        if br.single:  # timestamps whose text is taken are marked for the local backend (forest.members)
+            table = table_of(br.table)
+
+            def is_ts(col: exp.Column, table=table) -> bool:
+                c = table.column(col.name)
+                return c is not None and c.type is ColumnType.TIMESTAMP
+
+            items = {k: mark_timestamps(v, is_ts) for k, v in br.items}
+        else:
+            items = dict(br.items)
 
         def sub(e: exp.Expression) -> exp.Expression:
             def tr(node):
@@ -63,24 +74,32 @@ def view_pipelines(p: Pipeline, view, sources: Sources, first_id: int):
             rows_of.append(next_id)
             next_id += 1
             continue
-        if view.temporal or not all(br.tables):
+        if not all(br.tables):
             tm, file, line = br.origin
             raise ExecutionError(
                 f"view {view.name}: its branch from triples map {tm} joins "
-                f"{', '.join(t or 'a derived table' for t in br.tables)}"
-                + (" over a stream" if view.temporal else "")
-                + "; the executor deduplicates such a branch only over static source tables (declare keys so that "
-                "the view is proven duplicate-free and inlined, or map the class or property from one table)",
+                f"{', '.join(t or 'a derived table' for t in br.tables)}; the executor reads the tables of such a "
+                "branch, not derived tables (write the logical table as an SPJ over source tables)",
                 Location(file, line),
             )
-        entries = []
+        entries, streams, tables = [], [], {}
         for alias, name in zip(br.aliases, br.tables):
-            table = table_of(name)
+            table = tables[alias] = table_of(name)
             sub_alias = f"{p.alias}/{alias}"
             out.append(Pipeline(next_id, p.member, sub_alias, table, (),
                                 tuple((sub_alias, c.name) for c in table.columns)))
             entries.append((alias, next_id, tuple(c.name for c in table.columns)))
+            if table.is_stream:
+                streams.append(next_id)
             next_id += 1
-        joins.append(JoinBranch(p.id, tuple(entries), tuple(c.copy() for c in br.conds),
-                                tuple(items[c].copy() for c in cols) + tuple(sub(e) for _, e in p.exprs)))
+
+        def joined_ts(col: exp.Column, tables=tables) -> bool:
+            c = tables[col.table].column(col.name) if col.table in tables else None
+            return c is not None and c.type is ColumnType.TIMESTAMP
+
+        # the member's conditions on the view alias hold on every view row: they join the branch's conditions
+        conds = tuple(c.copy() for c in br.conds) + tuple(sub(f) for f in p.filters)
+        row = tuple(items[c].copy() for c in cols) + tuple(sub(e) for _, e in p.exprs)
+        joins.append(JoinBranch(p.id, tuple(entries), tuple(mark_timestamps(c, joined_ts) for c in conds),
+                                tuple(mark_timestamps(e, joined_ts) for e in row), view.temporal, tuple(streams)))
     return out, rows_of, positions, joins
