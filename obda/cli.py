@@ -581,7 +581,10 @@ def users_add(
 
 @users_app.command("list")
 def users_list(users_file: Path = USERS_FILE_OPTION) -> None:
-    """The users of the file: name, role, rate limit, creation time (never a token or hash)."""
+    """The users of the file: name, role, rate limit, creation time (never a token or hash).
+
+    Example: obda users list --users-file state/users.json
+    """
     from api.users import list_users
 
     for u in _users_call(list_users, users_file):
@@ -590,7 +593,10 @@ def users_list(users_file: Path = USERS_FILE_OPTION) -> None:
 
 @users_app.command("remove")
 def users_remove(name: str = typer.Argument(...), users_file: Path = USERS_FILE_OPTION) -> None:
-    """Remove a user: its token stops working within a second, also in a running service."""
+    """Remove a user: its token stops working within a second, also in a running service.
+
+    Example: obda users remove alice --users-file state/users.json
+    """
     from api.users import remove_user
 
     _users_call(remove_user, users_file, name)

@@ -66,7 +66,8 @@ def _examples(cmd: str) -> list[str]:
             if re.match(r"^\s*│?\s*(Example: )?obda ", line.replace("│", " "))]
 
 
-@pytest.mark.parametrize("cmd", ["compile", "analyze", "run", "validate", "generate", "catalog check"])
+@pytest.mark.parametrize("cmd", ["compile", "analyze", "run", "validate", "generate", "catalog check",
+                                 "users add", "users list", "users remove"])
 def test_help_examples_name_files_that_exist_and_run(cmd, tmp_path):
     examples = [e.strip(" │") for e in _examples(cmd)]
     assert examples, f"no example in obda {cmd} --help"
@@ -75,9 +76,13 @@ def test_help_examples_name_files_that_exist_and_run(cmd, tmp_path):
         for a in args:
             if re.search(r"\.(rq|yaml|ttl)$", a) or a in ("demo",):
                 assert (ROOT / a).exists(), f"{ex}: {a} does not exist"
-        if cmd in ("compile", "analyze", "validate", "catalog check"):
-            # files the example writes (--output) go to tmp_path, not into the repository
-            args = [str(tmp_path / a) if prev == "--output" else a for prev, a in zip([None] + args, args)]
+        if cmd in ("compile", "analyze", "validate", "catalog check") or cmd.startswith("users"):
+            # files the example writes (--output, --users-file) go to tmp_path, not into the repository
+            args = [str(tmp_path / a) if prev in ("--output", "--users-file") else a
+                    for prev, a in zip([None] + args, args)]
+            if cmd in ("users list", "users remove"):  # the user the examples add
+                add = ["users", "add", "alice", "--role", "reader", "--users-file", str(tmp_path / "state/users.json")]
+                subprocess.run([sys.executable, "-m", "obda.cli", *add], capture_output=True, text=True, cwd=ROOT, check=True)
             r = subprocess.run([sys.executable, "-m", "obda.cli", *args], capture_output=True, text=True, cwd=ROOT)
             assert r.returncode == 0, f"{ex}\n{r.stderr}"
 

@@ -59,4 +59,5 @@ def test_the_jvm_heap_after_gc_does_not_grow_with_the_queries_run(spark, tmp_pat
     time.sleep(10.5)
     run(99)
     after = _heap_after_gc(spark)
+    print(f"JVM heap after GC: {before:.1f} -> {after:.1f} MiB over {n} queries ({(after - before) / n:+.2f} MiB/query)")
     assert (after - before) / n < 0.3, f"heap after GC {before:.1f} -> {after:.1f} MiB over {n} queries"
