@@ -271,6 +271,21 @@ class QueryRegistry:
                 log.warning("query %s: its failure is not stored yet (%s); retried on the next look", q.id, e)
         return q
 
+    def _refuse_while_behind(self) -> None:
+        """429 while the input of a running query waits longer than ``max_lag_seconds`` (metric ``lag_seconds``):
+        a new query would slow the queries that are behind already.  Which query is not said (it may be another
+        user's)."""
+        bound = self.settings.max_lag_seconds
+        if not bound:
+            return
+        lags = [(q.metrics() or {}).get("lag_seconds", 0.0) for q in list(self._queries.values()) if q.running]
+        worst = max(lags, default=0.0)
+        if worst > bound:
+            raise ApiProblem(429, "service_behind",
+                             f"the service is behind its input: a running query's oldest unread file has waited "
+                             f"{worst:.0f} s, more than the bound of {bound:g} s (max_lag_seconds); new queries are "
+                             "refused until it catches up", headers={"Retry-After": "30"})
+
     def _not_resumable(self, q: RegisteredQuery) -> str | None:
         """Why the failed query ``q`` cannot resume (the 409's message), or None when it can."""
         kind = q.failure_kind
@@ -337,6 +352,7 @@ class QueryRegistry:
                 "grow with the streams. Register it with allow_unbounded=true to run it anyway, or see the report "
                 "(POST /v1/analyze) for why and how to bound it (a hint may name a k-constraint to declare)."
             )
+        self._refuse_while_behind()
         with self._lock:
             if len(self._queries) >= self.settings.max_registered:
                 raise ApiProblem(429, "too_many_queries",

@@ -9,6 +9,8 @@ without touching code:
 * ``max_registered`` — registered queries kept (429 when full);
 * ``max_results`` — answers kept per query for paging and SSE replay (older
   ones are dropped; the paging response says from where answers are kept);
+* ``max_lag_seconds`` — while the oldest unread input file of a running query has
+  waited longer than this, new registrations get 429 with the reason (0: no bound);
 * ``rate_limit`` / ``rate_burst`` — requests per minute per user (per token), and
   how many may come at once (429 with ``Retry-After`` above it; 0: no limit).
 
@@ -20,7 +22,7 @@ Environment variables (for containers): ``OBDA_PROJECT``, ``OBDA_TOKEN``,
 ``OBDA_SPARK_MASTER``, ``OBDA_BACKEND``, ``OBDA_MAX_BODY_BYTES``,
 ``OBDA_MAX_QUERY_CHARS``, ``OBDA_MAX_RUNNING``, ``OBDA_MAX_REGISTERED``,
 ``OBDA_MAX_RESULTS``, ``OBDA_TRIGGER_INTERVAL``, ``OBDA_STATE_DIR``,
-``OBDA_USERS_FILE``, ``OBDA_RATE_LIMIT``, ``OBDA_RATE_BURST``, ``OBDA_AUDIT_LOG``.
+``OBDA_USERS_FILE``, ``OBDA_RATE_LIMIT``, ``OBDA_RATE_BURST``, ``OBDA_AUDIT_LOG``, ``OBDA_MAX_LAG``.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class Settings:
     max_query_chars: int = 20_000
     max_running: int = 4
     max_registered: int = 100
+    max_lag_seconds: float = 0.0  # registrations refused (429) while a running query's input waits longer (0: never)
     max_results: int = 10_000
     max_analyses: int = 2  # compilations (analyze, register) at once; more get 429 (each may take seconds)
     trigger_interval: float = 1.0
@@ -85,6 +88,8 @@ class Settings:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_query_chars > QUERY_CHARS_CEILING:
             raise ValueError(f"max_query_chars must not exceed {QUERY_CHARS_CEILING}")
+        if self.max_lag_seconds < 0:
+            raise ValueError("max_lag_seconds must be 0 (no bound) or more")
         if self.trigger_interval <= 0 or self.sse_heartbeat <= 0 or self.sse_poll <= 0:
             raise ValueError("trigger_interval, sse_heartbeat and sse_poll must be positive")
 
@@ -121,6 +126,8 @@ class Settings:
         for key, var in ints.items():
             if env.get(var):
                 values[key] = int(env[var])
+        if env.get("OBDA_MAX_LAG"):
+            values["max_lag_seconds"] = float(env["OBDA_MAX_LAG"])
         if env.get("OBDA_SECURE_COOKIES"):
             values["secure_cookies"] = env["OBDA_SECURE_COOKIES"].strip().lower() in ("1", "true", "yes")
         if env.get("OBDA_TRIGGER_INTERVAL"):

@@ -489,6 +489,9 @@ def serve(
         help="users, roles and hashed tokens (obda users add); --token is then one more admin, or none"),
     rate_limit: Optional[int] = typer.Option(
         None, "--rate-limit", min=0, envvar="OBDA_RATE_LIMIT", help="requests per minute per user (0: no limit; default 3000)"),
+    max_lag: Optional[float] = typer.Option(
+        None, "--max-lag", min=0, envvar="OBDA_MAX_LAG",
+        help="seconds: new registrations get 429 while a running query's oldest unread file waits longer (0: no bound)"),
 ) -> None:
     """Run the HTTP service (FastAPI + uvicorn): analyse SPARQL, run continuous queries, stream answers.
 
@@ -510,7 +513,7 @@ def serve(
     try:
         settings = Settings.from_env(
             project_dir=project, token=token or None, master=master, backend=backend, max_running=max_running,
-            state_dir=state_dir, users_file=users_file, rate_limit=rate_limit,
+            state_dir=state_dir, users_file=users_file, rate_limit=rate_limit, max_lag_seconds=max_lag,
         )
     except ValueError as e:
         err.print(f"[bold red]error[/]: {e}")

@@ -650,3 +650,27 @@ def test_concurrent_analyses_are_capped_with_a_429(tmp_path, monkeypatch):
         t.join(30)
         assert results["first"] == 200
         assert c.post("/v1/analyze", json={"query": BOUNDED}, headers=AUTH).status_code == 200
+
+
+def test_registrations_get_429_while_a_running_query_is_behind_its_input(tmp_path):
+    """``max_lag_seconds``: while the oldest unread input file of a running query has waited longer than the
+    bound (its metric ``lag_seconds``), a registration is refused with 429 and the reason; once it caught up,
+    registrations are accepted again."""
+    import os
+    import time
+
+    ws, _ = make_workspace(tmp_path / "ws", blocks=1)
+    with TestClient(create_app(settings_for(ws, max_lag_seconds=60))) as c:
+        a = register(c, "a")
+        assert c.post(f"/v1/queries/{a['id']}/start", headers=AUTH).status_code == 200
+        handle = c.app.state.service.registry.get(a["id"]).handle
+        old = ws / "data" / "measurement" / "waiting.csv"
+        old.write_text("sensor_id,value,ts\n")
+        os.utime(old, (time.time() - 600, time.time() - 600))
+        with handle._lock:  # the query between two micro-batches, with a file that waited 10 minutes unread
+            handle.metrics.observe_input({"measurement": [str(old)]}, {})
+            body = problem(c.post("/v1/queries", json={"name": "b", "query": BOUNDED}, headers=AUTH), 429,
+                           "service_behind")
+            assert "waited 600 s, more than the bound of 60 s" in body["detail"]
+        wait_for(lambda: c.get(f"/v1/queries/{a['id']}", headers=AUTH).json()["metrics"]["lag_seconds"] == 0.0)
+        register(c, "b")
