@@ -176,6 +176,25 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` by ``data``: temporary file (a name readers skip), fsync, rename, fsync of the folder.
+    A refused write (OSError) removes the temporary file and leaves ``path`` as it was."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_path(path.parent)
+
+
 def load(path: Path) -> dict:
     """The state in the checkpoint file ``path`` (refused when it holds anything but checkpoint data)."""
     try:

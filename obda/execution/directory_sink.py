@@ -84,7 +84,7 @@ from pathlib import Path
 from typing import Iterator
 
 from obda.errors import CheckpointError, ExecutionError, Location
-from obda.execution.checkpoint import fsync_path, write_error
+from obda.execution.checkpoint import fsync_path, write_atomic, write_error
 from obda.execution.sinks import Sink
 
 FORMATS = ("json", "parquet")
@@ -104,25 +104,6 @@ def _number(name: str) -> int | None:
     """The batch number of a staging folder or commit file name (None: not one)."""
     stem = name[:-5] if name.endswith(".json") else name
     return int(stem) if stem.isdigit() else None
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` by ``data``: temporary file (a name readers skip), fsync, rename, fsync of the folder.
-    A refused write (OSError) removes the temporary file and leaves ``path`` as it was."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_path(path.parent)
 
 
 def _fsync_file(path: Path) -> None:
@@ -557,7 +538,7 @@ class DirectorySink(Sink):
                 ext = "parquet" if rel.endswith(".parquet") else "json"
                 entries.append({"src": rel, "name": f"batch-{batch:08d}-part-{len(entries):05d}.{ext}", "lines": n,
                                 "bytes": size, "crc32": crc})
-            _write_atomic(manifest, json.dumps(entries).encode())
+            write_atomic(manifest, json.dumps(entries).encode())
         data = self.path / DATA
         for e in entries:
             src, dst = folder / e["src"], data / e["name"]
@@ -571,7 +552,7 @@ class DirectorySink(Sink):
         record = {"batch": batch, "format": self.format, "first": self._total + 1, "lines": lines,
                   "files": [{k: e[k] for k in ("name", "lines", "bytes", "crc32") if k in e} for e in entries]}
         record["check"] = _record_check(record)
-        _write_atomic(self.path / COMMITS / f"{_batch_name(batch)}.json", json.dumps(record).encode())
+        write_atomic(self.path / COMMITS / f"{_batch_name(batch)}.json", json.dumps(record).encode())
         shutil.rmtree(folder, ignore_errors=True)
         self._last_committed = batch
         self._total += lines

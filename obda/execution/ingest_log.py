@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from obda.errors import ExecutionError
-from obda.execution.checkpoint import fsync_path
+from obda.execution.checkpoint import fsync_path, write_atomic
 
 META = "_mqtt"  # the log's own folder under the stream location: skipped by the executor's listing
 WINDOW = 65535  # packet ids are 16-bit: the last landing of each one is among the last 65535 messages
@@ -66,15 +66,6 @@ def line_of(payload: bytes) -> bytes:
     """The log line of a payload (see the module)."""
     text = payload.replace(b"\r", b" ").replace(b"\n", b" ")
     return text if text.strip() else b'""'
-
-
-def _write_durable(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 class IngestLog:
@@ -153,15 +144,8 @@ class IngestLog:
         first, last = self.next_id, self.next_id + len(fresh) - 1
         name = part_name(first, last)
         lines = [[m.topic, m.packet_id, m.digest] for m in fresh]
-        _write_durable(self.index / name, json.dumps({"first": first, "messages": lines}).encode("utf-8"))
-        fsync_path(self.index)
-        tmp = self.folder / f".{name}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(b"\n".join(line_of(m.payload) for m in fresh) + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.folder / name)
-        fsync_path(self.folder)
+        write_atomic(self.index / name, json.dumps({"first": first, "messages": lines}).encode("utf-8"))
+        write_atomic(self.folder / name, b"\n".join(line_of(m.payload) for m in fresh) + b"\n")
         self.next_id = last + 1
         for m in fresh:
             self.recent[m.packet_id] = m.digest

@@ -121,17 +121,17 @@ def test_a_commit_interrupted_half_way_is_finished_once(tmp_path, monkeypatch):
     sink.write_lines(lines_of("b"))
     sink.write_lines(lines_of("c"))
     offset = sink.flush()
-    real = ds._write_atomic
+    real = ds.write_atomic
 
     def crash_at_commit_file(path, data):
         if path.parent.name == "_commits":
             raise KeyboardInterrupt("killed")  # the parts are in data/, the commit file is not written
         real(path, data)
 
-    monkeypatch.setattr(ds, "_write_atomic", crash_at_commit_file)
+    monkeypatch.setattr(ds, "write_atomic", crash_at_commit_file)
     with pytest.raises(KeyboardInterrupt):
         sink.commit(offset)
-    monkeypatch.setattr(ds, "_write_atomic", real)
+    monkeypatch.setattr(ds, "write_atomic", real)
     assert len(list((tmp_path / "data").iterdir())) == 3  # moved, but no reader lists them
     assert read_committed(tmp_path) == dicts(lines_of("a"))
     restarted = DirectorySink(tmp_path)

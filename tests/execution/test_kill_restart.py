@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pytest
 
+from faults.faultkit import check_log
 from execution.test_checkpoint_kinds import KINDS, QUERIES, assert_same_output, constraint_records, workspace
 from obda.execution.directory_sink import committed_batches, read_committed
 
@@ -71,17 +72,6 @@ def commits(out: Path) -> int:
         return sum(1 for n in os.listdir(out / "_commits") if n.endswith(".json") and not n.startswith("."))
     except FileNotFoundError:
         return 0
-
-
-def check_log(out: Path) -> None:
-    """Batches 1..n, each starting where the previous one ended; no staged leftover."""
-    batches = committed_batches(out)
-    assert [c.batch for c in batches] == list(range(1, len(batches) + 1))
-    position = 1
-    for c in batches:
-        assert c.first == position, (c.batch, c.first, position)
-        position += c.lines
-    assert not any((out / "_staging").iterdir())
 
 
 def final_metrics(text: str) -> dict:
