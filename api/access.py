@@ -157,16 +157,29 @@ class Access:
         user = self.users.authenticate(token)
         return self._principal(user) if user is not None else None
 
-    def authenticate(self, scheme: str | None, token: str | None) -> Principal:
-        """The caller, or a 401 problem."""
+    def authenticate(self, scheme: str | None, token: str | None, client: str = "") -> Principal:
+        """The caller, or a 401 problem; a 429 once ``client`` (its address) sent more requests without a valid
+        token than a user's rate allows (a wrong token has no user whose bucket it could use)."""
         if token is None or (scheme or "").lower() != "bearer":
+            self._refused(client)
             raise ApiProblem(401, "unauthorized", "missing bearer token: send 'Authorization: Bearer <token>'",
                              headers={"WWW-Authenticate": 'Bearer realm="obda"'})
         p = self.identify(token)
         if p is None:
+            self._refused(client)
             raise ApiProblem(401, "unauthorized", "the bearer token is not valid",
                              headers={"WWW-Authenticate": 'Bearer realm="obda", error="invalid_token"'})
         return p
+
+    def _refused(self, client: str) -> None:
+        """Count a request without a valid token against its client's bucket (429 once it is empty)."""
+        wait = self.limiter.take("\0client " + client, self.settings.rate_limit)  # never a user's name
+        if wait is not None:
+            seconds = max(1, math.ceil(wait))
+            raise ApiProblem(429, "rate_limited", f"{client or 'this client'} sent more than "
+                             f"{self.settings.rate_limit} requests a minute without a valid token "
+                             f"({self.settings.rate_burst} at once); retry in {seconds} s",
+                             headers={"Retry-After": str(seconds)}, retry_after=seconds)
 
     def from_ticket(self, query_id: str, ticket: str | None) -> Principal | None:
         """The caller of a stream cookie, while the cookie is valid and its user exists."""

@@ -179,8 +179,8 @@ def create_app(settings: Settings) -> FastAPI:
     def current_user(request: Request,
                      credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> Principal:
         """The caller of a bearer token (401 otherwise), within its rate limit (429 otherwise)."""
-        who = access.authenticate(credentials.scheme if credentials else None,
-                                  credentials.credentials if credentials else None)
+        who = access.authenticate(*((credentials.scheme, credentials.credentials) if credentials else (None, None)),
+                                  request.client.host if request.client else "")
         return _admit(request, who)
 
     def _visible(query_id: str, who: Principal) -> RegisteredQuery:
@@ -238,7 +238,8 @@ def create_app(settings: Settings) -> FastAPI:
         shared = _known_users(body.shared_with)
         comp, report = service.compile(body.query)
         q = service.registry.register(body.name, comp, report, allow_unbounded=body.allow_unbounded,
-                                      idle_timeout=body.idle_timeout, owner=who.name, shared_with=shared)
+                                      idle_timeout=body.idle_timeout, owner=who.name, shared_with=shared, output=body.output,
+                                      shed=body.shed.model_dump() if body.shed is not None else None)
         setattr(request.state, QUERY_KEY, q.id)
         return m.QueryCreated(**_info(q).model_dump(), report=_jsonable(report.to_dict()),
                               compilation=m.Compilation(**comp.to_dict("spark")))

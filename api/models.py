@@ -63,6 +63,14 @@ class AnalyzeResponse(BaseModel):
     report_text: str = Field(description="the same report as text")
 
 
+class ShedSetting(_Strict):
+    max_lag: Annotated[str, Field(max_length=40)] | Annotated[float, Field(gt=0, le=1e9)] = Field(
+        ..., description="an xsd:dayTimeDuration (PT5M) or seconds: how long an input file may wait unread before "
+                         "it is dropped", examples=["PT5M"])
+    policy: Literal["drop_oldest"] = Field("drop_oldest", description="drop_oldest: the files that waited longer "
+                                           "than max_lag are dropped, the newer ones read (README, 'Load shedding')")
+
+
 class RegisterRequest(_Strict):
     name: str = Field(..., min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
                       description="a unique name for the query", examples=["hot_readings"])
@@ -74,6 +82,13 @@ class RegisterRequest(_Strict):
                                                    "holds timestamps open (default: wait for every stream)")
     shared_with: list[UserName] = Field([], max_length=100, description="users who may read the query's status and "
                                         "answers (its owner and admins always may)")
+    output: str | None = Field(None, max_length=2000, pattern=r"^kafka:/",
+                               description="also publish the committed answers to a Kafka topic, at least once, each "
+                                           "keyed '<query id>:<seq>': kafka://host:port/topic (README 'The Kafka sink')",
+                               examples=["kafka://127.0.0.1:9092/answers"])
+    shed: ShedSetting | None = Field(None, description="opt-in load shedding: input files that waited longer than "
+                                       "max_lag are dropped unread, every dropped row counted (metrics.shed, the "
+                                       "quarantine) and incomplete_since set; without it nothing is ever dropped")
 
 
 class ShareRequest(_Strict):
@@ -122,6 +137,11 @@ class QueryInfo(BaseModel):
                                    "results cannot be used, or it no longer compiles (the start's 409 says what to "
                                    "do)")
     results: int = Field(description="answers produced so far (the seq of the newest answer)")
+    output: str | None = Field(None, description="the Kafka topic its answers are published to as well (null: none)")
+    shed: dict[str, Any] | None = Field(None, description="the query's shedding setting {max_lag, policy} (null: it "
+                                        "never drops input)")
+    incomplete_since: str | None = Field(None, description="the first application time whose answers may miss input: "
+                                         "a dropped (shed) row's or a quarantined constraint violation's; null: none")
     metrics: dict[str, Any] | None = Field(None, description="executor metrics: rows in per stream, rows out, late, "
                                                              "invalid, state entries/bytes, batch latency; with "
                                                              "k-constraints, per constraint its estimated k, breaches "

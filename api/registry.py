@@ -38,147 +38,25 @@ import shutil
 import sqlite3
 import threading
 import uuid
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
+from api.kafka_output import KafkaOutput, check_output
 from api.problems import ApiProblem
+from api.registered import (  # noqa: F401 - RegisteredQuery, query_not_found: imported from here by api.app
+    CHECKPOINT_FILE, ENVIRONMENT, PROJECT, QUARANTINE_FILE, RESULTS_DIR, STATE, RegisteredQuery, failure_kind,
+    now_iso, query_not_found, verdict_of,
+)
 from api.results import ResultLog
 from api.settings import Settings
 from api.store import DB_NAME, LEGACY_OWNER, Store
 from obda.errors import ExecutionError, ObdaError, failure_text
 from obda.execution import checkpoint as checkpoint_files
-from obda.execution.checkpoint import is_state_fault
 from obda.execution.shared import SharedScan
+from obda.execution.shedding import Shed
 from obda.model.compilation import Compilation
 
 log = logging.getLogger("obda.api")
-
-#: the executor's checkpoint file inside a query's checkpoint folder (obda.execution.query)
-CHECKPOINT_FILE = "state.pkl"
-#: the query's committed answers inside its checkpoint folder (api.results, obda.execution.DirectorySink)
-RESULTS_DIR = "results"
-#: the executor's quarantine file inside a query's checkpoint folder (obda.execution.query)
-QUARANTINE_FILE = "quarantine.jsonl"
-
-#: kinds of failure (stored as ``failure``): the environment's or input's (resumable), the query's saved state's,
-#: the project's (the query no longer compiles against it)
-ENVIRONMENT, STATE, PROJECT = "environment", "state", "project"
-
-
-def failure_kind(error: BaseException) -> str:
-    """What kind of failure ``error`` is: :data:`STATE` (its checkpoint or results cannot be used) or
-    :data:`ENVIRONMENT` (anything else: the last checkpoint is intact, the query resumes from it)."""
-    return STATE if is_state_fault(error) else ENVIRONMENT
-
-
-def query_not_found(query_id: str) -> ApiProblem:
-    """The 404 of a query that does not exist — and of one the caller may not see (its existence is not revealed)."""
-    return ApiProblem(404, "query_not_found", f"no registered query with id {query_id!r}")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def verdict_of(report, constrained: bool = False) -> str:
-    """The report's verdict; with ``constrained``, its verdict under the declared k-constraints (the same
-    for a report without them)."""
-    v = getattr(report, "verdict", None)
-    if constrained:
-        v = getattr(report, "constrained_verdict", v)
-    return str(getattr(v, "value", v)).lower()
-
-
-@dataclass
-class RegisteredQuery:
-    id: str
-    name: str
-    text: str
-    compilation: Compilation | None  # None: it no longer compiles after a restart (see load_error)
-    report: Any  # obda.analysis report
-    allow_unbounded: bool
-    idle_timeout: float | None
-    results: ResultLog
-    created_at: str = field(default_factory=now_iso)
-    started_at: str | None = None
-    stopped_at: str | None = None
-    handle: Any = None  # obda.execution.ContinuousQuery once started
-    stopping: bool = False
-    starting: bool = False  # the executor is being built (a Spark session and static tables can take a while)
-    stop_requested: bool = False  # POST /stop while starting: the executor is built but not run
-    load_error: str | None = None  # why it could not be reattached or started (failed)
-    wanted: str = "registered"  # the status the user asked for, as stored
-    failure: str | None = None  # ENVIRONMENT | STATE | PROJECT: the kind of its failure (None: not failed)
-    failure_stored: bool = True  # its failure is in the store (False: writing it failed, e.g. a full disk; retried)
-    durable: bool = False  # it has a checkpoint folder (the service keeps state): a failure can resume from it
-    owner: str = LEGACY_OWNER  # the user who registered it (api.access: who may see and change it)
-    shared_with: tuple[str, ...] = ()  # users who may read its status and answers
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of(self.report) if self.report is not None else "not_shown"
-
-    @property
-    def constrained_verdict(self) -> str:
-        """The verdict under the declared k-constraints (the executor admits the query by it)."""
-        return verdict_of(self.report, constrained=True) if self.report is not None else "not_shown"
-
-    @property
-    def constraints(self) -> list[str]:
-        """The declared k-constraints that bound the query (its synopses drop state by them)."""
-        return list(getattr(self.report, "constraints_used", ()) or ())
-
-    @property
-    def error(self) -> str | None:
-        e = getattr(self.handle, "error", None)
-        if e is None:
-            return self.load_error
-        return failure_text(e)
-
-    @property
-    def failure_kind(self) -> str | None:
-        """The kind of its failure (None: it did not fail)."""
-        e = getattr(self.handle, "error", None)
-        if e is not None:
-            return failure_kind(e)
-        return (self.failure or ENVIRONMENT) if self.load_error is not None else None
-
-    @property
-    def resumable(self) -> bool | None:
-        """For a failed query: whether ``POST /start`` resumes it from its checkpoint (once the cause is fixed)."""
-        kind = self.failure_kind
-        if kind is None:
-            return None
-        return kind == ENVIRONMENT and self.durable and self.compilation is not None
-
-    @property
-    def status(self) -> str:
-        if self.starting:
-            return "stopped" if self.stop_requested else "starting"
-        if self.error is not None:
-            return "failed"
-        if self.handle is None:
-            return "stopped" if self.wanted == "stopped" else "registered"
-        if self.handle.running and not self.stopping:
-            return "running"
-        return "stopped"
-
-    @property
-    def running(self) -> bool:
-        """Running or about to run: what the cap on running queries counts."""
-        return self.status in ("running", "starting")
-
-    def metrics(self) -> dict | None:
-        if self.handle is None:
-            return None
-        for _ in range(5):  # the executor thread may update a counter dict while it is copied
-            try:
-                return self.handle.metrics.to_dict()
-            except RuntimeError:
-                continue
-        return self.handle.metrics.to_dict()
 
 
 class QueryRegistry:
@@ -193,17 +71,20 @@ class QueryRegistry:
         self._resumer: threading.Thread | None = None
         self._closing = False
         # every running query in one micro-batch loop: one listing, read and collect job per batch
-        self.shared = SharedScan(trigger_interval=settings.trigger_interval)
+        self.shared = SharedScan(trigger_interval=settings.trigger_interval,
+                                 max_bytes_per_batch=settings.max_bytes_per_batch)
 
     # -- durability -------------------------------------------------------------------------------
     def _checkpoint_dir(self, query_id: str) -> Path | None:
         return self.settings.state_dir / query_id if self.settings.state_dir is not None else None
 
-    def _results(self, query_id: str) -> ResultLog:
-        """The query's answers: a directory sink in its checkpoint folder (a temporary one without a state dir)."""
+    def _results(self, query_id: str, output: str | None = None) -> ResultLog:
+        """The query's answers: a directory sink in its checkpoint folder (a temporary one without a state dir),
+        published to ``output`` too (a Kafka topic: its brokers and topic are checked now, a BrokerError)."""
         ckpt = self._checkpoint_dir(query_id)
+        kafka = KafkaOutput(output, query_id, ckpt) if output is not None else None
         return ResultLog(self.settings.max_results, self.store, query_id,
-                         ckpt / RESULTS_DIR if ckpt is not None else None)
+                         ckpt / RESULTS_DIR if ckpt is not None else None, output=kafka)
 
     def reattach(self, compile_: Callable[[str], tuple]) -> list[str]:
         """Load every stored query (compiled again with ``compile_``); returns the ids to resume."""
@@ -224,9 +105,11 @@ class QueryRegistry:
             q = RegisteredQuery(
                 id=row["id"], name=row["name"], text=row["text"], compilation=comp, report=report,
                 allow_unbounded=bool(row["allow_unbounded"]), idle_timeout=row["idle_timeout"],
-                results=self._results(row["id"]), created_at=row["created_at"], started_at=row["started_at"],
+                results=self._results(row["id"], row.get("output")), created_at=row["created_at"],
+                started_at=row["started_at"], output=row.get("output"),
                 stopped_at=row["stopped_at"], load_error=error, wanted=row["status"], failure=failure,
                 durable=self.settings.state_dir is not None, owner=row["owner"], shared_with=row["shared_with"],
+                shed=json.loads(row["shed"]) if row.get("shed") else None,
             )
             self._queries[q.id] = q
             if row["status"] == "running" and error is None:
@@ -341,7 +224,8 @@ class QueryRegistry:
 
     def register(self, name: str, compilation: Compilation, report, *, allow_unbounded: bool = False,
                  idle_timeout: float | None = None, owner: str = LEGACY_OWNER,
-                 shared_with: tuple[str, ...] = ()) -> RegisteredQuery:
+                 shared_with: tuple[str, ...] = (), shed: dict | None = None,
+                 output: str | None = None) -> RegisteredQuery:
         """Keep an analysed query of ``owner`` under a fresh id; refuse an unbounded one without the opt-in.
 
         Names are unique per owner (another user's query of the same name is not revealed)."""
@@ -352,30 +236,44 @@ class QueryRegistry:
                 "grow with the streams. Register it with allow_unbounded=true to run it anyway, or see the report "
                 "(POST /v1/analyze) for why and how to bound it (a hint may name a k-constraint to declare)."
             )
+        if shed is not None:  # checked now (422 with what to write), kept as given: {max_lag, policy}
+            shed = Shed.parse(shed).to_dict()
+        check_output(output)
         self._refuse_while_behind()
-        with self._lock:
-            if len(self._queries) >= self.settings.max_registered:
-                raise ApiProblem(429, "too_many_queries",
-                                 f"{self.settings.max_registered} queries are registered; delete one first")
-            if any(q.name == name and q.owner == owner for q in self._queries.values()):
-                raise ApiProblem(409, "name_taken", f"you have registered a query named {name!r} already")
-            shared_with = tuple(sorted(set(shared_with)))
-            qid = uuid.uuid4().hex
-            created = now_iso()
-            ckpt = self._checkpoint_dir(qid)
-            self.store.insert_query(dict(
-                id=qid, name=name, text=compilation.query.text, allow_unbounded=int(allow_unbounded),
-                idle_timeout=idle_timeout, status="registered", created_at=created,
-                checkpoint=str(ckpt) if ckpt is not None else None, owner=owner,
-                shared_with=json.dumps(list(shared_with)),
-            ))
-            q = RegisteredQuery(
-                id=qid, name=name, text=compilation.query.text, compilation=compilation, report=report,
-                allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, results=self._results(qid),
-                created_at=created, durable=ckpt is not None, owner=owner, shared_with=shared_with,
-            )
-            self._queries[q.id] = q
-            return q
+        qid = uuid.uuid4().hex
+        ckpt = self._checkpoint_dir(qid)
+        # a Kafka output's brokers and topic are checked before anything is kept (outside the lock: it connects)
+        results = self._results(qid, output) if output is not None else None
+        try:
+            with self._lock:
+                if len(self._queries) >= self.settings.max_registered:
+                    raise ApiProblem(429, "too_many_queries",
+                                     f"{self.settings.max_registered} queries are registered; delete one first")
+                if any(q.name == name and q.owner == owner for q in self._queries.values()):
+                    raise ApiProblem(409, "name_taken", f"you have registered a query named {name!r} already")
+                shared_with = tuple(sorted(set(shared_with)))
+                created = now_iso()
+                self.store.insert_query(dict(
+                    id=qid, name=name, text=compilation.query.text, allow_unbounded=int(allow_unbounded),
+                    idle_timeout=idle_timeout, status="registered", created_at=created,
+                    checkpoint=str(ckpt) if ckpt is not None else None, owner=owner,
+                    shared_with=json.dumps(list(shared_with)), shed=json.dumps(shed) if shed is not None else None,
+                    output=output,
+                ))
+                q = RegisteredQuery(
+                    id=qid, name=name, text=compilation.query.text, compilation=compilation, report=report,
+                    allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, results=results or self._results(qid),
+                    created_at=created, durable=ckpt is not None, owner=owner, shared_with=shared_with, shed=shed,
+                    output=output,
+                )
+                self._queries[q.id] = q
+                return q
+        except BaseException:  # not kept: the Kafka output's folder goes too
+            if results is not None:
+                results.close()
+                if ckpt is not None:
+                    shutil.rmtree(ckpt, ignore_errors=True)
+            raise
 
     def share(self, query_id: str, users) -> RegisteredQuery:
         """Let exactly ``users`` read the query (its status and answers); replaces the previous list."""
@@ -464,7 +362,8 @@ class QueryRegistry:
             plan_execution(q.compilation, self.project.sources, q.report),
             base_dir=self.project.directory, sink=q.results, checkpoint_dir=self._checkpoint_dir(q.id),
             allow_unbounded=q.allow_unbounded, idle_timeout=q.idle_timeout,
-            master=s.master, backend=s.backend, trigger_interval=s.trigger_interval, shared=self.shared,
+            master=s.master, backend=s.backend, trigger_interval=s.trigger_interval, shared=self.shared, shed=q.shed,
+            max_bytes_per_batch=s.max_bytes_per_batch,
         )
         missing = missing_stream_locations(handle.plan.stream_tables(), self.project.directory)
         if missing:  # it would read nothing, silently: refused until the folder exists

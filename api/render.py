@@ -19,7 +19,7 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
 from api import models as m
-from api.registry import RegisteredQuery
+from api.registered import RegisteredQuery
 from api.settings import Settings
 
 log = logging.getLogger("obda.api")
@@ -78,7 +78,8 @@ def info(q: RegisteredQuery) -> m.QueryInfo:
         columns=list(q.compilation.columns) if q.compilation is not None else [],
         distinct=q.compilation.distinct if q.compilation is not None else False, allow_unbounded=q.allow_unbounded,
         idle_timeout=q.idle_timeout, created_at=q.created_at, started_at=q.started_at, stopped_at=q.stopped_at,
-        error=q.error, resumable=q.resumable, results=q.results.last_seq, metrics=jsonable(q.metrics()) if q.handle is not None else None,
+        error=q.error, resumable=q.resumable, results=q.results.last_seq,
+        output=q.output, shed=q.shed, incomplete_since=q.incomplete_since, metrics=jsonable(q.metrics()) if q.handle is not None else None,
         links=m.Links(self=base, start=f"{base}/start", stop=f"{base}/stop", results=f"{base}/results",
                       stream=f"{base}/results/stream"),
     )

@@ -73,7 +73,7 @@ class ResultLog(Sink):
     """
 
     def __init__(self, capacity: int = 10_000, store: Store | None = None, query_id: str = "q",
-                 directory: str | Path | None = None):
+                 directory: str | Path | None = None, output=None):
         if capacity < 1:
             raise ValueError("capacity must be at least 1")
         self.capacity = capacity
@@ -88,6 +88,7 @@ class ResultLog(Sink):
             weakref.finalize(self, shutil.rmtree, directory, True)
         self.directory = Path(directory)
         self.sink = DirectorySink(self.directory, "json")
+        self.output = output  # api.kafka_output.KafkaOutput: committed answers published to Kafka too (None: not)
         self._lock = threading.RLock()
         self._batches: list[CommittedBatch] = []  # committed and kept, in order
         self._firsts: list[int] = []  # their first seqs (for bisect)
@@ -114,17 +115,26 @@ class ResultLog(Sink):
     def commit(self, offset) -> None:
         """The checkpoint recording ``offset`` is on disk: the staged answers up to it are published."""
         self.sink.commit(offset)
-        with self._lock:
-            self._refresh()
+        self._publish()
 
     def recover(self, offset) -> None:
         """On restart: commit the staged batches the checkpoint covers, delete the newer ones."""
         self.sink.recover(offset)
+        self._publish()
+
+    def _publish(self) -> None:
+        """Index what the sink committed; publish it to the Kafka output, if any; then apply retention."""
         with self._lock:
             self._refresh()
+        if self.output is not None:
+            self.output.publish(self)  # a BrokerError fails the query: the answers stay, sent on resume
+            with self._lock:
+                self._refresh()
 
     def close(self) -> None:
         self.sink.close()
+        if self.output is not None:
+            self.output.close()
 
     # -- the index of committed batches -----------------------------------------------------------
     def _refresh(self) -> None:
@@ -136,6 +146,8 @@ class ResultLog(Sink):
         if self._batches:
             self._last = max(self._last, self._batches[-1].last)
         first = max(1, self._last - self.capacity + 1)
+        if self.output is not None:  # never an answer the Kafka output has not staged yet
+            first = min(first, self.output.handed + 1)
         old = [c for c in self._batches[:-1] if c.last < first]  # entirely outside the window
         if old:
             self.sink.drop_committed(old[-1].batch)

@@ -11,6 +11,8 @@ without touching code:
   ones are dropped; the paging response says from where answers are kept);
 * ``max_lag_seconds`` — while the oldest unread input file of a running query has
   waited longer than this, new registrations get 429 with the reason (0: no bound);
+* ``max_bytes_per_batch`` — bytes of new files one micro-batch of a query reads (at least one file per
+  stream): what keeps memory flat when the input outpaces the service;
 * ``rate_limit`` / ``rate_burst`` — requests per minute per user (per token), and
   how many may come at once (429 with ``Retry-After`` above it; 0: no limit).
 
@@ -22,7 +24,8 @@ Environment variables (for containers): ``OBDA_PROJECT``, ``OBDA_TOKEN``,
 ``OBDA_SPARK_MASTER``, ``OBDA_BACKEND``, ``OBDA_MAX_BODY_BYTES``,
 ``OBDA_MAX_QUERY_CHARS``, ``OBDA_MAX_RUNNING``, ``OBDA_MAX_REGISTERED``,
 ``OBDA_MAX_RESULTS``, ``OBDA_TRIGGER_INTERVAL``, ``OBDA_STATE_DIR``,
-``OBDA_USERS_FILE``, ``OBDA_RATE_LIMIT``, ``OBDA_RATE_BURST``, ``OBDA_AUDIT_LOG``, ``OBDA_MAX_LAG``.
+``OBDA_USERS_FILE``, ``OBDA_RATE_LIMIT``, ``OBDA_RATE_BURST``, ``OBDA_AUDIT_LOG``, ``OBDA_MAX_LAG``,
+``OBDA_MAX_BYTES_PER_BATCH``.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class Settings:
     max_running: int = 4
     max_registered: int = 100
     max_lag_seconds: float = 0.0  # registrations refused (429) while a running query's input waits longer (0: never)
+    max_bytes_per_batch: int = 256 << 20  # new files one micro-batch reads (obda.execution.query's default)
     max_results: int = 10_000
     max_analyses: int = 2  # compilations (analyze, register) at once; more get 429 (each may take seconds)
     trigger_interval: float = 1.0
@@ -88,6 +92,8 @@ class Settings:
                 raise ValueError(f"{name} must be at least 1")
         if self.max_query_chars > QUERY_CHARS_CEILING:
             raise ValueError(f"max_query_chars must not exceed {QUERY_CHARS_CEILING}")
+        if self.max_bytes_per_batch < 1:
+            raise ValueError("max_bytes_per_batch must be at least 1 byte")
         if self.max_lag_seconds < 0:
             raise ValueError("max_lag_seconds must be 0 (no bound) or more")
         if self.trigger_interval <= 0 or self.sse_heartbeat <= 0 or self.sse_poll <= 0:
@@ -113,6 +119,7 @@ class Settings:
             "max_analyses": "OBDA_MAX_ANALYSES",
             "rate_limit": "OBDA_RATE_LIMIT",
             "rate_burst": "OBDA_RATE_BURST",
+            "max_bytes_per_batch": "OBDA_MAX_BYTES_PER_BATCH",
         }
         values: dict = {
             "project_dir": env.get("OBDA_PROJECT"),

@@ -54,6 +54,8 @@ CREATE TABLE IF NOT EXISTS queries (
     last_seq INTEGER NOT NULL DEFAULT 0,
     first_seq INTEGER NOT NULL DEFAULT 1,
     failure TEXT,
+    shed TEXT,
+    output TEXT,
     UNIQUE (owner, name)
 );
 -- answers were kept here by earlier versions (now in each query's results folder)
@@ -61,11 +63,13 @@ DROP TABLE IF EXISTS answers;
 """
 
 QUERY_FIELDS = ("id", "name", "text", "allow_unbounded", "idle_timeout", "status", "error", "created_at",
-                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq", "failure", "owner", "shared_with")
+                "started_at", "stopped_at", "checkpoint", "last_seq", "first_seq", "failure", "owner", "shared_with",
+                "shed", "output")
 #: the columns of a version 1 registry, copied by the migration to version 2
 V1_FIELDS = QUERY_FIELDS[:14]
 #: columns added after the first version of the schema: (name, definition), added to an older database in place
-ADDED_COLUMNS = (("failure", "TEXT"),)
+# shed: a query's shedding setting, JSON; output: its Kafka output URL
+ADDED_COLUMNS = (("failure", "TEXT"), ("shed", "TEXT"), ("output", "TEXT"))
 
 
 class StoreError(RuntimeError):

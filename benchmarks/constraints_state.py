@@ -119,7 +119,7 @@ def run(label: str, k: int | None, data_k: int, args, ordered: bool = False) -> 
     """One configuration in this process; prints its table; returns its figures."""
     src = make_sources(k, ordered)
     plan = build_forest(SQL, src, "spark")
-    engine = QueryEngine(plan, view_rows.statics(plan.views, {}))
+    engine = QueryEngine(plan, view_rows.statics(plan.views, {})[0])
     streams = [t.name for t in plan.stream_tables()]
     pipes = {n: [p for p in plan.pipelines if p.table.name == n] for n in streams}
     rt = Runtime(engine, streams, views=plan.views, constraints=ConstraintWatch(plan) if plan.constraints else None)

@@ -243,6 +243,18 @@ def _byte_size(text: str) -> int:
     return int(value * units[unit])
 
 
+def _shed_option(max_lag: str | None, policy: str):
+    """``--shed-max-lag`` / ``--shed-policy`` as a shedding setting (None: nothing is ever dropped)."""
+    if max_lag is None:
+        return None
+    from obda.execution.shedding import Shed
+
+    try:
+        return Shed.parse({"max_lag": max_lag, "policy": policy})
+    except ObdaError as e:
+        raise typer.BadParameter(e.message, param_hint="--shed-max-lag / --shed-policy")
+
+
 #: what a failed run with --checkpoint can do (obda.execution.checkpoint.is_state_fault: not for a failure of the
 #: checkpoint itself)
 _RESUME_HINT = ("; once the cause is fixed, run the same command again (same --checkpoint): it resumes from "
@@ -283,6 +295,11 @@ def run(
         None, "--final", dir_okay=False,
         help="aggregate queries, with --until-exhausted: also write the final answer table here (one JSON object "
              "per row, in ORDER BY order)"),
+    shed_max_lag: Optional[str] = typer.Option(
+        None, "--shed-max-lag", help="opt-in load shedding: input files that waited longer than this (PT5M, or "
+                                     "seconds) are dropped unread, every dropped row counted in the quarantine and "
+                                     "the metrics (shed, incomplete_since); without it nothing is dropped"),
+    shed_policy: str = typer.Option("drop_oldest", "--shed-policy", help="with --shed-max-lag: drop_oldest"),
 ) -> None:
     """Run a query continuously over the project's streams, in application-time order.
 
@@ -304,6 +321,7 @@ def run(
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output-dir answers --max-bytes-per-batch 64M
       obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl --conf spark.driver.memory=2g
       obda run demo/queries/readings_per_sensor.rq --project demo --until-exhausted --output changelog.jsonl --final answer.jsonl
+      obda run demo/queries/hot_readings.rq --project demo --until-exhausted --output answers.jsonl --checkpoint ckpt --shed-max-lag PT5M
     """
     from obda.analysis import analyze_query, plan_execution
     from obda.errors import ExecutionError, failure_text
@@ -339,6 +357,7 @@ def run(
             plan_execution(comp, proj.sources, report), base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
             spark_conf=parse_conf(conf), max_files_per_batch=max_files_per_batch,
+            shed=_shed_option(shed_max_lag, shed_policy),
             **({"max_bytes_per_batch": _byte_size(max_bytes_per_batch)} if max_bytes_per_batch else {}),
         )
         from obda.model.sources import missing_locations_error, missing_stream_locations

@@ -9,7 +9,9 @@
 #
 # Environment: PORT (8000), OBDA_TOKEN (random), BACKEND (spark | local), OBDA_SPARK_MASTER (local[*]),
 # DURATION (60), QUERY (a name in catalogs/demo.yaml; default hot_readings_after_maintenance),
-# INTERVAL (2 s between part files), WORKSPACE (var/serve-demo), LOGDIR (var: serve-demo.log, serve-demo-feeder.log).
+# INTERVAL (2 s between part files), WORKSPACE (var/serve-demo), LOGDIR (var: serve-demo.log, serve-demo-feeder.log),
+# PARTS (blocks fed per stream; 0 = forever, the default), POINTS (time points per block; 5),
+# SOURCE (files | kafka: the streams are Kafka topics on a Tansu broker started here, scripts/demo_kafka.py).
 # Expects the venv of scripts/setup.sh (scripts/demo.sh runs it first).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,11 +25,16 @@ QUERY=${QUERY:-hot_readings_after_maintenance}
 INTERVAL=${INTERVAL:-2}
 WORKSPACE=${WORKSPACE:-var/serve-demo}
 LOGDIR=${LOGDIR:-var}
+PARTS=${PARTS:-0}
+POINTS=${POINTS:-5}
+SOURCE=${SOURCE:-files}
 TOKEN=${OBDA_TOKEN:-$($PY -c 'import secrets; print(secrets.token_urlsafe(18))')}
 AUTH="Authorization: Bearer $TOKEN"
 
 pids=()
+broker=
 cleanup() {
+  [ -n "$broker" ] && kill -9 "$broker" 2>/dev/null || true  # memory storage: nothing to keep
   for pid in "${pids[@]:-}"; do
     [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
   done
@@ -38,7 +45,19 @@ trap 'exit 130' INT TERM
 
 echo "== workspace $WORKSPACE: a copy of demo/ with its own data folder"
 rm -rf "$WORKSPACE"
-$PY -m api.feeder --project demo --workspace "$WORKSPACE" --static-only
+if [ "$SOURCE" = kafka ]; then
+  TANSU=$($PY scripts/demo_kafka.py binary)
+  KAFKA="127.0.0.1:$($PY scripts/demo_kafka.py port)"
+  mkdir -p "$LOGDIR"
+  echo "== starting a Tansu Kafka-protocol broker on $KAFKA (memory storage; log $LOGDIR/serve-demo-tansu.log)"
+  "$TANSU" broker --listener-url "tcp://$KAFKA" --advertised-listener-url "tcp://$KAFKA" \
+    --storage-engine memory://tansu/ >"$LOGDIR/serve-demo-tansu.log" 2>&1 &
+  broker=$!
+  $PY scripts/demo_kafka.py wait --bootstrap "$KAFKA"
+  $PY scripts/demo_kafka.py prepare --project demo --workspace "$WORKSPACE" --bootstrap "$KAFKA"
+else
+  $PY -m api.feeder --project demo --workspace "$WORKSPACE" --static-only
+fi
 
 echo "== starting obda serve on $BASE (backend: $BACKEND${OBDA_SPARK_MASTER:+, master $OBDA_SPARK_MASTER})"
 mkdir -p "$LOGDIR"
@@ -71,8 +90,15 @@ echo "== starting it (the first start warms up Spark; this can take a while)"
 curl -sS -X POST "$BASE/v1/queries/$ID/start" -H "$AUTH" --max-time 600 \
   | $PY -c 'import json, sys; d = json.load(sys.stdin); print("   status:", d.get("status"), d.get("detail", ""))'
 
-echo "== feeding the demo streams: a part file per stream every ${INTERVAL}s"
-$PY -m api.feeder --project "$WORKSPACE" --interval "$INTERVAL" --points 5 >"$LOGDIR/serve-demo-feeder.log" 2>&1 &
+if [ "$SOURCE" = kafka ]; then
+  echo "== feeding the demo streams: a block of records per topic every ${INTERVAL}s (Kafka, $KAFKA)"
+  $PY scripts/demo_kafka.py feed --workspace "$WORKSPACE" --bootstrap "$KAFKA" --interval "$INTERVAL" \
+    --points "$POINTS" --parts "$PARTS" >"$LOGDIR/serve-demo-feeder.log" 2>&1 &
+else
+  echo "== feeding the demo streams: a part file per stream every ${INTERVAL}s"
+  $PY -m api.feeder --project "$WORKSPACE" --interval "$INTERVAL" --points "$POINTS" --parts "$PARTS" \
+    >"$LOGDIR/serve-demo-feeder.log" 2>&1 &
+fi
 pids+=($!)
 
 cat <<EOF

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, replace
 from sqlglot import exp
 
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
-from obda.analysis.normal_form import SpjMember, _Ctx, from_sql, parse_sql
+from obda.analysis.normal_form import SpjMember, from_sql
+from obda.analysis.sql_reading import _Ctx, parse_sql
 from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import preprocess
 from obda.analysis.windows import describe_micros, member_bounds

@@ -51,7 +51,8 @@ class Closure:
     (booleans) or by their relation (static / finite stream).
     """
 
-    __slots__ = ("elements", "index", "n", "le", "lt", "ge", "satisfiable", "_cls", "bmask", "dmask", "fmask")
+    __slots__ = ("elements", "index", "n", "le", "lt", "ge", "satisfiable", "_cls", "bmask", "dmask", "fmask",
+                 "derived")
 
     def __init__(
         self,
@@ -60,9 +61,11 @@ class Closure:
         bounding: Iterable[Element] = (),
         discrete: Iterable[Element] = (),
         finite: Iterable[Element] = (),
+        derived: Iterable[tuple[Element, tuple[Element, ...]]] = (),
     ):
         atoms = list(atoms)
-        elems: list[Element] = list(dict.fromkeys(elements))
+        derived = tuple(derived)
+        elems: list[Element] = list(dict.fromkeys(list(elements) + [x for _, xs in derived for x in xs]))
         seen = set(elems)
         for a, _, b in atoms:
             for e in (a, b):
@@ -115,6 +118,8 @@ class Closure:
         self.bmask = self._mask(bounding) | self._mask(consts)
         self.dmask = self._mask(discrete)
         self.fmask = self._mask(finite)
+        # Rule 7 (docs/analysis.md): a derived attribute (a function of columns) -> the columns it reads
+        self.derived = tuple((self.index[d], tuple(self.index[x] for x in xs)) for d, xs in derived if d in self.index)
 
     def _mask(self, els: Iterable[Element]) -> int:
         m = 0
@@ -175,10 +180,17 @@ class Closure:
         return i is not None and bool(self.le[i] & self.bmask)
 
     def bounded(self, a: Element) -> bool:
-        """Finitely many values: pinned, or discrete and between two bounding elements."""
+        """Finitely many values: pinned, or discrete and between two bounding elements; or (Rule 7) equal to a
+        derived attribute all of whose columns are bounded."""
         i = self.index.get(a)
         if i is None:
             return False
+        if self._bounded(i):
+            return True
+        c = self._cls[i]
+        return any(c >> d & 1 and all(self._bounded(x) for x in xs) for d, xs in self.derived)
+
+    def _bounded(self, i: int) -> bool:
         if (self.fmask | self.bmask) >> i & 1:
             return True
         c = self._cls[i]

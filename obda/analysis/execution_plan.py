@@ -117,7 +117,7 @@ def _aggregate_plan(query, sources: Sources, dialect: str, report):
         return aggregate_plan(query, sources, report=given) if query.aggregation is not None else None
     if not isinstance(query, str):
         return None
-    from obda.analysis.normal_form import parse_sql
+    from obda.analysis.sql_reading import parse_sql
 
     try:
         node = parse_sql(query, dialect=dialect)

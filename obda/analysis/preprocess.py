@@ -146,8 +146,16 @@ class ModifiedQuery:
         attrs = {e for t in self.value_atoms for e in (t[0], t[2]) if isinstance(e, Attr)} | set(self.projection)
         discrete = [a for a in attrs if types[a] in (ColumnType.INTEGER, ColumnType.BOOLEAN)]
         finite = [a for a in attrs if types[a] is ColumnType.BOOLEAN] + list(self.bounding_attrs)
-        return {"bounding": self.bounding_attrs, "discrete": discrete, "finite": finite,
-                "elements": tuple(self.projection)}
+        derived = tuple(self.member.derived)
+        inputs = [x for _, xs in derived for x in xs]
+        discrete += [x for x in inputs if types[x] in (ColumnType.INTEGER, ColumnType.BOOLEAN)]
+        finite += [x for x in inputs if types[x] is ColumnType.BOOLEAN or not self.is_infinite_attr(x)]
+        roles = {"bounding": self.bounding_attrs, "discrete": discrete, "finite": finite,
+                 "elements": tuple(self.projection), "derived": derived}
+        if derived:  # Rule 7: a derived attribute whose columns P⁺ bounds has finitely many values, like a boolean
+            base = Closure(self.value_atoms, **roles)
+            roles["finite"] = finite + [d for d, xs in derived if all(base.bounded(x) for x in xs)]
+        return roles
 
     @cached_property
     def closure(self) -> Closure:

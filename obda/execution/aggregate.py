@@ -51,7 +51,9 @@ from __future__ import annotations
 
 import heapq
 import json
+import operator
 from dataclasses import dataclass
+from functools import reduce
 from decimal import Decimal
 from typing import Iterable
 
@@ -115,24 +117,31 @@ def _value(name: str, acc, sparql: bool = False):
     return acc
 
 
-def _combine(name: str, a, b):
-    """Two accumulators of one aggregate (over disjoint solutions) as one: the panes of a window merged."""
+def _reducer(name: str):
+    """How one aggregate's accumulators in every pane of a group combine into the group's accumulator over
+    the window: :func:`_init` folded with each pane's (sums, merged counts, the extreme), with Python's
+    builtins — a group's row is computed at every timestamp that changes it."""
     if name == "count":
-        return a + b
+        return sum
     if name == "avg":
-        return [a[0] + b[0], a[1] + b[1]]
+        return lambda accs: [sum([a[0] for a in accs]), sum([a[1] for a in accs])]
     if name in _HOLISTIC:
-        out = dict(a)
-        for v, n in b.items():
-            out[v] = out.get(v, 0) + n
-        return out
-    if a is None:
-        return b
-    if b is None:
-        return a
+        def counts(accs):
+            out: dict = {}
+            for a in accs:
+                for v, n in a.items():
+                    out[v] = out.get(v, 0) + n
+            return out
+        return counts
     if name == "sum":
-        return a + b
-    return _update(name, a, b, 1)  # min, max, sample
+        # folded from the first present value, as _combine does (sum() would start at 0: -0.0 became 0.0)
+        return lambda accs: reduce(operator.add, present) if (present := [a for a in accs if a is not None]) else None
+    pick = max if name == "max" else min  # min, sample: the smallest; the first of equal values, as _update keeps
+
+    def extreme(accs):
+        present = [a for a in accs if a is not None]
+        return pick(present) if present else None
+    return extreme
 
 
 def _nth(values: list, counts: dict, k: int):
@@ -243,6 +252,10 @@ class Aggregator:
         self._data: set[int] = set()  # data timestamps the micro-batch closed (all, or those a window needs)
         self._group_index = {v: i for i, v in enumerate(plan.group_by)}
         self._call_index = {c.call: j for j, c in enumerate(plan.calls)}
+        self._groups = plan.groups
+        self._reducers = [(c.function.name, _reducer(c.function.name)) for c in plan.calls]
+        self._having = self._compiled(plan.having) if plan.having is not None else None
+        self._items = [(it.name, self._compiled(it.expression)) for it in plan.items]
 
     def add(self, answers: Iterable[Answer]) -> None:
         """Answers of the characteristic query (any order within the micro-batch)."""
@@ -282,8 +295,6 @@ class Aggregator:
         with :meth:`add_partial` (kind ``"data"``). One aggregation per timestamp of the range and one window
         over its rows and those times: a few rows per timestamp, not per row, in the collect job's plan
         (no job of its own)."""
-        from functools import reduce
-
         from pyspark.sql import Window as W
         from pyspark.sql import functions as F
         from pyspark.sql import types as T
@@ -373,7 +384,7 @@ class Aggregator:
                 v = 1 if c.position is None else payload.values[c.position]
                 accs[j] = _update(c.function.name, accs[j], v, payload.count)
             return
-        g = self.plan.groups
+        g = self._groups
         if kind == "partial":
             parts = list(payload[g:])
             for j, c in enumerate(calls):
@@ -390,21 +401,33 @@ class Aggregator:
         value, n = payload[g], payload[g + 1]
         accs[j] = _update(calls[j].function.name, accs[j], value, n)
 
-    def _eval(self, e, key: tuple, values: list):
+    def _compiled(self, e):
+        """``e`` (a HAVING condition or a SELECT item's expression) as a function of a group's key and its
+        aggregates' values: compiled once per query, evaluated at every row."""
         if isinstance(e, Var):
-            return key[self._group_index[e]]
+            i = self._group_index[e]
+            return lambda key, values: key[i]
         if isinstance(e, Aggregate):
-            return values[self._call_index[e]]
+            j = self._call_index[e]
+            return lambda key, values: values[j]
         if isinstance(e, Literal):
-            return _number(e)
-        if isinstance(e, Arithmetic):
-            return _arith(e.op, self._eval(e.left, key, values), self._eval(e.right, key, values))
-        if isinstance(e, Comparison):
-            return _compare(e.op, self._eval(e.left, key, values), self._eval(e.right, key, values))
-        parts = [self._eval(p, key, values) for p in e.parts]  # Connective: Kleene logic
+            n = _number(e)
+            return lambda key, values: n
+        if isinstance(e, (Arithmetic, Comparison)):
+            op, left, right, f = e.op, self._compiled(e.left), self._compiled(e.right), (
+                _arith if isinstance(e, Arithmetic) else _compare)
+            return lambda key, values: f(op, left(key, values), right(key, values))
+        parts = [self._compiled(p) for p in e.parts]  # Connective: Kleene logic
         if e.op == "and":
-            return False if False in parts else (None if None in parts else True)
-        return True if True in parts else (None if None in parts else False)
+            def conj(key, values):
+                got = [p(key, values) for p in parts]
+                return False if False in got else (None if None in got else True)
+            return conj
+
+        def disj(key, values):
+            got = [p(key, values) for p in parts]
+            return True if True in got else (None if None in got else False)
+        return disj
 
     def row(self, key: tuple) -> dict | None:
         """The answer row of a group now, or None when it has no solution in the window or HAVING drops it."""
@@ -412,13 +435,11 @@ class Aggregator:
         panes = self.panes.get(key)
         if not panes and plan.group_by:
             return None  # a window expired the group's last solution
-        accs = self._fresh()
-        for pane in (panes or {}).values():
-            accs = [_combine(c.function.name, a, b) for c, a, b in zip(plan.calls, accs, pane)]
-        values = [_value(c.function.name, a, plan.sparql) for c, a in zip(plan.calls, accs)]
-        if plan.having is not None and self._eval(plan.having, key, values) is not True:
+        per_call = zip(*(panes or {None: self._fresh()}).values())  # each aggregate's accumulator in every pane
+        values = [_value(name, combine(accs), plan.sparql) for (name, combine), accs in zip(self._reducers, per_call)]
+        if self._having is not None and self._having(key, values) is not True:
             return None
-        return {it.name: self._eval(it.expression, key, values) for it in plan.items}
+        return {name: f(key, values) for name, f in self._items}
 
     def _fresh(self) -> list:
         return [_init(c.function.name) for c in self.plan.calls]
@@ -462,6 +483,7 @@ class Aggregator:
             for t in data:
                 events.setdefault(t, [])
         out: list[dict] = []
+        groups = self._groups
         for at in sorted(events, key=lambda t: (t is not None, t or 0)):
             changed: dict[tuple, None] = {} if plan.group_by else {(): None}
             if window is not None and at is not None:  # the panes out of the window at ``at``, first
@@ -474,7 +496,7 @@ class Aggregator:
                             del self.panes[key]
             pane_key = at if window is not None else 0
             for kind, payload in events[at]:
-                key = tuple(payload.values[: plan.groups] if kind == "answer" else payload[: plan.groups])
+                key = tuple(payload.values[:groups] if kind == "answer" else payload[:groups])
                 panes = self.panes.setdefault(key, {})
                 accs = panes.get(pane_key)
                 if accs is None:

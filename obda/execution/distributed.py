@@ -268,7 +268,7 @@ class SparkForest:
     def _join_branch(self, j, tcol: str) -> str:
         """The rows of a view branch joining a stream with other tables (a referencing object map), per
         timestamp of the range: its stream tables' rows of equal timestamps and its static tables' rows (the
-        driver's, :attr:`JoinBranch.static_rows`), under its conditions; the view row computed from them
+        driver's, the engine's ``joined_statics``), under its conditions; the view row computed from them
         (timestamps are µs here, as ``TIMESTAMP_MICROS`` for the conditions and the row)."""
         from sqlglot import exp
 
@@ -285,7 +285,8 @@ class SparkForest:
             else:
                 view = self._join_statics.get(pid)
                 if view is None:
-                    frame = _frame(self.spark, [f"__c{i}" for i in range(len(columns))], j.static_rows.get(pid, {}), None)
+                    rows = self.engine.joined_statics.get(pid, {})
+                    frame = _frame(self.spark, [f"__c{i}" for i in range(len(columns))], rows, None)
                     view = self._join_statics[pid] = self._view(frame, f"joinstatic{pid}")
                 froms.append(f"{_q(view)} AS {name}")
             for i, c in enumerate(columns):

@@ -593,8 +593,11 @@ class QueryEngine:
             for m in self.members:
                 m.after_absorb = self.emitted.clear
 
-    def set_statics(self, statics: dict[int, Counted]) -> None:
-        """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens)."""
+    def set_statics(self, statics: dict[int, Counted], joined: dict[int, Counted] | None = None) -> None:
+        """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens);
+        ``joined``: those of the static tables of view branches joined per timestamp (:func:`obda.execution.
+        views.statics`)."""
+        self.joined_statics = dict(joined or {})
         for m in self.members:
             m.set_statics({a: statics.get(p.id, {}) for a, p in m.plan.pipelines.items() if not p.table.is_stream})
 

@@ -23,6 +23,7 @@ from obda.execution.ledger import FileLedger
 from obda.execution.reader import read_records
 from obda.execution.rows import TableBatch, merge_batches, process_rows, static_rows
 from obda.execution.runtime import Metrics, Runtime, peak_rss_bytes
+from obda.execution.shedding import Shed, Shedder
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import list_files, resolve_location, table_format
 from obda.execution.spark_query import DEFAULT_SPILL_BYTES, DRIVER_ANSWERS, SparkSteps, cut_files, spark_failure
@@ -78,6 +79,7 @@ class ContinuousQuery(SparkSteps):
         trigger_interval: float = 1.0,
         shared=None,
         clock: Callable[[], float] = time.monotonic,
+        shed=None,
     ):
         if backend not in ("spark", "local"):
             raise ExecutionError(f"unknown backend {backend!r} (spark or local)")
@@ -128,6 +130,8 @@ class ContinuousQuery(SparkSteps):
         watch = ConstraintWatch(self.plan) if self.plan.constraints else None
         self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views, watch)
         self.runtime.metrics.unbounded_members = risky
+        # opt-in shedding: input that waited longer than shed's max_lag is dropped, every row counted
+        self.shedder = Shedder(Shed.parse(shed), self.plan.stream_tables()) if shed is not None else None
         self.processed: dict[str, set[str]] = {s: set() for s in self.streams}
         self.keys = KeyCheck(self.plan.stream_tables())  # declared keys of open timestamps (local backend)
         self.ledger = FileLedger(self.streams)  # each read file's size and time: a later change is reported
@@ -162,7 +166,11 @@ class ContinuousQuery(SparkSteps):
 
                     self.ingesters = start_ingesters(self.plan.stream_tables(), self.base_dir)
                     self.quarantine.annotators.append(self.ingesters.annotate)
-                self.engine.set_statics(self._load_statics())
+                if any(t.kafka is not None for t in self.plan.stream_tables()):
+                    from obda.execution.kafka_offsets import attach
+
+                    attach(self)  # brokers and topics checked (located), the marker per partition
+                self.engine.set_statics(*self._load_statics())
                 self._restore()
                 self._opened = True
         return self
@@ -223,7 +231,7 @@ class ContinuousQuery(SparkSteps):
     def _pipelines_of(self, table_name: str):
         return [p for p in self.plan.pipelines if p.table.name == table_name]
 
-    def _load_statics(self) -> dict[int, dict]:
+    def _load_statics(self) -> tuple[dict[int, dict], dict[int, dict]]:
         out: dict[int, dict] = {}
         by_table: dict[str, list] = {}
         for p in self.plan.static_pipelines():
@@ -308,14 +316,16 @@ class ContinuousQuery(SparkSteps):
         """Per stream table all its unprocessed files (name order), one listing."""
         self.runtime.listed()
         tables = self._tables_by_name()
-        return {
-            name: [f for f in list_files(resolve_location(tables[name], self.base_dir)) if f not in self.processed[name]]
-            for name in self.streams
-        }
+        from obda.execution.kafka_offsets import pending_inputs  # files, or a Kafka stream's next offset ranges
+
+        return {name: pending_inputs(tables[name], self.base_dir, self.processed[name], keep=self.backend == "local")
+                for name in self.streams}
 
     def _cut(self, pending: dict[str, list[str]]) -> dict[str, list[str]]:
         """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits); the rest is the
         backlog (metrics)."""
+        if self.shedder is not None:  # the files that waited longer than shed.max_lag are dropped (counted at commit)
+            pending = self.shedder.split(pending, self.runtime.metrics)
         new = cut_files(pending, self.max_files_per_batch, self.max_bytes_per_batch)
         self.runtime.metrics.observe_input(pending, new)
         return new
@@ -345,6 +355,7 @@ class ContinuousQuery(SparkSteps):
                              closed_upto, f, keys=self.keys)
                 for f in files
             ]
+            self.runtime.observe_files(name, {f: p.max_ts for f, p in zip(files, parts)})  # (Kafka: per partition)
             out.append(merge_batches(name, parts))
         if probes:
             self.aggregate.observe(out)
@@ -372,6 +383,8 @@ class ContinuousQuery(SparkSteps):
     def commit_batch(self, new: dict[str, list[str]], quarantine: list[dict], t0: float) -> int:
         """End a micro-batch: quarantine, consumed files, sink flush, checkpoint, sink commit, metrics."""
         quarantine = list(quarantine) + self.ledger.check()  # files read earlier that changed since
+        if self.shedder is not None:  # dropped files: counted, consumed, quarantined (README "Load shedding")
+            quarantine += self.shedder.commit(self.processed, self.runtime.metrics)
         if quarantine:
             self.quarantine.write(quarantine)
         for name, files in new.items():

@@ -303,6 +303,10 @@ def _first_record(reader) -> list[str] | Rejected | None:
 def read_records(path: str, table: Table, fmt: str, options: dict | None = None) -> list[Record | Rejected]:
     """The records of a CSV or JSON-lines file under the contract (see the module), each with its line."""
     options = dict(options or {})
+    if fmt == "kafka":  # a Kafka stream's segment (obda.execution.kafka_offsets): its records' payloads
+        from obda.execution.kafka_reader import segment_records
+
+        return segment_records(path, table)
     if fmt not in ("csv", "json"):
         raise ExecutionError(f"local backend cannot read format {fmt!r} ({path}); use the Spark backend")
     try:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import datetime as dt
+import math
+import re
 from dataclasses import dataclass, field
 from collections import defaultdict
 
@@ -178,7 +180,55 @@ def evaluate(e: exp.Expression, row: dict):
         if a is None or b is None:
             return None
         return OPS[op](a, b)
+    if isinstance(e, exp.Case):  # IF: the first branch whose condition is true (none: NULL)
+        for branch in e.args.get("ifs") or []:
+            if evaluate(branch.this, row) is True:
+                return evaluate(branch.args["true"], row)
+        default = e.args.get("default")
+        return None if default is None else evaluate(default, row)
+    if isinstance(e, exp.Coalesce):
+        for x in [e.this, *e.expressions]:
+            v = evaluate(x, row)
+            if v is not None:
+                return v
+        return None
+    if isinstance(e, exp.Extract):
+        v = evaluate(e.expression, row)
+        return None if v is None else _extract(e.this, v)
+    fn = _FUNCTIONS.get(type(e))
+    if fn is not None:  # FILTER / BIND functions (obda.mapping.functions), as Spark SQL computes them
+        args = [evaluate(e.args[k], row) for k in fn[0] if e.args.get(k) is not None]
+        return None if any(a is None for a in args) else fn[1](*args)
     raise ExecutionError(f"local backend: unsupported expression {e.sql()!r}")
+
+
+def _substring(s: str, pos: int, length: int | None = None) -> str:
+    """Spark's ``SUBSTRING(s, pos[, len])``: 1-based, 0 read as 1, a negative ``pos`` counts from the end."""
+    start = pos - 1 if pos > 0 else (max(len(s) + pos, 0) if pos < 0 else 0)
+    return s[start:] if length is None else s[start:start + max(length, 0)]
+
+
+def _extract(field: exp.Expression, us: int):
+    """``EXTRACT(field FROM ts)`` of a µs timestamp (UTC), as Spark gives it (SECOND with its fraction)."""
+    t = EPOCH + dt.timedelta(microseconds=to_micros(us))
+    name = field.name.upper()
+    if name == "SECOND":
+        return t.second + t.microsecond / 1_000_000
+    return {"YEAR": t.year, "MONTH": t.month, "DAY": t.day, "HOUR": t.hour, "MINUTE": t.minute}[name]
+
+
+# sqlglot node -> (argument keys, function of the non-NULL arguments)
+_FUNCTIONS = {
+    exp.RegexpLike: (("this", "expression"), lambda s, p: re.search(p, s) is not None),
+    exp.StrPosition: (("this", "substr"), lambda s, sub: s.find(sub) + 1),
+    exp.Length: (("this",), len),
+    exp.Lower: (("this",), str.lower),
+    exp.Upper: (("this",), str.upper),
+    exp.Substring: (("this", "start", "length"), _substring),
+    exp.Abs: (("this",), abs),
+    exp.Ceil: (("this",), lambda x: math.ceil(x)),
+    exp.Floor: (("this",), lambda x: math.floor(x)),
+}
 
 
 def pipeline_key(p: Pipeline, row: dict) -> tuple:

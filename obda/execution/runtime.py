@@ -66,6 +66,8 @@ class Metrics:
     backlog_bytes: dict[str, int] = field(default_factory=dict)
     lag_seconds: float = 0.0
     app_lag_seconds: float = 0.0
+    # opt-in shedding (obda.execution.shedding): rows and files dropped per stream, recent ranges; None: none
+    shed: dict | None = None
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -103,6 +105,7 @@ class Metrics:
             "state_growth": self.state_growth(),
             **({"constraints": self.constraints, "constraint_violations": self.constraint_violations,
                 "incomplete_since": self.incomplete_since} if self.constraints else {}),
+            **({"shed": self.shed, "incomplete_since": self.incomplete_since} if self.shed is not None else {}),
         }
 
     def observe_input(self, pending: dict[str, list[str]], taken: dict[str, list[str]], now: float | None = None) -> None:
@@ -167,6 +170,9 @@ class Runtime:
         self.first_closed: int | None = None  # the first timestamp the current micro-batch closed
         now = clock()
         self.last_progress: dict[str, float] = {s: now for s in streams}
+        self.part_max: dict[str, dict[str, int | None]] = {}  # partitioned stream -> partition -> largest timestamp
+        self.part_seen: dict[str, dict[str, float]] = {}  # ... -> when it last brought a row (idle partitions)
+        self.partition_of: Callable[[str], str | None] = lambda f: None
         self.metrics = Metrics(rows_in={s: 0 for s in streams}, rows_read={s: 0 for s in streams})
 
     # -- checkpointed state -------------------------------------------------------------------
@@ -179,6 +185,7 @@ class Runtime:
             "metrics": self.metrics,
             # what the k-constraint watches observed, as plain data (the declared constraints come from the plan)
             "constraints": self.constraints.state() if self.constraints is not None else None,
+            "partitions": self.part_max,
         }
 
     def restore(self, st: dict) -> None:
@@ -191,6 +198,10 @@ class Runtime:
             self.constraints.restore(st["constraints"])  # into the watch of this query's declared constraints
         now = self.clock()
         self.last_progress = {s: now for s in self.streams}
+        for s, parts in (st.get("partitions") or {}).items():
+            if s in self.part_max:
+                self.part_max[s].update(parts)
+        self.part_seen = {s: dict.fromkeys(parts, now) for s, parts in self.part_max.items()}
 
     # -- ingestion ------------------------------------------------------------------------------
     def listed(self) -> None:
@@ -247,7 +258,7 @@ class Runtime:
             if seen:
                 candidates.append(max(seen))
         else:
-            progress = [self.max_ts.get(s) for s in active]
+            progress = [self._progress(s, now) for s in active]
             if all(p is not None for p in progress):
                 candidates.append(min(progress) - 1)  # every active stream has passed min-1
         if self.closed_upto is not None:
@@ -255,6 +266,41 @@ class Runtime:
         if not candidates:
             return None
         return max(candidates)
+
+    # -- partitioned streams (Kafka): a timestamp closes when every partition has passed it ---------
+    def expect_partitions(self, stream: str, partitions: list[str], partition_of: Callable[[str], str | None]) -> None:
+        """``stream`` is read by partitions (``partition_of``: an input's partition): its progress is its slowest
+        partition's that is not idle (``idle_timeout``), a partition without rows yet holding every timestamp."""
+        now = self.clock()
+        self.partition_of = partition_of
+        have = self.part_max.setdefault(stream, {})
+        for p in partitions:
+            have.setdefault(p, None)
+            self.part_seen.setdefault(stream, {}).setdefault(p, now)
+
+    def observe_files(self, stream: str, file_max: dict[str, int | None]) -> None:
+        """The largest valid timestamp (after the closed one) of each input a micro-batch read of ``stream``."""
+        parts = self.part_max.get(stream)
+        if parts is None:
+            return
+        now = self._now()
+        for f, ts in file_max.items():
+            p = self.partition_of(f)
+            if p is None or ts is None:
+                continue
+            parts[p] = ts if parts.get(p) is None else max(parts[p], ts)
+            self.part_seen[stream][p] = now
+
+    def _progress(self, stream: str, now: float) -> int | None:
+        parts = self.part_max.get(stream)
+        if not parts:
+            return self.max_ts.get(stream)
+        seen = self.part_seen.get(stream, {})
+        live = [ts for p, ts in parts.items()
+                if self.idle_timeout is None or now - seen.get(p, now) < self.idle_timeout]
+        if not live:
+            return self.max_ts.get(stream)
+        return None if any(ts is None for ts in live) else min(live)
 
     def close(self, exhausted: bool = False) -> list[Answer]:
         """Close every timestamp up to the watermark; return the answers in timestamp order."""
@@ -270,7 +316,7 @@ class Runtime:
             if self.constraints is not None:
                 groups = self._admit(ts, groups)
             if self.views is not None:
-                groups = view_rows.project(self.views, ts, groups)
+                groups = view_rows.project(self.views, ts, groups, self.engine.joined_statics)
             answers.extend(self.engine.step(ts, groups))
             self.metrics.closed_timestamps += 1
         self.closed_upto = w

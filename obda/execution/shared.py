@@ -101,10 +101,12 @@ class SharedScan:
         """One shared micro-batch (and one catch-up micro-batch of each query behind).  Returns new files read."""
         with self._lock:
             queries = list(self.queries.items())
-            spark_queries = [(k, q) for k, q in queries if q.backend == "spark" and not q.error]
+            # a query that sheds drops files the others read: it lists, cuts and reads on its own, in this loop
+            alone = {k for k, q in queries if q.backend != "spark" or getattr(q, "shedder", None) is not None}
+            spark_queries = [(k, q) for k, q in queries if k not in alone and not q.error]
             read = 0
-            for key, q in queries:  # the local backend, and failed queries, do not share
-                if q.backend != "spark" and q.error is None:
+            for key, q in queries:  # the local backend, shedding and failed queries do not share
+                if key in alone and q.error is None:
                     read += self._guarded(key, q, lambda q=q: q.step(exhausted))
             behind = [(k, q) for k, q in spark_queries if not self.in_step(q)]
             joined = [(k, q) for k, q in spark_queries if self.in_step(q)]
@@ -133,8 +135,6 @@ class SharedScan:
 
     def _pending(self, joined) -> dict[str, list[str]]:
         """Per stream of the joined queries its files not consumed yet: one listing per stream."""
-        from obda.execution.spark_io import list_files, resolve_location
-
         for _, q in joined:
             q.runtime.listed()
 
@@ -142,11 +142,9 @@ class SharedScan:
         for _, q in joined:
             for t in q.plan.stream_tables():
                 tables.setdefault(t.name, (t, q.base_dir))
-        out = {}
-        for name, (table, base) in tables.items():
-            done = self.cursor.get(name, set())
-            out[name] = [f for f in list_files(resolve_location(table, base)) if f not in done]
-        return out
+        from obda.execution.kafka_offsets import pending_inputs  # a Kafka topic: fetched once for every query
+
+        return {name: pending_inputs(table, base, self.cursor.get(name, set())) for name, (table, base) in tables.items()}
 
     def _shared_step(self, joined, exhausted: bool) -> int:
         from obda.execution.spark_query import cut_files

@@ -68,8 +68,12 @@ def get_spark(master: str | None = None, app_name: str = "obda", conf: dict | No
     ``$SPARK_CONF_DIR/spark-defaults.conf`` (:func:`user_spark_defaults`: Spark applies them),
     obda's defaults below.  Reuses the active session when no master is given.
     """
+    import sys
+
     from pyspark.sql import SparkSession
 
+    # the executors' Python workers (a Kafka stream's reader) run this interpreter, with obda's dependencies
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         configure_session(active)
@@ -298,6 +302,10 @@ def _read(spark, table: Table, paths: list[str], fmt: str, with_file: bool = Fal
     opts = dict(table.options)
     if fmt in ("csv", "json"):
         return _read_text(spark, table, paths, fmt, with_file)
+    if fmt == "kafka":  # offset ranges of a topic (obda.execution.kafka_reader), read on the executors
+        from obda.execution.kafka_reader import read_frame
+
+        return read_frame(spark, table, paths, with_file)
     if fmt == "parquet":
         raw = spark.read.options(**opts).parquet(*[_literal(p) for p in paths])
         present = {n.lower(): n for n in raw.columns}
@@ -401,7 +409,7 @@ def listed_names(paths) -> dict[str, str]:
     :func:`_owner` maps Spark's reports back with it."""
     out: dict[str, str] = {}
     for p in paths:
-        out[os.path.abspath(p)] = out[os.path.realpath(p)] = p
+        out[p] = out[os.path.abspath(p)] = out[os.path.realpath(p)] = p  # (p itself: a Kafka segment's name)
     return out
 
 

@@ -79,7 +79,9 @@ class SparkSteps:
         from obda.errors import ExecutionError, Location
 
         carried = {s: sorted(fs) for s, fs in self.open_files.items() if fs}
-        gone = [f for fs in carried.values() for f in fs if not os.path.exists(f)]
+        from obda.execution.kafka_fetch import is_segment  # (a Kafka offset range is read again from the topic)
+
+        gone = [f for fs in carried.values() for f in fs if not is_segment(f) and not os.path.exists(f)]
         if gone:
             raise ExecutionError(
                 f"{len(gone)} file(s) read earlier still hold rows of timestamps not closed yet and are gone (first: "
@@ -139,6 +141,8 @@ class SparkSteps:
                 b.rows, b.invalid = b.rows + len(rejects), b.invalid + len(rejects)
                 batch.quarantine.extend(rejects)
         self.runtime.ingest(list(tables.values()))
+        for name in tables:  # a Kafka stream's marker is per partition (its segments' largest timestamps)
+            self.runtime.observe_files(name, batch.file_max.get(name, {}))
         batch.hi = self.runtime.watermark(exhausted=final)
         return batch
 
@@ -371,7 +375,9 @@ def file_bytes(files: dict[str, list[str]]) -> int:
             try:
                 total += os.path.getsize(f)
             except OSError:
-                pass
+                from obda.execution.kafka_offsets import segment_bytes  # a Kafka offset range: its payloads
+
+                total += segment_bytes(f)
     return total
 
 

@@ -14,14 +14,15 @@ from obda.analysis.forest import JoinBranch, ViewDedupe
 from obda.execution.rows import evaluate
 
 
-def project(views: ViewDedupe, ts: int | None, groups: dict) -> dict:
+def project(views: ViewDedupe, ts: int | None, groups: dict, joined: dict | None = None) -> dict:
     """``groups`` (pipeline id → key → count) with every view's distinct rows projected and counted; a view
-    branch that joins a stream with other tables is joined here, on the rows of the timestamp."""
+    branch that joins a stream with other tables is joined here, on the rows of the timestamp and the rows of
+    its static tables (``joined``, the second part of :func:`statics`)."""
     if not views.positions:
         return groups
     for j in views.joins:
         if j.temporal and all(groups.get(pid) for pid in j.streams):
-            rows = join_rows(j, {**j.static_rows, **groups})
+            rows = join_rows(j, {**(joined or {}), **groups})
             if rows:
                 target = groups[j.target] = dict(groups.get(j.target) or {})
                 target.update(dict.fromkeys(rows, 1))
@@ -39,9 +40,12 @@ def project(views: ViewDedupe, ts: int | None, groups: dict) -> dict:
     return out
 
 
-def statics(views: ViewDedupe, counted: dict) -> dict:
-    """Counted static rows per pipeline → per alias pipeline, each static view's distinct rows projected."""
+def statics(views: ViewDedupe, counted: dict) -> tuple[dict, dict]:
+    """Counted static rows per pipeline → per alias pipeline, each static view's distinct rows projected; and
+    the counted rows of the static tables of the view branches joined at every closed timestamp (pipeline id
+    → rows), for :func:`project` and the Spark backend (the engine keeps both; the plan is never changed)."""
     out: dict = {}
+    per_ts: dict = {}  # the static tables' rows of the branches joined per timestamp
     joined = {pid for j in views.joins for _, pid, _ in j.entries}
     for pid, rows in counted.items():
         target = views.branch_of.get(pid)
@@ -51,11 +55,10 @@ def statics(views: ViewDedupe, counted: dict) -> dict:
             out[pid] = rows
     for j in views.joins:
         if j.temporal:  # joined at every closed timestamp, with these rows of its static tables
-            j.static_rows.clear()
-            j.static_rows.update({pid: counted.get(pid, {}) for _, pid, _ in j.entries if pid not in j.streams})
+            per_ts.update({pid: counted.get(pid, {}) for _, pid, _ in j.entries if pid not in j.streams})
             continue
         out.setdefault(j.target, {}).update(dict.fromkeys(join_rows(j, counted), 1))
-    return project(views, None, out)
+    return project(views, None, out), per_ts
 
 
 def join_rows(j: JoinBranch, counted: dict) -> set[tuple]:

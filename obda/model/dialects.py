@@ -5,6 +5,7 @@ output would not run.  There a comparison with a shifted time (an interval join'
 ``CURRENT_TIMESTAMP - INTERVAL …``) compares Julian day numbers instead:
 ``julianday(m.ts) <= julianday(e.ts, '+300 seconds')``, which also compares timestamps written in
 different textual forms (``2024-01-01T00:05:00Z`` and ``2024-01-01 00:05:00``) correctly.
+SQLite has no ``EXTRACT`` either (SPARQL's ``HOURS(?t)`` …): it reads the field from ``strftime``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,22 @@ def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False) -> str:
     """``tree`` as ``dialect``'s SQL text (the tree itself is not changed)."""
     if dialect == "sqlite" and any(_shifted(c.this) or _shifted(c.expression) for c in tree.find_all(*_COMPARISONS)):
         tree = tree.copy().transform(_sqlite_comparison)
+    if dialect == "sqlite" and tree.find(exp.Extract) is not None:
+        tree = tree.copy().transform(_sqlite_extract)
     return tree.sql(dialect=dialect, pretty=pretty)
+
+
+# SQLite has no EXTRACT: a field of a timestamp is a number read from its strftime text (%f: seconds with fraction)
+_STRFTIME = {"YEAR": ("%Y", "INTEGER"), "MONTH": ("%m", "INTEGER"), "DAY": ("%d", "INTEGER"),
+             "HOUR": ("%H", "INTEGER"), "MINUTE": ("%M", "INTEGER"), "SECOND": ("%f", "REAL")}
+
+
+def _sqlite_extract(node: exp.Expression) -> exp.Expression:
+    if isinstance(node, exp.Extract) and node.this.name.upper() in _STRFTIME:
+        fmt, to = _STRFTIME[node.this.name.upper()]
+        text = exp.Anonymous(this="strftime", expressions=[exp.Literal.string(fmt), node.expression.copy()])
+        return exp.Cast(this=text, to=exp.DataType.build(to))
+    return node
 
 
 def _shifted(e: exp.Expression) -> bool:

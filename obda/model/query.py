@@ -137,7 +137,8 @@ OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
 
 @dataclass(frozen=True, order=True)
 class Comparison:
-    """``left op right``; op in ``< <= = != > >=``. In a CQ's filters the sides are terms; in an
+    """``left op right``; op in ``< <= = != > >=``. In a CQ's filters the sides are terms, a time variable
+    moved by a duration (:class:`Shifted`) or computed values (:class:`Arithmetic`, :class:`Call`); in an
     aggregation's HAVING they are value expressions (an error is false)."""
 
     op: str
@@ -150,9 +151,17 @@ class Comparison:
 
     @property
     def variables(self) -> frozenset[Var]:
-        """The variables of a filter comparison's sides (the time variable of a :class:`Shifted` side too)."""
-        return frozenset(t.var if isinstance(t, Shifted) else t for t in (self.left, self.right)
-                         if isinstance(t, (Var, Shifted)))
+        """The variables of a filter comparison's sides (the time variable of a :class:`Shifted` side too, the
+        variables of a computed side)."""
+        out: set[Var] = set()
+        for t in (self.left, self.right):
+            if isinstance(t, Shifted):
+                out.add(t.var)
+            elif isinstance(t, Var):
+                out.add(t)
+            elif isinstance(t, (Arithmetic, Call)):
+                out.update(value_variables(t))
+        return frozenset(out)
 
     def flipped(self) -> "Comparison":
         return Comparison(FLIP[self.op], self.right, self.left)
@@ -195,6 +204,8 @@ class CQ:
         def s(t):
             if isinstance(t, Shifted):
                 return Shifted(mapping.get(t.var, t.var), t.micros)
+            if isinstance(t, (Arithmetic, Call)):
+                return substitute_expression(t, mapping)
             return mapping.get(t, t) if isinstance(t, Var) else t
 
         atoms = []
@@ -258,7 +269,51 @@ class Arithmetic:
         return f"({self.left} {self.op} {self.right})"
 
 
-ValueExpression = Union[Var, Literal, Aggregate, Arithmetic]
+#: SPARQL 1.1 §17.4 functions obda computes in FILTER and BIND (docs/semantics.md, "Functions"): name -> the
+#: number of arguments (None: one or more)
+FUNCTIONS = {
+    "STR": 1, "STRLEN": 1, "LCASE": 1, "UCASE": 1, "CONTAINS": 2, "STRSTARTS": 2, "STRENDS": 2, "CONCAT": None,
+    "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None,
+    "YEAR": 1, "MONTH": 1, "DAY": 1, "HOURS": 1, "MINUTES": 1, "SECONDS": 1, "IF": 3, "COALESCE": None,
+    # a comparison or a connective as a value (IF's condition)
+    "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "AND": None, "OR": None,
+}
+#: the functions whose value is a boolean (a FILTER may be one of them alone)
+BOOLEAN_FUNCTIONS = frozenset({"CONTAINS", "STRSTARTS", "STRENDS", "REGEX", "NOT", "AND", "OR",
+                               "=", "!=", "<", "<=", ">", ">="})
+
+
+@dataclass(frozen=True)
+class Call:
+    """A SPARQL function call ``NAME(args…)`` (a name of :data:`FUNCTIONS`); ``NOT`` is ``!`` over a boolean
+    function. Its arguments are value expressions; an error (a type error, a division by zero) is unbound."""
+
+    name: str
+    args: tuple["ValueExpression", ...]
+
+    def __post_init__(self) -> None:
+        if self.name not in FUNCTIONS:
+            raise ValueError(f"unknown function {self.name!r}")
+
+    @property
+    def is_boolean(self) -> bool:
+        return self.name in BOOLEAN_FUNCTIONS
+
+    def __str__(self) -> str:
+        if self.name == "NOT":
+            return f"!{self.args[0]}"
+        if self.name in COMPARISON_OPS or self.name in ("AND", "OR"):
+            op = {"AND": " && ", "OR": " || "}.get(self.name, f" {self.name} ")
+            return "(" + op.join(map(str, self.args)) + ")"
+        return f"{self.name}({', '.join(map(str, self.args))})"
+
+
+ValueExpression = Union[Var, Literal, Aggregate, Arithmetic, Call, IRI]
+
+
+def is_computed(e) -> bool:
+    """Whether ``e`` is computed (arithmetic or a function call), not a term."""
+    return isinstance(e, (Arithmetic, Call))
 
 
 def value_variables(e) -> tuple[Var, ...]:
@@ -267,6 +322,8 @@ def value_variables(e) -> tuple[Var, ...]:
         return (e,)
     if isinstance(e, Arithmetic):
         return value_variables(e.left) + value_variables(e.right)
+    if isinstance(e, Call):
+        return tuple(v for a in e.args for v in value_variables(a))
     if isinstance(e, Aggregate) and e.argument is not None:
         return (e.argument,)
     return ()
@@ -278,6 +335,8 @@ def substitute_expression(e, mapping: dict) -> "ValueExpression":
         return mapping.get(e, e)
     if isinstance(e, Arithmetic):
         return Arithmetic(e.op, substitute_expression(e.left, mapping), substitute_expression(e.right, mapping))
+    if isinstance(e, Call):
+        return Call(e.name, tuple(substitute_expression(a, mapping) for a in e.args))
     return e
 
 

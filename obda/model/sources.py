@@ -8,8 +8,8 @@ File format (YAML)::
         timestamp: ts           # required for streams: the application-time column
         columns: {sensor_id: integer, value: integer, ts: timestamp}
         location: data/measurement   # optional: file or directory
-        format: csv                  # optional: csv | json | parquet (jdbc: static tables only; mqtt:
-                                     # streams only, see obda/model/mqtt_source.py)
+        format: csv                  # optional: csv | json | parquet (jdbc: static tables only; mqtt, kafka:
+                                     # streams only, see obda/model/mqtt_source.py, kafka_source.py)
         key: [sensor_id, ts]         # optional: a unique key (enables self-join elimination)
       sensor:
         kind: static
@@ -36,6 +36,7 @@ import yaml
 
 from obda.errors import ExecutionError, Location, SourcesError
 from obda.model.constraints import KINDS, ORDERED, REFERENTIAL, Constraint, Monitoring, parse_duration
+from obda.model.kafka_source import KafkaSource, parse_bootstrap, parse_kafka_options
 from obda.model.mqtt_source import MqttSource, parse_mqtt_options
 
 
@@ -77,13 +78,12 @@ class TableKind(str, Enum):
     STATIC = "static"
 
 
-FORMATS = ("csv", "json", "parquet", "jdbc", "mqtt")
+FORMATS = ("csv", "json", "parquet", "jdbc", "mqtt", "kafka")
 #: formats a stream can have: the executor reads a stream as new files in its location (an MQTT stream as the
 #: JSON-lines ingest log obda keeps there: its table's ``format`` is ``json``, its ``ingest`` the broker)
-STREAM_FORMATS = ("csv", "json", "parquet", "mqtt")
+STREAM_FORMATS = ("csv", "json", "parquet", "mqtt", "kafka")
 #: formats obda knows of but cannot read: refused (with the reason) instead of silently reading nothing
-UNSUPPORTED_FORMATS = {"kafka": "obda has no Kafka reader yet; write the topic to files (csv, json, parquet) in the "
-                                "stream's location, or bridge it to MQTT (format: mqtt)"}
+UNSUPPORTED_FORMATS: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -105,6 +105,8 @@ class Table:
     source_location: Location = field(default_factory=Location, compare=False)
     #: ``format: mqtt``: where the messages come from (an ingester lands them in ``location``, read as json)
     ingest: MqttSource | None = None
+    #: ``format: kafka``: the topic and client settings (``location``: the bootstrap servers)
+    kafka: KafkaSource | None = None
 
     @property
     def is_stream(self) -> bool:
@@ -520,17 +522,23 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
                 f"table {name!r}: unknown format {fmt!r} (allowed: {', '.join(FORMATS)})", _loc(file, fields["format"][1])
             )
     options: dict[str, str] = {}
-    ingest = None
-    if fmt == "mqtt":
+    ingest = kafka = None
+    if fmt in ("mqtt", "kafka"):  # a broker's stream: never static, and its location says where
         if kind is TableKind.STATIC:
-            raise SourcesError(f"table {name!r}: format 'mqtt' is for streams (a static table is read from files)",
+            raise SourcesError(f"table {name!r}: format {fmt!r} is for streams (a static table is read from files)",
                                _loc(file, fields["format"][1]))
         if location is None:
-            raise SourcesError(f"stream {name!r}: format 'mqtt' needs a 'location': the folder of the ingest log "
-                               "obda lands the messages in", _loc(file, name_node))
+            needs = ("the folder of the ingest log obda lands the messages in" if fmt == "mqtt" else
+                     "the bootstrap servers (host:port[,host:port…])")
+            raise SourcesError(f"stream {name!r}: format {fmt!r} needs a 'location': {needs}", _loc(file, name_node))
+    if fmt == "mqtt":
         ingest = parse_mqtt_options(name, fields["options"][1] if "options" in fields else None, file,
                                     _loc(file, fields["format"][1]))
         fmt = "json"  # the executor reads the ingest log's JSON-lines part files
+    elif fmt == "kafka":
+        location = parse_bootstrap(name, location, _loc(file, fields["location"][1]))
+        kafka = parse_kafka_options(name, fields["options"][1] if "options" in fields else None, file,
+                                    _loc(file, fields["format"][1]), location, _loc(file, fields["location"][1]))
     elif "options" in fields:
         for k, v in _mapping_items(fields["options"][1], file, f"options of table {name!r}"):
             options[str(k.value)] = _text(v, file, f"table {name!r}: option {k.value!r}")
@@ -555,6 +563,7 @@ def _parse_table(name: str, name_node: yaml.Node, body: yaml.Node, file: str | N
         options=options,
         source_location=_loc(file, name_node),
         ingest=ingest,
+        kafka=kafka,
     )
 
 
@@ -572,7 +581,7 @@ def missing_locations(tables, base_dir: str | Path) -> list[tuple[Table, Path | 
     ``base_dir``), with that path; a stream without a location with None (a JDBC table has no files)."""
     out = []
     for t in tables:
-        if t.format == "jdbc" or (not t.location and not t.is_stream) or t.ingest is not None:
+        if t.format in ("jdbc", "kafka") or (not t.location and not t.is_stream) or t.ingest is not None:
             continue  # an MQTT stream's ingester creates its folder
         p = Path(t.location) if t.location else None
         if p is not None and not p.is_absolute():

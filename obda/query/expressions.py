@@ -1,13 +1,14 @@
 """FILTER expressions: from rdflib's parse tree to disjunctive normal form.
 
-The supported fragment is monotone: comparisons ``< <= = != > >=`` between
-variables and constants, combined with ``&&`` and ``||`` (any nesting,
-parentheses).  :func:`to_dnf` returns the alternatives of the expression, each
+The supported fragment: comparisons ``< <= = != > >=`` between variables,
+constants and computed values (``+ - * /`` and the functions of
+:mod:`obda.query.functions`), boolean functions, combined with ``&&``, ``||``
+and ``!`` (any nesting, parentheses).  :func:`to_dnf` returns the alternatives of the expression, each
 a conjunction of :class:`~obda.model.query.Comparison`; SPARQL's three-valued
 logic (an error is neither true nor false) distributes like Kleene logic, so
 the DNF keeps exactly the solutions for which the FILTER is true.
 
-Anything else (functions, arithmetic, ``!``, ``IN``, ``EXISTS``, aggregates)
+Anything else (other functions, ``IN``, ``EXISTS``, aggregates)
 raises :class:`FilterProblem`, which says what to look for in the FILTER's
 tokens so the caller can report a line and column.
 """
@@ -23,6 +24,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
 from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Shifted, Term, Var
+from obda.query import functions
 
 # rdflib's single-child wrappers of the expression grammar.
 _WRAPPERS = (
@@ -112,32 +114,39 @@ def expression_variables(e) -> list[str]:
     return out
 
 
-def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000) -> list[tuple[Comparison, ...]]:
+def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000, positive: bool = True
+           ) -> list[tuple[Comparison, ...]]:
     """Disjunctive normal form of a FILTER expression.
 
     ``term`` converts rdflib constants and variables to model terms.  Returns
     a list of alternatives, each a tuple of comparisons (a conjunction); more
     than ``limit`` alternatives is a FilterProblem (``&&`` over ``||``
-    multiplies out exponentially).
+    multiplies out exponentially).  ``!`` is pushed to the comparisons (De Morgan; ``!(a < b)`` is
+    ``a >= b``, ``!CONTAINS(…)`` is ``CONTAINS(…) = false``: an error stays an error, i.e. false).
     """
     e = unwrap(e)
     if isinstance(e, CompValue):
         name = e.name
-        if name == "ConditionalOrExpression":
-            out: list[tuple[Comparison, ...]] = []
-            for part in [e["expr"], *e["other"]]:
-                out.extend(to_dnf(part, term, limit))
-            _check_size(out, limit)
-            return out
-        if name == "ConditionalAndExpression":
+        if name == "UnaryNot":
+            return to_dnf(e["expr"], term, limit, not positive)
+        if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+            if (name == "ConditionalOrExpression") == positive:
+                out: list[tuple[Comparison, ...]] = []
+                for part in [e["expr"], *e["other"]]:
+                    out.extend(to_dnf(part, term, limit, positive))
+                _check_size(out, limit)
+                return out
             acc: list[tuple[Comparison, ...]] = [()]
             for part in [e["expr"], *e["other"]]:
-                alts = to_dnf(part, term, limit)
+                alts = to_dnf(part, term, limit, positive)
                 _check_size(range(len(acc) * len(alts)), limit)
                 acc = [a + b for a in acc for b in alts]
             return acc
         if name == "RelationalExpression":
-            return [(_comparison(e, term),)]
+            c = _comparison(e, term)
+            return [(c if positive else Comparison(NEGATE[c.op], c.left, c.right),)]
+        if functions.is_boolean_call(e):
+            return [(functions.boolean_leaf(e, term, positive),)]
     raise _unsupported(e)
 
 
@@ -166,6 +175,13 @@ def to_exclusive_dnf(
     e = unwrap(e)
     if isinstance(e, CompValue):
         name = e.name
+        if name == "UnaryNot":
+            return to_exclusive_dnf(e["expr"], term, limit, not positive, bound)
+        if functions.is_boolean_call(e):
+            c = functions.boolean_leaf(e, term, positive)
+            if bound is not None and not c.variables <= bound:
+                return []  # an error: false (its negation too)
+            return [(c,)]
         parts = [e["expr"], *e["other"]] if name in ("ConditionalOrExpression", "ConditionalAndExpression") else []
         # an OR when positive, or an AND when negated, is a choice among the parts
         choice = (name == "ConditionalOrExpression") == positive
@@ -179,17 +195,23 @@ def to_exclusive_dnf(
                 return acc
             out: list[tuple[Comparison, ...]] = []
             prefix: list[tuple[Comparison, ...]] = [()]  # the earlier parts, failed (OR) / held (NOT AND)
-            for part in parts:
+            for i, part in enumerate(parts):
                 here = to_exclusive_dnf(part, term, limit, positive, bound)
                 out.extend(a + b for a in prefix for b in here)
                 _check_size(out, limit)
+                if i == len(parts) - 1:
+                    break
                 other = to_exclusive_dnf(part, term, limit, not positive, bound)
+                if any(functions.may_error(c) for alt in other for c in alt):
+                    raise functions.or_problem()
                 prefix = [a + b for a in prefix for b in other]
                 _check_size(prefix, limit)
             return out
         if name == "RelationalExpression":
             c = _comparison(e, term)
             if bound is not None and not c.variables <= bound:
+                if not positive and functions.may_error(c):
+                    return []  # computed: its negation is no alternative of an || (functions.or_problem)
                 return [] if positive else [()]  # an error: false, and its negation in our construction true
             return [(c if positive else Comparison(NEGATE[c.op], c.left, c.right),)]
     raise _unsupported(e)
@@ -215,10 +237,7 @@ def _comparison(e: CompValue, term: Callable[[Identifier], Term]) -> Comparison:
         if shifted is not None:
             sides.append(shifted)
             continue
-        side = _signed_constant(side)
-        if not isinstance(side, (Variable, URIRef, RDFLiteral)):
-            raise _unsupported(side, operand=True)
-        sides.append(term(side))
+        sides.append(functions.computed(side, term))
     return Comparison(op, sides[0], sides[1])
 
 
@@ -259,10 +278,15 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
             )
         if name == "Builtin_EXISTS":
             return FilterProblem("EXISTS", "FILTER EXISTS is not supported; write the pattern in the query body", Hint("word", "EXISTS"))
+        if name == "Builtin_BOUND":
+            return FilterProblem("BOUND", "BOUND is not supported: obda has no OPTIONAL, so every variable of a "
+                                 "group's patterns is bound (BOUND(?x) is true exactly when the group binds ?x); "
+                                 "drop it", Hint("word", "BOUND"))
         if name.startswith("Builtin_"):
             fn = name[len("Builtin_"):]
             return FilterProblem(
-                fn, f"function {fn} is not supported in FILTER (only comparisons with && and ||)", Hint("word", fn)
+                fn, f"function {fn} is not supported in FILTER (obda computes {functions.SUPPORTED}, + - * / and !)",
+                Hint("word", fn)
             )
         if name == "Function":
             return FilterProblem(
@@ -272,10 +296,11 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
             )
         if name == "UnaryNot":
             return FilterProblem("!", "negation (!) is not supported in FILTER; use the opposite comparison", Hint("punct", "!"))
-        if name in ("UnaryMinus", "UnaryPlus", "AdditiveExpression", "MultiplicativeExpression"):
+        if name in ("UnaryMinus", "UnaryPlus", "AdditiveExpression", "MultiplicativeExpression") and not operand:
             op = {"UnaryMinus": "-", "UnaryPlus": "+"}.get(name) or str(e["op"][0])
             return FilterProblem(
-                "arithmetic", f"arithmetic ({op}) is not supported in FILTER; compare variables and constants only", Hint("punct", op)
+                "arithmetic", f"FILTER on the truth value of arithmetic ({op}) is not supported; compare it "
+                "(FILTER(?a - ?b > 0))", Hint("punct", op)
             )
         if name == "RelationalExpression" and operand:
             return FilterProblem(

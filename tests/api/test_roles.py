@@ -250,6 +250,20 @@ def test_rate_limits_are_per_token_with_retry_after(workspace, tmp_path):
         assert r.status_code == 429 and int(r.headers["retry-after"]) > 30  # one a minute
 
 
+def test_wrong_tokens_are_rate_limited_per_client_and_do_not_spend_a_users_bucket(workspace, tmp_path):
+    path = tmp_path / "users.json"
+    users = make_users(path, {"alice": "operator"})
+    with TestClient(create_app(settings_for(workspace, users_file=path, rate_limit=60, rate_burst=3))) as c:
+        wrong = {"Authorization": "Bearer not-a-token"}
+        assert [c.get("/v1/me", headers=wrong).status_code for _ in range(2)] == [401] * 2
+        assert c.get("/v1/me").status_code == 401  # a missing token counts too
+        r = c.get("/v1/me", headers=wrong)
+        body = problem(r, 429, "rate_limited")
+        assert "without a valid token" in body["detail"] and r.headers["retry-after"] == "1"
+        assert "not-a-token" not in r.text  # the token tried is never echoed
+        assert [c.get("/v1/me", headers=users["alice"]).status_code for _ in range(3)] == [200] * 3  # her own bucket
+
+
 def test_queries_of_a_registry_older_than_users_belong_to_the_admin(workspace, tmp_path):
     state = tmp_path / "state"
     state.mkdir()

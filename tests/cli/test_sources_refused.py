@@ -32,8 +32,8 @@ def with_format(ws: Path, table: str, fmt: str) -> int:
     return at + 1
 
 
-@pytest.mark.parametrize("fmt, fragment", [("kafka", "no Kafka reader"), ("jdbc", "static tables only")])
-def test_kafka_and_jdbc_streams_fail_validate_with_file_and_line(tmp_path, fmt, fragment):
+@pytest.mark.parametrize("fmt, fragment", [("jdbc", "static tables only")])
+def test_jdbc_streams_fail_validate_with_file_and_line(tmp_path, fmt, fragment):
     ws, _ = make_workspace(tmp_path / "ws", blocks=1)
     line = with_format(ws, "measurement", fmt)
     r = runner.invoke(app, ["validate", "--project", str(ws), "--format", "json"])
@@ -55,7 +55,7 @@ def test_kafka_static_table_is_refused_too(tmp_path):
     r = runner.invoke(app, ["validate", "--project", str(ws), "--format", "json"])
     assert r.exit_code == 1
     bad = [p for p in json.loads(r.stdout)["problems"] if p["severity"] == "error"]
-    assert "no Kafka reader" in bad[0]["message"] and bad[0]["location"]["line"] == line
+    assert "format 'kafka' is for streams" in bad[0]["message"] and bad[0]["location"]["line"] == line
 
 
 def test_missing_stream_folder_is_an_error_at_start(tmp_path):

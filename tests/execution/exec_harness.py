@@ -291,7 +291,9 @@ def engine_for(sql, src: Sources, static: dict[str, list] | None = None):
     for p in plan.static_pipelines():
         counted, _ = static_rows(p.table, [p], records((static or {}).get(p.table.name, [])))
         statics.update(counted)
-    return plan, QueryEngine(plan, view_rows.statics(plan.views, statics))
+    engine = QueryEngine(plan, {})
+    engine.set_statics(*view_rows.statics(plan.views, statics))
+    return plan, engine
 
 
 def drive(sql, src: Sources, batches: list[dict[str, list]], static=None, on_close=None, idle_timeout=None, clock=None):

@@ -64,7 +64,7 @@ def test_errors_carry_line_and_reason(text, line, fragment):
 
 @pytest.mark.parametrize(
     "fmt, kind, fragment",
-    [("kafka", "stream", "no Kafka reader"), ("kafka", "static", "no Kafka reader"), ("jdbc", "stream", "static tables only")],
+    [("kafka", "static", "format 'kafka' is for streams"), ("jdbc", "stream", "static tables only")],
 )
 def test_formats_that_cannot_run_are_refused_with_their_line(fmt, kind, fragment):
     ts = "    timestamp: ts\n" if kind == "stream" else ""

@@ -58,7 +58,7 @@ def test_rename_of_a_time_variable_is_a_time_variable():
 @pytest.mark.parametrize("text,construct", [
     ("SELECT ?g (?x AS ?g) WHERE { ?g :p ?x }", "SELECT expression"),
     ("SELECT ?x (?x AS ?y) WHERE { ?g :p ?x }", "SELECT expression"),
-    ("SELECT (?x + 1 AS ?y) WHERE { ?g :p ?x }", "SELECT expression"),
+    ("SELECT (?z + 1 AS ?y) WHERE { ?g :p ?x }", "SELECT expression"),  # ?z unbound
 ])
 def test_refused_renames(text, construct):
     with pytest.raises(UnsupportedConstructError) as info:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from obda.errors import Location
-from obda.model.query import CQ, IRI, XSD, ClassAtom, Comparison, Literal, PropertyAtom, Query, Var
+from obda.model.query import CQ, IRI, XSD, Arithmetic, ClassAtom, Comparison, Literal, PropertyAtom, Query, Var
 from obda.query import parse_query
 
 E = "http://e/"
@@ -178,12 +178,13 @@ def test_filter_comparisons_all_operators():
 
 def test_filter_signed_numeric_constants_are_constants():
     """``?v > -10`` compares with the constant -10 (rdflib parses the sign as arithmetic), of the constant's
-    datatype; ``+2.5`` and ``-(-3)`` too.  Arithmetic over a variable stays refused."""
+    datatype; ``+2.5`` and ``-(-3)`` too.  Arithmetic over a variable is computed."""
     got = branches("SELECT ?x WHERE { ?x :p ?y FILTER(?y > -10 && ?y < +2.5 && ?y != -1.5e0 && ?y >= -(-3)) }")
     assert got[0].filters == (Comparison(">", y, lit("-10")), Comparison("<", y, lit("2.5", "decimal")),
                               Comparison("!=", y, lit("-1.5", "double")), Comparison(">=", y, lit("3")))
-    with pytest.raises(Exception, match="arithmetic"):
-        branches("SELECT ?x WHERE { ?x :p ?y FILTER(?y > -?y) }")
+    # arithmetic over a variable is a computed side (docs/semantics.md, "Functions and arithmetic")
+    assert branches("SELECT ?x WHERE { ?x :p ?y FILTER(?y > -?y) }")[0].filters == (
+        Comparison(">", y, Arithmetic("-", lit("0"), y)),)
 
 
 def test_filter_or_and_parentheses_dnf():

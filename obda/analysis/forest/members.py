@@ -15,9 +15,10 @@ from dataclasses import replace
 from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
+from obda.analysis import computed
 from obda.analysis.elements import Attr as EAttr
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
-from obda.analysis.normal_form import parse_sql
+from obda.analysis.sql_reading import parse_sql
 from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
@@ -30,7 +31,7 @@ CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.
 def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tuple[Member, ...], bool, tuple[str, ...]]:
     """Executable members of a Compilation (the unfolder's SELECT trees and views), a sqlglot tree or SQL text.
 
-    SQL text is read by the analyser's front end (:func:`obda.analysis.normal_form.parse_sql`).
+    SQL text is read by the analyser's front end (:func:`obda.analysis.sql_reading.parse_sql`).
     Members are expanded so that no member has a ``≤``/``≥``/``≠`` between two
     stream timestamps (split into disjoint ``<``/``=`` members, spec §3 step 1).
     Returns the members, whether the query is DISTINCT, and the output columns.
@@ -178,7 +179,8 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             continue
         u = unparen(c)
         op = CMP.get(type(u))
-        lhs, rhs = (side(unparen(u.this)), side(unparen(u.expression))) if op else (None, None)
+        sep = computed.separate(u.this, u.expression, lambda col: resolve(col)[0]) if op else None  # Rule 6
+        lhs, rhs = (side(unparen(sep[0])), side(unparen(sep[1]))) if sep else (None, None)
         if lhs is None or rhs is None:
             raise ExecutionError(
                 f"condition {c.sql()!r} relates several FROM entries but is not a comparison of expressions over "

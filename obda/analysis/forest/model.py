@@ -241,8 +241,7 @@ class JoinBranch:
     are loaded.  A ``temporal`` one (the view reads a stream) is computed at
     every closed timestamp from the rows of its stream tables at that timestamp
     (their timestamps are equal: the unfolder equates them) and its static
-    tables, which ``static_rows`` (pipeline id → counted rows) receives when
-    they are loaded (:func:`obda.execution.views.statics`).
+    tables' rows, which the executor keeps (:func:`obda.execution.views.statics`).
     """
 
     target: int  # the view alias's pipeline id
@@ -251,7 +250,6 @@ class JoinBranch:
     items: tuple[exp.Expression, ...]
     temporal: bool = False
     streams: tuple[int, ...] = ()  # pipeline ids of the entries over stream tables
-    static_rows: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
 
 @dataclass(frozen=True)

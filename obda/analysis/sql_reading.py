@@ -1,0 +1,231 @@
+"""SQL reading: SQL text → sqlglot tree → the SELECTs of a UNION, each SELECT's FROM entries and columns.
+
+The analyser's front end (spec §2): :func:`parse_sql` parses with located errors; :func:`_selects` splits a
+UNION [ALL] into SELECTs and :func:`_check_select` refuses what is outside the SPJ class; a
+:class:`SelectReading` resolves FROM entries against the sources catalog (stream / static, timestamp column,
+column types; per-atom views of a compilation) and column references (qualified or not; ambiguity is an
+error).  :class:`_Ctx` carries the text and catalog and turns a node into a line and column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from obda.analysis.elements import Attr
+from obda.errors import AnalysisError, Location
+from obda.model.sources import ColumnType, Sources, Table
+
+
+@dataclass(frozen=True)
+class Relation:
+    """One FROM entry: alias, catalog table, stream or static, timestamp column."""
+
+    alias: str
+    table: Table
+
+    @property
+    def is_stream(self) -> bool:
+        return self.table.is_stream
+
+    @property
+    def timestamp(self) -> Attr | None:
+        return Attr(self.alias, self.table.timestamp) if self.table.timestamp else None
+
+
+class _Ctx:
+    """Parsing context: the SQL text (for positions) and the catalog."""
+
+    def __init__(self, text: str | None, sources: Sources, file: str | None = None,
+                 views: Mapping[str, Table] | None = None, copies: Mapping[str, frozenset] | None = None):
+        self.text = text
+        self.sources = sources
+        self.file = file
+        # FROM alias (lower case) → the relation a per-atom view stands for (a stream view is a stream:
+        # deduplicated within its timestamp, docs/analysis.md)
+        self.views = {k.lower(): v for k, v in (views or {}).items()}
+        # FROM alias (lower case) → the view's columns that hold its timestamp (AtomView.timestamp_copies)
+        self.copies = {k.lower(): v for k, v in (copies or {}).items()}
+
+    def view_of(self, node: exp.Expression) -> Table | None:
+        """The per-atom view a derived FROM entry stands for, if the compilation declared one."""
+        if isinstance(node, exp.Subquery) and node.alias:
+            return self.views.get(node.alias.lower())
+        return None
+
+    def loc(self, node: exp.Expression | None) -> Location | None:
+        if node is None or self.text is None:
+            return None
+        starts = [m["start"] for n in node.walk() for m in [getattr(n, "_meta", None) or {}] if "start" in m]
+        if not starts:
+            return None
+        start = min(starts)  # the leftmost token of the construct
+        line = self.text.count("\n", 0, start) + 1
+        col = start - (self.text.rfind("\n", 0, start) + 1) + 1
+        return Location(self.file, line, col)
+
+    def error(self, message: str, node: exp.Expression | None = None) -> AnalysisError:
+        return AnalysisError(message, self.loc(node))
+
+
+def _snippet(node: exp.Expression) -> str:
+    s = node.sql()
+    return s if len(s) <= 80 else s[:77] + "..."
+
+
+def parse_sql(text: str, file: str | None = None, dialect: str | None = None) -> exp.Expression:
+    """Parse SQL text with sqlglot (``dialect``: sqlglot's reader, default its own); errors are located."""
+    try:
+        statements = [s for s in sqlglot.parse(text, read=dialect) if s is not None]
+    except ParseError as e:
+        err = e.errors[0] if e.errors else {}
+        desc = err.get("description") or str(e)
+        desc = desc.split(" <Token")[0] + (f" {err['highlight']!r}" if err.get("highlight") else "")
+        line, col = err.get("line"), err.get("col")
+        if col is not None and err.get("highlight"):
+            col = max(1, col - len(err["highlight"]) + 1)  # sqlglot reports the end of the offending token
+        raise AnalysisError(f"malformed SQL: {desc}", Location(file, line, col)) from None
+    except TokenError as e:
+        raise AnalysisError(f"malformed SQL: {e}", Location(file)) from None
+    if not statements:
+        raise AnalysisError("empty SQL text: expected a SELECT or a UNION of SELECTs", Location(file, 1, 1))
+    if len(statements) > 1:
+        raise AnalysisError("expected one SQL statement, found several (separated by ';')", Location(file))
+    return statements[0]
+
+
+def _selects(node: exp.Expression, ctx: _Ctx, distinct: bool = False) -> list[tuple[exp.Select, bool]]:
+    if isinstance(node, exp.Subquery) and not node.args.get("alias"):
+        return _selects(node.this, ctx, distinct)
+    if isinstance(node, exp.Union):
+        d = distinct or bool(node.args.get("distinct"))
+        for key in ("order", "limit", "offset"):
+            if node.args.get(key):
+                raise ctx.error(f"{key.upper()} on a UNION is outside the analysable class (continuous queries have no {key.upper()})", node.args[key])
+        return _selects(node.left, ctx, d) + _selects(node.right, ctx, d)
+    if isinstance(node, (exp.Intersect, exp.Except)):
+        raise ctx.error(f"{type(node).__name__.upper()} is outside the analysable class (not monotonic / not SPJ)", node)
+    if isinstance(node, exp.Select):
+        return [(node, distinct)]
+    raise ctx.error(f"expected a SELECT or a UNION of SELECTs, found {type(node).__name__}: {_snippet(node)}", node)
+
+
+_AGGREGATES = ("a single aggregate SELECT is analysed by obda.analysis.aggregates.analyze_aggregate "
+               "(`obda analyze --sql` picks it)")
+
+
+def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
+    """Reject constructs outside the SPJ class with their name and position."""
+    for key, what in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET"),
+                      ("order", "ORDER BY"), ("qualify", "QUALIFY"), ("with", "WITH (common table expression)"),
+                      ("with_", "WITH (common table expression)")):
+        if sel.args.get(key):
+            more = f"; {_AGGREGATES}" if key in ("group", "having") else ""
+            raise ctx.error(f"{what} is outside the SPJ class (queries without aggregation){more}", sel.args[key])
+    d = sel.args.get("distinct")
+    if d is not None and d.args.get("on"):
+        raise ctx.error("DISTINCT ON is outside the analysable class", d)
+    for node in sel.walk(prune=lambda n: ctx.view_of(n) is not None):
+        if node is sel or ctx.view_of(node) is not None:
+            continue
+        if isinstance(node, exp.Window):
+            raise ctx.error(f"window function {_snippet(node)} is outside the analysable class", node)
+        if isinstance(node, exp.AggFunc):
+            raise ctx.error(f"aggregate {_snippet(node)} is outside the SPJ class; {_AGGREGATES}", node)
+        if isinstance(node, (exp.Select, exp.Union)) and node is not sel:
+            if isinstance(node.parent, exp.Subquery) and isinstance(node.parent.parent, (exp.From, exp.Join)):
+                raise ctx.error("derived table (subquery in FROM) is outside the analysable class; "
+                                "inline it as an SPJ over source tables", node)
+            raise ctx.error("subquery is outside the analysable class; the analyser takes a UNION of flat SELECTs", node)
+
+
+class SelectReading:
+    """One SELECT being read: its FROM entries, their columns' types, and what the conditions add."""
+
+    def __init__(self, sel: exp.Select, ctx: _Ctx):
+        self.sel = sel
+        self.ctx = ctx
+        self.relations: list[Relation] = []
+        self.types: dict[Attr, ColumnType] = {}
+        self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
+        self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
+        self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
+        self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
+
+    # FROM --------------------------------------------------------------------------------
+    def entries(self) -> list[exp.Expression]:
+        """FROM entries and ON conditions of inner joins."""
+        sel, ctx = self.sel, self.ctx
+        conds: list[exp.Expression] = []
+        frm = sel.args.get("from_") or sel.args.get("from")
+        if frm is not None:
+            self._entry(frm.this)
+            for extra in frm.expressions or []:
+                self._entry(extra)
+        for j in sel.args.get("joins") or []:
+            side = (j.args.get("side") or "").upper()
+            kind = (j.args.get("kind") or "").upper()
+            if side in ("LEFT", "RIGHT", "FULL") or kind in ("OUTER", "SEMI", "ANTI"):
+                raise ctx.error(f"{' '.join(x for x in (side, kind) if x)} JOIN is outside the analysable class (outer joins are not monotonic SPJ); use an inner join", j)
+            if j.args.get("using"):
+                raise ctx.error("JOIN ... USING is not supported; write the join condition with ON a.x = b.x", j)
+            self._entry(j.this)
+            if j.args.get("on") is not None:
+                conds.append(j.args["on"])
+        return conds
+
+    def _entry(self, node: exp.Expression) -> None:
+        ctx = self.ctx
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            table = ctx.sources.table(node.name)
+            if table is None:
+                known = ", ".join(t.name for t in ctx.sources.tables) or "none"
+                raise ctx.error(f"unknown table {node.name!r} (not in the sources file; known tables: {known})", node)
+            alias = node.alias or node.name
+            if any(r.alias.lower() == alias.lower() for r in self.relations):
+                raise ctx.error(f"FROM alias {alias!r} is used twice; give every FROM entry its own alias", node)
+            self.relations.append(Relation(alias, table))
+            for c in table.columns:
+                self.types[Attr(alias, c.name)] = c.type
+            return
+        view = ctx.view_of(node)
+        if view is not None:
+            alias = node.alias
+            if any(r.alias.lower() == alias.lower() for r in self.relations):
+                raise ctx.error(f"FROM alias {alias!r} is used twice; give every FROM entry its own alias", node)
+            self.relations.append(Relation(alias, view))
+            for c in view.columns:
+                self.types[Attr(alias, c.name)] = c.type
+            return
+        if isinstance(node, (exp.Subquery, exp.Select)) or (isinstance(node, exp.Table) and isinstance(node.this, exp.Subquery)):
+            raise ctx.error("derived table (subquery in FROM) is outside the analysable class; inline it as an SPJ over source tables", node)
+        raise ctx.error(f"FROM entry {type(node).__name__} ({_snippet(node)}) is outside the analysable class", node)
+
+    # columns -----------------------------------------------------------------------------
+    def column(self, col: exp.Column) -> Attr:
+        ctx = self.ctx
+        if col.args.get("db") or col.args.get("catalog"):
+            raise ctx.error(f"column reference {col.sql()!r} has a schema qualifier; use alias.column", col)
+        name = col.name
+        qual = col.table
+        if isinstance(col.this, exp.Star):
+            raise ctx.error("SELECT * is outside the analysable class; list the projected columns", col)
+        if qual:
+            rel = next((r for r in self.relations if r.alias.lower() == qual.lower()), None)
+            if rel is None:
+                raise ctx.error(f"unknown table or alias {qual!r} in column {col.sql()!r}", col)
+            c = rel.table.column(name)
+            if c is None:
+                raise ctx.error(f"unknown column {name!r} of table {rel.table.name!r} (alias {rel.alias}); columns: {', '.join(rel.table.column_names)}", col)
+            return Attr(rel.alias, c.name)
+        hits = [(r, r.table.column(name)) for r in self.relations if r.table.column(name) is not None]
+        if not hits:
+            raise ctx.error(f"unknown column {name!r}: no FROM entry has it", col)
+        if len(hits) > 1:
+            raise ctx.error(f"ambiguous column {name!r}: it exists in {', '.join(r.alias for r, _ in hits)}; qualify it", col)
+        r, c = hits[0]
+        return Attr(r.alias, c.name)

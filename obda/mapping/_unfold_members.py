@@ -1,0 +1,299 @@
+"""Members: one choice of a mapping option per atom → an SPJ member (FROM entries, conditions, answer terms).
+
+Private helper of :mod:`obda.mapping.unfold`.  Variables are bound by the first term map that produces them;
+every other occurrence becomes an equality (:class:`_Member`); an atom answered by its per-atom view adds one
+derived FROM entry.  FILTERs and BINDs of the CQ become conditions and computed values; the member is then
+simplified, its self-joins on declared keys eliminated, ``IS NOT NULL`` added for the columns its term maps
+read, and its aliases renumbered (:func:`_build`); :func:`_select` outputs it as a sqlglot SELECT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from sqlglot import exp
+
+from obda.errors import MappingError, RewritingError, UnsupportedConstructError
+from obda.mapping._unfold_assertions import Assertion
+from obda.mapping._unfold_instances import _constant_value, _Memo
+from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotNull, Raw, Seq, Shift, const
+from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
+from obda.mapping._unfold_tables import FromEntry
+from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, compare_terms, projection_sql
+from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
+from obda.mapping.functions import computed_value
+from obda.model.compilation import AtomSource, MemberOrigin
+from obda.model.mapping import TermType
+from obda.model.query import CQ, IRI, XSD, Atom, Call, ClassAtom, Comparison, Literal, Query, Shifted, Term, Var, is_computed
+from obda.model.sources import ColumnType
+
+
+@dataclass
+class _Member:
+    memo: _Memo
+    entries: list[FromEntry] = field(default_factory=list)
+    conds: list[Expr] = field(default_factory=list)
+    used: list[Val] = field(default_factory=list)
+    exempt: set[str] = field(default_factory=set)
+    bound: dict[Var, TermValue] = field(default_factory=dict)
+    sources: list[tuple[Atom, Assertion, tuple[str, ...]]] = field(default_factory=list)
+    counter: int = 0  # aliases m1..m<counter> are taken
+
+    def bind(self, term: Term, value: TermValue) -> None:
+        if isinstance(term, Var):
+            if term in self.bound:
+                self.conds.extend(self.memo.equal_terms(self.bound[term], value))
+            else:
+                self.bound[term] = value
+        else:
+            self.conds.extend(self.memo.equal_terms(self.memo.constant(term), value))
+
+
+def _unfold_atom(m: _Member, atom: Atom, a: Assertion, kind: str) -> None:
+    """Add the FROM entries, bindings and conditions of one atom unfolded with assertion ``a``."""
+    if kind == "view":
+        _view_atom(m, atom, a)
+        return
+    u = m.memo.unfold_assertion(a, m.counter)
+    m.counter += len(u.entries)
+    m.entries += u.entries
+    m.conds += u.conds
+    m.used += u.used
+    m.exempt |= u.exempt
+    aliases = u.aliases
+    subj, obj, ts, tm = u.subj, u.obj, u.ts, a.triples_map
+    if isinstance(atom, ClassAtom):
+        m.bind(atom.term, subj)
+        if kind == "dynamic-class":
+            m.conds.extend(m.memo.equal_terms(obj, m.memo.constant(IRI(atom.cls))))
+    elif kind == "type-property":
+        m.bind(atom.subject, subj)
+        m.bind(atom.object, obj if obj is not None else m.memo.constant(IRI(a.predicate)))
+    else:
+        m.bind(atom.subject, subj)
+        m.bind(atom.object, obj)
+    if atom.time is not None:
+        if ts is None:  # a temporal assertion always has a timestamp (checked when indexing)
+            raise MappingError(f"triples map {tm.name} reads a stream but has no timestamp column", tm.location)
+        m.bind(atom.time, TermValue(TermType.LITERAL, (Slot(ts, False),), XSD + "dateTime", native=True,
+                                    label=f"timestamp {ts.key()}"))
+    m.sources.append((atom, a, tuple(aliases)))
+
+
+def _view_atom(m: _Member, atom: Atom, use: ViewUse) -> None:
+    """Add one atom answered by its per-atom view: one derived FROM entry, its columns bound to the variables."""
+    m.counter += 1
+    alias = f"m{m.counter}"
+    view = use.view
+    m.entries.append(FromEntry(alias, exp.Subquery(this=view.select), view.name, derived=True, stream=view.temporal,
+                               source_text=view.text))
+    m.exempt.update(Col(alias, c.name).sql() for c in view.table.columns)  # a view's columns are never NULL
+    ren = {PLACEHOLDER: alias}
+    for vc in use.columns:
+        m.bind(vc.var, _rename_term(vc.term, ren))
+    if atom.time is not None:
+        m.bind(atom.time, TermValue(TermType.LITERAL, (Slot(Val(Col(alias, TS), ColumnType.TIMESTAMP), False),),
+                                    XSD + "dateTime", native=True, label=f"timestamp {alias}.{TS}"))
+    m.sources.append((atom, use, (alias,)))
+
+
+def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
+    if isinstance(f.left, Shifted) or isinstance(f.right, Shifted):  # an interval join: timestamp columns
+        def ts(t) -> Expr:
+            tv = m.bound[t.var if isinstance(t, Shifted) else t]
+            col = tv.parts[0].val.expr  # a time variable is bound to its atom's timestamp column
+            return Shift(col, t.micros) if isinstance(t, Shifted) else col
+
+        m.conds.append(Cmp(f.op, ts(f.left), ts(f.right)))
+        return
+
+    def side(t: Term) -> TermValue:
+        if isinstance(t, Var):
+            if t not in m.bound:
+                raise UnsupportedConstructError(
+                    "unbound filter variable",
+                    f"FILTER ({f}) uses {t}, which no triple pattern of the branch binds",
+                )
+            return m.bound[t]
+        if is_computed(t):  # arithmetic or a function: one typed SQL value (obda.mapping.functions)
+            return computed_value(t, side, f"FILTER ({f})")
+        return _constant_value(t)
+
+    m.conds.extend(compare_terms(f.op, side(f.left), side(f.right)))  # filters are few: not memoised
+
+
+_DOUBLE = {XSD + "double", XSD + "float"}
+_INTEGER_TYPES = {XSD + t for t in ("integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
+                                    "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
+                                    "unsignedShort", "unsignedByte")}
+
+
+def _bind_value(m: _Member, var: Var, e) -> TermValue:
+    """The value ``BIND(e AS var)`` gives: the bound term of a variable, or a number computed in SQL (a native
+    literal whose datatype follows SPARQL's numeric promotion: integer < decimal < double; ``/`` is decimal)."""
+    if isinstance(e, Var):
+        if e not in m.bound:
+            raise UnsupportedConstructError("BIND", f"BIND({e} AS {var}): {e} is not bound by the branch")
+        return m.bound[e]
+    if _has_call(e):  # a function: one typed SQL value; a type error for every row is refused
+        def term(t):
+            if isinstance(t, Var):
+                return _bind_value(m, var, t)
+            return computed_value(t, term, f"BIND({e} AS {var})") if is_computed(t) else _constant_value(t)
+
+        try:
+            return computed_value(e, term, f"BIND({e} AS {var})")
+        except Unsat as why:
+            raise UnsupportedConstructError("BIND", f"{why}: {var} would never be bound") from None
+
+    def number(x) -> tuple[Expr, str]:
+        if isinstance(x, Literal):
+            return const(exp.Literal.number(x.lexical)), x.datatype
+        if isinstance(x, Var):
+            tv = m.bound.get(x)
+            if tv is None or not tv.native or category(tv.datatype) != "numeric":
+                raise UnsupportedConstructError(
+                    "BIND", f"BIND(… AS {var}) computes with {x}, which is not a number column (a literal of a "
+                    "numeric datatype read from one column)")
+            return tv.parts[0].val.expr, tv.datatype  # type: ignore[union-attr]
+        left, lt = number(x.left)
+        right, rt = number(x.right)
+        if lt in _DOUBLE or rt in _DOUBLE:
+            dt = XSD + "double"
+        elif x.op == "/" or lt not in _INTEGER_TYPES or rt not in _INTEGER_TYPES:
+            dt = XSD + "decimal"
+        else:
+            dt = XSD + "integer"
+        return Arith(x.op, left, right), dt
+
+    value, dt = number(e)
+    ctype = {XSD + "double": ColumnType.DOUBLE, XSD + "integer": ColumnType.INTEGER}.get(dt, ColumnType.DECIMAL)
+    return TermValue(TermType.LITERAL, (Slot(Val(value, ctype), False),), dt, native=True, label=f"BIND {var}")
+
+
+def _has_call(e) -> bool:
+    return isinstance(e, Call) or (is_computed(e) and (_has_call(e.left) or _has_call(e.right)))
+
+
+@dataclass
+class _Built:
+    """A surviving member before SQL output: FROM entries (final aliases), conditions, projected terms."""
+
+    entries: list[FromEntry]  # aliases before renumbering (``ren`` gives the final ones), as in conds and bound
+    conds: list[Expr]
+    bound: list[tuple[str, TermValue | None]]  # same aliases as conds
+    ren: dict[str, str]
+    origin: MemberOrigin
+
+    def skeleton(self) -> list[Expr]:
+        """Small stand-ins of the projected items for duplicate detection."""
+        return [_skeleton(tv) for _, tv in self.bound]
+
+    def items(self) -> list[tuple[str, exp.Expression]]:
+        return [(n, projection_sql(tv).to_sqlglot(self.ren) if tv is not None else exp.Null()) for n, tv in self.bound]
+
+
+def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, memo: _Memo) -> _Built:
+    """One SPJ member for a choice of (alternative atom, alternative steps, assertion, kind) per atom."""
+    m = _Member(memo)
+    for atom, _steps, a, kind in choice:
+        _unfold_atom(m, atom, a, kind)
+    for v, e in cq.binds:
+        m.bind(v, _bind_value(m, v, e))
+    for f in cq.filters:
+        _filter(m, f, cq)
+    branch_vars = query.branches[branch].variables if 0 <= branch < len(query.branches) else frozenset()
+    bound: list[tuple[str, TermValue | None]] = []
+    for v in query.projection:
+        tv = m.bound.get(v)
+        if tv is None and v in branch_vars:
+            raise RewritingError(
+                f"rewritten CQ {cq} of branch {branch + 1} does not bind answer variable {v}, which the branch "
+                "binds (an answer variable must never be folded into an anonymous individual)",
+                query.location,
+            )
+        bound.append((v.name, tv))
+    all_steps = tuple(steps) + tuple(s for _, st, _, _ in choice for s in st)
+    expanded = cq.with_atoms(atom for atom, _, _, _ in choice)
+    conds = simplify(m.conds, m.exempt)
+    entries = list(m.entries)
+    sources = list(m.sources)
+    # self-join elimination on declared keys (repeat: a merge may enable another)
+    while True:
+        merges = eliminate_self_joins(entries, conds)
+        if not merges:
+            break
+        ren = dict(merges)
+        entries = [e for e in entries if e.alias not in ren]
+        conds = simplify([rename_aliases(c, ren) for c in conds], m.exempt)
+        bound = [(n, _rename_term(tv, ren)) for n, tv in bound]
+        m.used = [Val(rename_aliases(u.expr, ren), u.type) for u in m.used]
+        sources = [(atom, a, tuple(dict.fromkeys(ren.get(x, x) for x in al))) for atom, a, al in sources]
+    conds = conds + _not_null(m.used, conds, m.exempt)
+    # renumber aliases m1..mk in FROM order (applied when the SQL is output)
+    ren = {e.alias: f"m{i}" for i, e in enumerate(entries, 1)}
+    atom_sources = tuple(_atom_source(atom, a, tuple(ren[x] for x in al)) for atom, a, al in sources)
+    origin = MemberOrigin(
+        branch=branch,
+        cq=expanded,
+        atom_sources=atom_sources,
+        rewriting_steps=all_steps,
+        alias_tables=tuple((ren[e.alias], e.table) for e in entries),
+    )
+    return _Built(entries, conds, bound, ren, origin)
+
+
+def _atom_source(atom: Atom, a, aliases: tuple[str, ...]) -> AtomSource:
+    """Provenance of one atom: its triples map, or every triples map behind its view."""
+    if isinstance(a, ViewUse):
+        tms = a.view.triples_maps
+        return AtomSource(atom, tms[0][0], tms[0][1], tms[0][2], aliases, view=a.view.name,
+                          triples_maps=tuple(t[0] for t in tms))
+    return AtomSource(atom, a.triples_map.id, a.location.file or a.triples_map.location.file,
+                      a.location.line or a.triples_map.location.line, aliases)
+
+
+def _rename_term(tv: TermValue | None, ren: dict[str, str]) -> TermValue | None:
+    """``tv`` with the FROM aliases of its columns renamed."""
+    if tv is None:
+        return None
+    if not any(a in ren for p in tv.parts if isinstance(p, Slot) for a in p.val.expr.aliases()):
+        return tv
+    parts = tuple(
+        p if isinstance(p, str) else Slot(Val(rename_aliases(p.val.expr, ren), p.val.type), p.encoded) for p in tv.parts
+    )
+    return replace(tv, parts=parts)
+
+
+def _skeleton(tv: TermValue | None) -> Expr:
+    """A small key that determines the projection of ``tv`` (compared instead of REPLACE chains)."""
+    if tv is None:
+        return Seq(("NULL",))
+    out: list = [repr(f"{tv.term_type.value}|{tv.datatype}|{tv.language}|{tv.native}")]
+    for p in tv.parts:
+        out += [",", repr(p)] if isinstance(p, str) else [",S(", p.val.expr, f",{p.encoded})"]
+    return Seq(tuple(out))
+
+
+def _not_null(used: list[Val], conds: list[Expr], exempt: set[str]) -> list[Expr]:
+    """``c IS NOT NULL`` for term-map columns no comparison of the member already requires non-null."""
+    rejected: set[str] = set(exempt)
+    for c in conds:
+        s = split_cmp(c)
+        if s is not None:
+            rejected.update(x.sql() for x in (s[1], s[2]) if isinstance(x, Col))
+        elif isinstance(c, NotNull):
+            rejected.add(c.arg.sql())
+        elif isinstance(c, Raw) and c.not_is is not None:
+            rejected.add(c.not_is.sql())
+    out: list[Expr] = []
+    for u in used:
+        if isinstance(u.expr, Col) and u.expr.sql() not in rejected:
+            rejected.add(u.expr.sql())
+            out.append(NotNull(u.expr))
+    return out
+
+
+def _select(b: _Built, distinct: bool) -> exp.Select:
+    """The sqlglot SELECT of a member, a fresh tree on every call (FROM aliases renumbered)."""
+    return select_sql(b.entries, b.conds, b.items(), distinct, b.ren)

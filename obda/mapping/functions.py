@@ -1,0 +1,263 @@
+"""Computed values of FILTER and BIND in SQL: ``+ - * /``, ``!`` and the functions of ``obda.model.query.FUNCTIONS``.
+
+A computed value becomes a *native literal* :class:`TermValue` — one typed SQL scalar, as a ``BIND``'s number
+always was — so that comparisons (:func:`compare_terms`), projection and the analysis treat it as any typed
+column.  Its datatype is known statically: every variable of a member is bound to one term map, hence one
+type.  A function applied to a value of the wrong type is a SPARQL type error, which a FILTER treats as
+false: :class:`Unsat` (the member is removed, with the reason).  docs/semantics.md, "Functions and arithmetic
+in FILTER and BIND", defines each function and its SQL; the SQL is built with sqlglot so that every dialect
+prints it (``CONTAINS`` is ``STRPOS(a, b) > 0`` in DuckDB, ``LOCATE(b, a) > 0`` in Spark, ``INSTR`` in SQLite,
+``POSITION(b IN a)`` in PostgreSQL).
+
+* ``STR`` of an IRI is the whole IRI string: for a template, the concatenation of its fixed texts and
+  (percent-encoded) column texts, exactly the text the member projects; of a string, the string; of an
+  integer, its decimal text.  Other datatypes' lexical forms differ between SQL engines: refused.
+* ``ROUND`` is SPARQL's (halves toward positive infinity): ``FLOOR(x + 0.5)``, not SQL's ``ROUND``.
+* ``STRSTARTS`` / ``STRENDS`` compare a ``SUBSTRING`` with the prefix / suffix (portable, no ``LIKE`` escaping).
+* ``YEAR`` … ``SECONDS`` of a time value are ``EXTRACT(field FROM ts)`` (timestamps are UTC; SQLite's text is
+  ``strftime``, ``obda.model.dialects``); ``REGEX`` with a constant pattern is the dialect's regular-expression
+  match (``RLIKE``, ``REGEXP_MATCHES``, ``~``), ``"i"`` an embedded ``(?i)``.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from sqlglot import exp
+
+from obda.errors import UnsupportedConstructError
+from obda.mapping._unfold_ir import Arith, Expr, from_sqlglot
+from obda.mapping._unfold_terms import (
+    RDF_LANGSTRING,
+    Slot,
+    TermValue,
+    Unsat,
+    Val,
+    category,
+    concat_sql,
+    literal_sql,
+    projection_sql,
+)
+from obda.model.mapping import TermType
+from obda.model.query import XSD, Arithmetic, Call, Term
+from obda.model.sources import ColumnType
+
+_DOUBLE = {XSD + "double", XSD + "float"}
+_CTYPE = {"integer": ColumnType.INTEGER, "decimal": ColumnType.DECIMAL, "double": ColumnType.DOUBLE,
+          "string": ColumnType.STRING, "boolean": ColumnType.BOOLEAN}
+_STRING = XSD + "string"
+_BOOLEAN = XSD + "boolean"
+_CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_DATETIME = XSD + "dateTime"
+# SPARQL's date functions -> the EXTRACT field (SECONDS keeps the fraction: a decimal)
+_FIELDS = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY", "HOURS": "HOUR", "MINUTES": "MINUTE", "SECONDS": "SECOND"}
+
+
+def computed_value(e, term: Callable[[Term], TermValue], label: str) -> TermValue:
+    """The native-literal term of computed value ``e`` (Arithmetic or Call); ``term`` gives a variable's or a
+    constant's term.  Unsat when ``e`` is a type error for every row (false in a FILTER)."""
+    sql, dt = _value(e, term, label)
+    ctype = _CTYPE["double" if dt in _DOUBLE else dt[len(XSD):]] if dt.startswith(XSD) else ColumnType.STRING
+    return TermValue(TermType.LITERAL, (Slot(Val(sql, ctype), False),), dt, native=True, label=label)
+
+
+def _value(e, term, label: str) -> tuple[Expr, str]:
+    """(SQL, xsd datatype) of a value expression."""
+    if isinstance(e, Arithmetic):
+        (left, lt), (right, rt) = _number(e.left, term, label), _number(e.right, term, label)
+        if lt in _DOUBLE or rt in _DOUBLE:
+            dt = XSD + "double"
+        elif e.op == "/" or lt != XSD + "integer" or rt != XSD + "integer":
+            dt = XSD + "decimal"
+        else:
+            dt = XSD + "integer"
+        return Arith(e.op, left, right), dt
+    if isinstance(e, Call):
+        return _call(e, term, label)
+    tv = term(e)
+    if tv.term_type is TermType.BLANK_NODE:
+        raise Unsat(f"{label}: {e} is a blank node, which no function computes with (a type error)")
+    if tv.term_type is not TermType.LITERAL:
+        return _light(_sql(projection_sql(tv))), "iri"
+    if tv.language or tv.datatype == RDF_LANGSTRING:
+        raise UnsupportedConstructError(
+            "language-tagged literal", f"{label}: {e} is a language-tagged literal; obda computes with strings, "
+            "numbers and booleans only")
+    cat = category(tv.datatype)
+    if cat == "numeric":
+        dt = tv.datatype if tv.datatype in _DOUBLE or tv.datatype == XSD + "decimal" else XSD + "integer"
+        return _literal_sql(tv, label), dt
+    if cat == "string":
+        return _literal_sql(tv, label), _STRING
+    if cat == "boolean":
+        return _literal_sql(tv, label), _BOOLEAN
+    if cat == "datetime" and tv.native:
+        return tv.parts[0].val.expr, _DATETIME  # type: ignore[union-attr]
+    raise UnsupportedConstructError(
+        "function argument", f"{label}: {e} is a literal of datatype {tv.datatype}; obda computes with strings, "
+        "numbers and booleans (functions of time values are not supported yet)")
+
+
+def _literal_sql(tv: TermValue, label: str) -> Expr:
+    if tv.native:
+        return tv.parts[0].val.expr  # type: ignore[union-attr]
+    if tv.is_constant:
+        return _light(literal_sql(tv.text, tv.datatype))
+    if category(tv.datatype) != "string":
+        raise UnsupportedConstructError("function argument", f"{label}: a {tv.datatype} literal built from a "
+                                        "template cannot be computed with; map it from one typed column")
+    return concat_sql(tv)
+
+
+def _number(e, term, label: str) -> tuple[Expr, str]:
+    sql, dt = _value(e, term, label)
+    if dt == _DATETIME:
+        raise UnsupportedConstructError("dateTime arithmetic", f"{label}: arithmetic on the dateTime {e} is not "
+                                        "supported (compare time variables, or move one by a duration constant)")
+    if category(dt) != "numeric":
+        raise Unsat(f"{label}: {e} is not a number (arithmetic on it is a type error)")
+    return sql, dt
+
+
+def _string(e, term, label: str, fn: str) -> exp.Expression:
+    sql, dt = _value(e, term, label)
+    if dt != _STRING:
+        raise Unsat(f"{label}: {fn} of {e}, which is not a string, is a type error")
+    return _sql(sql)
+
+
+def _call(c: Call, term, label: str) -> tuple[Expr, str]:
+    fn = c.name
+    if fn == "STR":
+        sql, dt = _value(c.args[0], term, label)
+        if dt in ("iri", _STRING):
+            return sql, _STRING
+        if dt == XSD + "integer":
+            return _light(exp.cast(_sql(sql), "VARCHAR")), _STRING
+        if dt in (_BOOLEAN, _DATETIME) or category(dt) == "numeric":
+            raise UnsupportedConstructError("STR", f"{label}: STR of a {dt} value is not supported (its lexical "
+                                            "form differs between SQL engines); STR of IRIs, strings and integers is")
+        raise Unsat(f"{label}: STR of {c.args[0]} is a type error")
+    if fn in ("LCASE", "UCASE"):
+        node = (exp.Lower if fn == "LCASE" else exp.Upper)(this=_string(c.args[0], term, label, fn))
+        return _light(node), _STRING
+    if fn == "STRLEN":
+        return _light(exp.Length(this=_string(c.args[0], term, label, fn))), XSD + "integer"
+    if fn == "CONCAT":
+        parts = [_string(a, term, label, fn) for a in c.args]
+        return _light(parts[0] if len(parts) == 1 else exp.Concat(expressions=parts)), _STRING
+    if fn in ("CONTAINS", "STRSTARTS", "STRENDS"):
+        a, b = (_string(x, term, label, fn) for x in c.args)
+        if fn == "CONTAINS":
+            node = exp.GT(this=exp.StrPosition(this=a, substr=b), expression=exp.Literal.number(0))
+        elif fn == "STRSTARTS":
+            node = exp.EQ(this=exp.Substring(this=a, start=exp.Literal.number(1), length=exp.Length(this=b.copy())),
+                          expression=b)
+        else:
+            start = exp.Add(this=exp.Sub(this=exp.Length(this=a.copy()), expression=exp.Length(this=b.copy())),
+                            expression=exp.Literal.number(1))
+            node = exp.EQ(this=exp.Substring(this=a, start=start), expression=b)
+        return _light(exp.Paren(this=node)), _BOOLEAN
+    if fn in _FIELDS:
+        sql, dt = _value(c.args[0], term, label)
+        if dt != _DATETIME:
+            raise Unsat(f"{label}: {fn} of {c.args[0]}, which is not a dateTime, is a type error")
+        node = exp.Extract(this=exp.var(_FIELDS[fn]), expression=_sql(sql))
+        return _light(node), XSD + ("decimal" if fn == "SECONDS" else "integer")
+    if fn == "REGEX":  # the pattern is a string constant (obda.query.functions); "i": an embedded (?i)
+        text = _string(c.args[0], term, label, fn)
+        pattern = c.args[1].lexical  # type: ignore[union-attr]
+        if len(c.args) > 2 and c.args[2].lexical == "i":  # type: ignore[union-attr]
+            pattern = "(?i)" + pattern
+        return _light(exp.Paren(this=exp.RegexpLike(this=text, expression=exp.Literal.string(pattern)))), _BOOLEAN
+    if fn in _CMP:  # a comparison as a value (IF's condition): literals of one category, IRIs by their text
+        (a, da), (b, db) = (_value(x, term, label) for x in c.args)
+        ca, cb = category(da) if da != "iri" else "iri", category(db) if db != "iri" else "iri"
+        if ca != cb or (ca == "iri" and fn not in ("=", "!=")):
+            if fn in ("=", "!=") and "iri" in (ca, cb):
+                return _light(exp.Boolean(this=fn == "!=")), _BOOLEAN  # an IRI is never a literal
+            raise Unsat(f"{label}: {c} compares values of types {da} and {db} (a type error)")
+        return _light(exp.Paren(this=_CMP[fn](this=_sql(a), expression=_sql(b)))), _BOOLEAN
+    if fn in ("AND", "OR"):  # an error in a part is SQL's NULL: three-valued, as SPARQL's && and ||
+        parts = []
+        for x in c.args:
+            try:
+                sql, dt = _value(x, term, label)
+            except Unsat:
+                parts.append(exp.Cast(this=exp.Null(), to=exp.DataType.build("BOOLEAN")))
+                continue
+            if dt != _BOOLEAN:
+                raise Unsat(f"{label}: {x} is not a boolean")
+            parts.append(_sql(sql))
+        node = parts[0]
+        for x in parts[1:]:
+            node = (exp.And if fn == "AND" else exp.Or)(this=node, expression=x)
+        return _light(exp.Paren(this=node)), _BOOLEAN
+    if fn == "IF":  # an error in the condition is an error; in the chosen branch, too (NULL)
+        cond, dt = _value(c.args[0], term, label)
+        if dt != _BOOLEAN:
+            raise Unsat(f"{label}: IF's condition {c.args[0]} is not a boolean")
+        branches = []
+        for x in c.args[1:]:
+            try:
+                branches.append(_value(x, term, label))
+            except Unsat:
+                branches.append(None)
+        if branches == [None, None]:
+            raise Unsat(f"{label}: both branches of {c} are errors")
+        dt = _unify([b[1] for b in branches if b is not None], c, label)
+        then = [exp.Null() if b is None else _sql(b[0]) for b in branches]
+        cond_sql = _sql(cond)
+        node = exp.Case(ifs=[exp.If(this=cond_sql, true=then[0]), exp.If(this=exp.Not(this=cond_sql.copy()),
+                                                                         true=then[1])])
+        return _light(node), dt
+    if fn == "COALESCE":  # the first argument that is no error; an argument that always is one is skipped
+        args = []
+        for x in c.args:
+            try:
+                args.append(_value(x, term, label))
+            except Unsat:
+                continue
+        if not args:
+            raise Unsat(f"{label}: every argument of {c} is an error")
+        dt = _unify([d for _, d in args], c, label)
+        if len(args) == 1:
+            return args[0][0], dt
+        return _light(exp.Coalesce(this=_sql(args[0][0]), expressions=[_sql(a) for a, _ in args[1:]])), dt
+    if fn == "NOT":
+        sql, dt = _value(c.args[0], term, label)
+        if dt != _BOOLEAN:
+            raise Unsat(f"{label}: ! of a non-boolean value")
+        return _light(exp.Not(this=_sql(sql))), _BOOLEAN
+    if fn in ("ABS", "ROUND", "CEIL", "FLOOR"):
+        sql, dt = _number(c.args[0], term, label)
+        if fn != "ABS" and dt == XSD + "integer":
+            return sql, dt  # an integer is its own ROUND, CEIL and FLOOR
+        arg = _sql(sql)
+        if fn == "ROUND":  # SPARQL: halves toward positive infinity (fn:round)
+            node = exp.Floor(this=exp.Add(this=exp.Paren(this=arg), expression=exp.Literal.number("0.5")))
+        else:
+            node = {"ABS": exp.Abs, "CEIL": exp.Ceil, "FLOOR": exp.Floor}[fn](this=arg)
+        return _light(node), dt
+    raise UnsupportedConstructError(fn, f"{label}: function {fn} is not supported")
+
+
+def _unify(dts: list[str], c: Call, label: str) -> str:
+    """The one datatype of IF's branches / COALESCE's arguments (numbers promoted), or refused."""
+    if all(category(d) == "numeric" for d in dts):
+        if any(d in _DOUBLE for d in dts):
+            return XSD + "double"
+        return XSD + "integer" if all(d == XSD + "integer" for d in dts) else XSD + "decimal"
+    if len(set(dts)) == 1 and dts[0] != "iri":
+        return dts[0]
+    raise UnsupportedConstructError(c.name, f"{label}: {c} gives values of different types ({', '.join(dts)}); obda "
+                                    "types every value statically: give its branches / arguments one type")
+
+
+def _sql(e: Expr) -> exp.Expression:
+    """The sqlglot tree of a light expression (aliases as in the member)."""
+    return e.to_sqlglot()
+
+
+def _light(node: exp.Expression) -> Expr:
+    return from_sqlglot(node)

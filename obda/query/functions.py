@@ -1,0 +1,195 @@
+"""Computed FILTER and BIND operands: ``+ - * /``, ``!`` and the SPARQL 1.1 functions obda evaluates.
+
+A FILTER operand that is not a variable or a constant becomes a value expression of the typed plan:
+:class:`~obda.model.query.Arithmetic` for ``+ - * /`` and unary minus, :class:`~obda.model.query.Call` for a
+function of :data:`~obda.model.query.FUNCTIONS` (docs/semantics.md, "Functions and arithmetic in FILTER and
+BIND").  A boolean function alone in a FILTER (``FILTER(CONTAINS(?n, "a"))``) is the comparison of its value
+with ``true``; under ``!`` with ``false``.  Any other function stays refused with the
+:class:`~obda.query.expressions.FilterProblem` that locates its name.
+
+Types are not checked here: obda binds each variable to one typed column or term, so the unfolder
+(``obda.mapping.functions``) knows each argument's type and turns a type error into a false condition, as
+SPARQL's FILTER does with an error.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
+
+from obda.model.query import XSD, Arithmetic, Call, Comparison, Literal, Term, is_computed
+
+# rdflib's name of a builtin -> (obda's function name, its argument keys; "arg" of CONCAT is a list)
+_BUILTINS = {
+    "Builtin_STR": ("STR", ("arg",)),
+    "Builtin_STRLEN": ("STRLEN", ("arg",)),
+    "Builtin_LCASE": ("LCASE", ("arg",)),
+    "Builtin_UCASE": ("UCASE", ("arg",)),
+    "Builtin_CONTAINS": ("CONTAINS", ("arg1", "arg2")),
+    "Builtin_STRSTARTS": ("STRSTARTS", ("arg1", "arg2")),
+    "Builtin_STRENDS": ("STRENDS", ("arg1", "arg2")),
+    "Builtin_CONCAT": ("CONCAT", ("arg",)),
+    "Builtin_ABS": ("ABS", ("arg",)),
+    "Builtin_ROUND": ("ROUND", ("arg",)),
+    "Builtin_CEIL": ("CEIL", ("arg",)),
+    "Builtin_FLOOR": ("FLOOR", ("arg",)),
+    "Builtin_REGEX": ("REGEX", ("text", "pattern", "flags")),
+    "Builtin_YEAR": ("YEAR", ("arg",)),
+    "Builtin_MONTH": ("MONTH", ("arg",)),
+    "Builtin_DAY": ("DAY", ("arg",)),
+    "Builtin_HOURS": ("HOURS", ("arg",)),
+    "Builtin_MINUTES": ("MINUTES", ("arg",)),
+    "Builtin_SECONDS": ("SECONDS", ("arg",)),
+    "Builtin_IF": ("IF", ("arg1", "arg2", "arg3")),
+    "Builtin_COALESCE": ("COALESCE", ("arg",)),
+}
+TIME_FUNCTIONS = frozenset({"YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS"})
+SUPPORTED = ", ".join(sorted({f for f, _ in _BUILTINS.values()}))
+TRUE = Literal("true", XSD + "boolean")
+FALSE = Literal("false", XSD + "boolean")
+
+
+def is_boolean_call(e) -> bool:
+    """Whether rdflib expression ``e`` is a boolean function obda computes (a FILTER may be it alone)."""
+    from obda.query.expressions import unwrap
+
+    e = unwrap(e)
+    return isinstance(e, CompValue) and e.name in _BUILTINS and _BUILTINS[e.name][0] in ("CONTAINS", "STRSTARTS",
+                                                                                          "STRENDS", "REGEX")
+
+
+def boolean_leaf(e, term: Callable[[Identifier], Term], positive: bool) -> Comparison:
+    """A boolean function alone in a FILTER: ``f(…) = true`` (``= false`` under ``!``)."""
+    return Comparison("=", computed(e, term), TRUE if positive else FALSE)
+
+
+def computed(e, term: Callable[[Identifier], Term]):
+    """A value expression of a FILTER or BIND operand: a term, arithmetic, or a supported function call."""
+    from obda.query.expressions import FilterProblem, Hint, _signed_constant, _unsupported, unwrap
+
+    e = _signed_constant(unwrap(e))
+    if isinstance(e, (Variable, URIRef, RDFLiteral)):
+        return term(e)
+    if isinstance(e, CompValue):
+        name = e.name
+        if name in ("AdditiveExpression", "MultiplicativeExpression"):
+            out = computed(e["expr"], term)
+            for op, other in zip(e["op"], e["other"]):
+                out = Arithmetic(str(op), out, computed(other, term))
+            return out
+        if name == "UnaryMinus":
+            return Arithmetic("-", Literal("0", XSD + "integer"), computed(e["expr"], term))
+        if name == "UnaryPlus":
+            return computed(e["expr"], term)
+        if name in _BUILTINS:
+            fn, keys = _BUILTINS[name]
+            if fn == "CONCAT":
+                args = tuple(computed(a, term) for a in (e.get("arg") or []))
+                if not args:
+                    return Literal("")
+                return Call(fn, args)
+            if fn == "REGEX":
+                return _regex(e, term)
+            if fn == "COALESCE":
+                return Call(fn, tuple(computed(a, term) for a in (e.get("arg") or [])))
+            if fn == "IF":
+                return Call(fn, (condition_value(e["arg1"], term), computed(e["arg2"], term),
+                                 computed(e["arg3"], term)))
+            return Call(fn, tuple(computed(e[k], term) for k in keys))
+        if name == "UnaryNot":
+            inner = unwrap(e["expr"])
+            if is_boolean_call(inner):
+                return Call("NOT", (computed(inner, term),))
+            raise FilterProblem("!", "! is supported on a comparison, a boolean function or a && / || of them at the "
+                                "top of a FILTER or in IF's condition, not as a value", Hint("punct", "!"))
+    problem = _unsupported(e, operand=True)
+    if isinstance(e, CompValue) and e.name.startswith("Builtin_") and e.name != "Builtin_BOUND":
+        fn = e.name[len("Builtin_"):]
+        raise FilterProblem(fn, f"function {fn} is not supported (obda computes {SUPPORTED}, + - * / and !)",
+                            problem.hint)
+    raise problem
+
+
+def condition_value(e, term):
+    """A boolean expression as a value (IF's condition): comparisons, ``&&``, ``||``, ``!`` and boolean
+    functions, as :class:`Call` (an error inside stays an error: SQL's NULL, three-valued)."""
+    from obda.query.expressions import FilterProblem, Hint, unwrap
+
+    e = unwrap(e)
+    if isinstance(e, CompValue):
+        if e.name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+            parts = tuple(condition_value(p, term) for p in [e["expr"], *e["other"]])
+            return Call("OR" if e.name == "ConditionalOrExpression" else "AND", parts)
+        if e.name == "UnaryNot":
+            return Call("NOT", (condition_value(e["expr"], term),))
+        if e.name == "RelationalExpression":
+            op = str(e["op"])
+            if op in ("IN", "NOT IN"):
+                raise FilterProblem(op, f"{op} is not supported; use comparisons with || and &&", Hint("words", op))
+            return Call(op, (computed(e["expr"], term), computed(e["other"], term)))
+    return computed(e, term)
+
+
+def _regex(e, term):
+    """``REGEX(text, "pattern")`` or with the flag ``"i"``: the pattern (and flags) must be string constants."""
+    from obda.query.expressions import FilterProblem, Hint, unwrap
+
+    pattern, flags = unwrap(e["pattern"]), unwrap(e["flags"]) if "flags" in e else None  # CompValue.get: the key
+    if not (isinstance(pattern, RDFLiteral) and pattern.datatype in (None, URIRef(XSD + "string"))
+            and pattern.language is None):
+        raise FilterProblem("REGEX", "REGEX needs its pattern as a string constant (REGEX(?x, \"^ab\"))",
+                            Hint("word", "REGEX"))
+    args = (computed(e["text"], term), term(pattern))
+    if flags is not None:
+        if not (isinstance(flags, RDFLiteral) and str(flags) in ("", "i")):
+            raise FilterProblem("REGEX flags", f"REGEX flags {flags!s:.20}: only \"i\" (case-insensitive) is "
+                                "supported", Hint("word", "REGEX"))
+        args += (term(flags),)
+    return Call("REGEX", args)
+
+
+def may_error(c: Comparison) -> bool:
+    """Whether a comparison computes (a function or arithmetic: a type error or a division by zero is possible)."""
+    return is_computed(c.left) or is_computed(c.right)
+
+
+def or_problem():
+    """Why ``a || b`` with a computed ``a`` is refused in a SELECT without DISTINCT."""
+    from obda.query.expressions import FilterProblem, Hint
+
+    return FilterProblem(
+        "|| over a computed condition",
+        "in a SELECT without DISTINCT, an alternative of || (or a part of !(… && …)) that computes a function or "
+        "arithmetic must come last: the later alternatives are made exclusive by negating it, and an error in it "
+        "(SPARQL's FILTER treats it as false) would hide them; reorder the alternatives or use SELECT DISTINCT",
+        Hint("punct", "||"),
+    )
+
+
+def time_function_problem(c: Comparison, time_vars) -> object | None:
+    """A computed side reading a time variable (functions of application time are not supported yet)."""
+    from obda.query.expressions import FilterProblem, Hint
+
+    def readers(e, inside_time_fn: bool = False):
+        """The variables ``e`` reads outside a date function's direct argument."""
+        if isinstance(e, Call):
+            for a in e.args:
+                yield from readers(a, e.name in TIME_FUNCTIONS)
+        elif isinstance(e, Arithmetic):
+            yield from readers(e.left)
+            yield from readers(e.right)
+        elif e in time_vars and not inside_time_fn:
+            yield e
+
+    for side in (c.left, c.right):
+        if is_computed(side):
+            for v in readers(side):
+                if v in time_vars:
+                    return FilterProblem("function of a time variable",
+                                         f"{side} computes with the time variable {v} (bound by GRAPH); only YEAR, "
+                                         "MONTH, DAY, HOURS, MINUTES and SECONDS of it can be computed, or compare "
+                                         "it with another time variable or an xsd:dateTime constant",
+                                         Hint("var", v.name))
+    return None

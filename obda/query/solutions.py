@@ -1,0 +1,272 @@
+"""The SELECT clause and the solution modifiers: answer variables, ``(… AS ?v)``, aggregates, ORDER BY.
+
+After the tree walk (:mod:`obda.query.walk`) has turned the WHERE clause into branches, this mixin checks and
+applies what follows it: renames and computed columns of a query without aggregates, the GROUP BY / HAVING /
+aggregate items of an aggregate query (SPARQL 1.1 §11), ORDER BY of an answer table, and refuses LIMIT,
+OFFSET and a trailing VALUES.  It reads the walk's ``ts``, ``time_vars``, ``select_binds`` and ``term``.
+"""
+
+from __future__ import annotations
+
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import Variable
+
+from obda.model.query import (
+    Aggregation,
+    Arithmetic,
+    Comparison,
+    Connective,
+    SelectItem,
+    Term,
+    Var,
+    value_variables,
+)
+from obda.query.expressions import FilterProblem, condition, unwrap, value_expression
+from obda.query.functions import computed
+from obda.query.locations import Located
+from obda.query.normal_forms import Branch
+
+
+class Solutions(Located):
+    """SELECT items and solution modifiers, for the tree walk."""
+
+    def _renames(self, q: CompValue, select_i: int | None, where_open: int | None) -> dict[str, tuple[str, int]]:
+        """``(?x AS ?y)`` items of a query without aggregates: ``x → (y, token)``; any other expression is refused."""
+        out: dict[str, tuple[str, int]] = {}
+        plain = {str(item["var"]) for item in q.projection or [] if item.evar is None}
+        for item in q.projection or []:
+            if item.evar is None:
+                continue
+            new = str(item["evar"])
+            i = self.ts.find_var(new, select_i or 0, where_open)
+            open_i = self._enclosing_paren(i, select_i or 0)
+            source = unwrap(item["expr"])
+            if not isinstance(source, Variable):  # a computed column: a BIND at the end of the WHERE (§18.2.4.4)
+                self.select_binds.append((new, item["expr"], open_i))
+                continue
+            name = str(source)
+            if name in plain or name in out:
+                raise self.unsupported("SELECT expression", f"?{name} is selected twice (as itself or renamed); "
+                                       "select each variable once", open_i)
+            out[name] = (new, i)
+        return out
+
+    def _select_binds(self, branches: list[Branch], where_close: int) -> list[Branch]:
+        """``SELECT (expression AS ?v)`` without aggregates: ``?v`` is computed after the WHERE clause, as a BIND
+        at its end (SPARQL 1.1 §18.2.4.4); the expression is one of obda.query.functions'."""
+        for new, expr, at in self.select_binds:
+            end = self.ts.matching(at) if at is not None else at
+            try:
+                value = computed(expr, self.term)
+            except FilterProblem as p:
+                raise self.unsupported(p.construct, p.message.replace("in FILTER", "in SELECT"),
+                                       self._locate_hint(p.hint, at, end)) from None
+            var = Var(new)
+            for b in branches:
+                bound = b.term_vars()
+                if var in bound or var in self.time_vars:
+                    raise self.unsupported("SELECT expression", f"(… AS {var}): {var} is already bound in the "
+                                           "pattern; name the column with a new variable", at)
+                for v in value_variables(value):
+                    if v in self.time_vars or v not in bound:
+                        why = "is application time" if v in self.time_vars else "is not bound by the pattern"
+                        raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which {why}",
+                                               self.ts.find_var(v.name, at, end + 1) if at is not None else at)
+            branches = [Branch(b.atoms, b.filters, b.binds + ((var, value),)) for b in branches]
+        return branches
+
+    def _rename(self, branches: list[Branch], renames: dict[str, tuple[str, int]]) -> list[Branch]:
+        """Apply ``(?x AS ?y)``: ``?y`` is new to the pattern, so the solutions bind it where they bound ``?x``."""
+        if not renames:
+            return branches
+        bound = set().union(*(b.term_vars() for b in branches)) if branches else set()
+        mapping: dict[Var, Term] = {}
+        for name, (new, at) in renames.items():
+            if Var(new) in bound or Var(new) in self.time_vars:
+                raise self.unsupported("SELECT expression", f"(?{name} AS ?{new}): ?{new} is already bound in the "
+                                       "pattern; name the column with a new variable", at)
+            mapping[Var(name)] = Var(new)
+        # a renamed time variable stays one: the GRAPH it came from binds the new name
+        self.time_vars = frozenset(mapping.get(v, v) for v in self.time_vars)
+        out = []
+        for b in branches:
+            cq = b.to_cq().substitute(mapping)
+            out.append(Branch(cq.atoms, cq.filters, cq.binds))
+        return out
+
+    def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:
+        """Solution modifiers after the WHERE clause: ORDER BY of an aggregate query or of a query over static
+        data only (a finite answer table); GROUP BY and HAVING of an aggregate query."""
+        if q.orderby and not aggregate and self.time_vars:
+            raise self.unsupported(
+                "ORDER BY",
+                "ORDER BY is not supported for continuous queries without aggregates: answers are emitted "
+                "as a stream in application-time order; sort the results downstream (ORDER BY orders the "
+                "answer table of an aggregate query, or of a query over static data only)",
+                self.ts.find_words("ORDER BY", where_close),
+            )
+        if q.limitoffset:
+            kw = "LIMIT" if q.limitoffset.limit is not None else "OFFSET"
+            i = self.ts.find_word(("LIMIT", "OFFSET"), where_close)
+            if i is not None:
+                kw = self.ts[i].text.upper()
+            raise self.unsupported(
+                kw, f"{kw} is not supported for continuous queries: the answer stream has no end to count from", i
+            )
+        if q.valuesClause:
+            raise self.unsupported("VALUES", "VALUES is not supported; use FILTER with = and ||",
+                                   self.ts.find_word("VALUES", where_close))
+
+    def _order_by(self, q: CompValue, where_close: int, columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
+        """ORDER BY answer columns: (column, descending) pairs."""
+        if not q.orderby:
+            return ()
+        at = self.ts.find_words("ORDER BY", where_close)
+        order: list[tuple[str, bool]] = []
+        for c in q.orderby.condition:
+            desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
+            e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
+            if not isinstance(e, Variable) or str(e) not in columns:
+                raise self.unsupported("ORDER BY expression", "ORDER BY orders the answer table by its columns "
+                                       f"({', '.join('?' + n for n in columns)})",
+                                       self.ts.find_var(str(e), at) if isinstance(e, Variable) else at)
+            order.append((str(e), desc))
+        return tuple(order)
+
+    def _aggregation(self, q: CompValue, branches: list[Branch], select_i: int | None, where_open: int | None,
+                     where_close: int) -> Aggregation:
+        """GROUP BY, the SELECT items, HAVING and ORDER BY of an aggregate query (SPARQL 1.1 §11)."""
+        sel = select_i or 0
+        tail_end = len(self.ts) - 1
+        group: list[Var] = []
+        group_i = self.ts.find_words("GROUP BY", where_close)
+        for g in (q.groupby.condition if q.groupby else []):
+            g = unwrap(g)
+            if not isinstance(g, Variable):
+                raise self.unsupported("GROUP BY expression", "GROUP BY an expression is not supported; group by "
+                                       "variables (bind the value in the pattern)", group_i)
+            v = Var(str(g))
+            at = self.ts.find_var(v.name, group_i or where_close)
+            if v in self.time_vars:
+                raise self.unsupported("GROUP BY time variable", f"GROUP BY {v}: {v} is application time (bound by "
+                                       "GRAPH); grouping by timestamps is not supported", at)
+            if v not in group:
+                group.append(v)
+        if not q.projection:
+            raise self.unsupported("SELECT * with aggregates", "SELECT * cannot be used with GROUP BY or aggregates; "
+                                   "list the grouping variables and the aggregates", self.ts.find_punct("*", sel, where_open))
+        bound = set().union(*(b.term_vars() for b in branches)) if branches else set()
+        items: list[SelectItem] = []
+        for item in q.projection:
+            if item.evar is None:
+                v = Var(str(item["var"]))
+                if v not in group:
+                    raise self.unsupported("ungrouped variable", f"{v} is selected but neither grouped (GROUP BY {v}) "
+                                           "nor aggregated", self.ts.find_var(v.name, sel, where_open))
+                items.append(SelectItem(v.name, v))
+                continue
+            name = str(item["evar"])
+            as_i = self.ts.find_var(name, sel, where_open)
+            open_i = self._enclosing_paren(as_i, sel) or sel
+            expr = self._value(item["expr"], open_i, as_i or open_i)
+            self._check_grouped(expr, group, open_i, as_i or open_i)
+            if Var(name) in bound or Var(name) in self.time_vars or name in [i.name for i in items]:
+                raise self.unsupported("SELECT expression", f"(… AS ?{name}): ?{name} is already bound; name the "
+                                       "expression with a new variable", as_i)
+            items.append(SelectItem(name, expr))
+        selected = {i.expression for i in items if isinstance(i.expression, Var)}
+        for g in group:
+            if g not in selected:
+                raise self.unsupported("unselected grouping variable", f"GROUP BY {g}: select every grouping variable "
+                                       "(the answer is keyed by the groups)", self.ts.find_var(g.name, group_i or where_close))
+        having = None
+        if q.having:
+            at = self.ts.find_word("HAVING", where_close)
+            end = (self.ts.find_words("ORDER BY", at) or tail_end + 1) - 1
+            try:
+                parts = tuple(condition(c, self.term) for c in q.having.condition)
+            except FilterProblem as p:
+                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, at, end)) from None
+            having = parts[0] if len(parts) == 1 else Connective("and", parts)
+            self._check_grouped(having, group, at, end)
+        aggregation = Aggregation(tuple(group), tuple(items), having)
+        for c in aggregation.calls:
+            if c.argument is None:
+                continue
+            at = self.ts.find_var(c.argument.name, sel)
+            if c.argument in self.time_vars:
+                raise self.unsupported("aggregate of time", f"{c}: {c.argument} is application time (bound by GRAPH); "
+                                       "aggregating timestamps is not supported", at)
+        return aggregation
+
+    def _value(self, e, start: int, end: int):
+        try:
+            return value_expression(e, self.term)
+        except FilterProblem as p:
+            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+
+    def _check_grouped(self, e, group: list[Var], start: int, end: int) -> None:
+        """A variable outside every aggregate must be a grouping variable (SPARQL 1.1 §11.4)."""
+        for v in _ungrouped(e, group):
+            raise self.unsupported("ungrouped variable", f"{v} is used outside an aggregate but not grouped "
+                                   f"(GROUP BY {v})", self.ts.find_var(v.name, start, end + 1))
+
+    def _projection(
+        self, q: CompValue, branches: list[Branch], select_i: int | None, where_open: int | None, where_close: int
+    ) -> tuple[Var, ...]:
+        """Answer variables: the SELECT list, or for ``SELECT *`` every non-time, non-blank variable (a time
+        variable is projected when the SELECT list names it)."""
+        bound_per_branch = [b.term_vars() for b in branches]
+        all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
+        if q.projection:
+            names = list(dict.fromkeys(str(item["evar"] if item.evar is not None else item["var"])
+                                       for item in q.projection))
+            located = {n: self.ts.find_var(n, select_i or 0, where_open) for n in names}
+        else:
+            first = self.ts.first_var_positions(where_open or 0, where_close)
+            candidates = {v.name for v in all_bound if not v.bnode and v not in self.time_vars}
+            names = sorted(candidates, key=lambda n: (first.get(n, len(self.ts)), n))
+            star = self.ts.find_punct("*", select_i or 0, where_open)
+            located = {n: star for n in names}
+        out = self._answer_variables(names, located, branches)
+        if not out:
+            raise self.unsupported(
+                "empty projection", "the query has no answer variables: its WHERE clause binds no variable", select_i
+            )
+        return out
+
+    def _answer_variables(self, names: list[str], located: dict, branches: list[Branch]) -> tuple[Var, ...]:
+        """The variables ``names`` as answer variables: bound in every branch (a time variable by a GRAPH of
+        the branch: its value is the timestamp of that graph, docs/semantics.md)."""
+        bound_per_branch = [b.bound_vars() for b in branches]
+        all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
+        out: list[Var] = []
+        for n in names:
+            v = Var(n)
+            if v not in all_bound:
+                raise self.unsupported(
+                    "unbound answer variable",
+                    f"answer variable ?{n} does not occur in any triple pattern of the WHERE clause",
+                    located[n],
+                )
+            missing = [k for k, bound in enumerate(bound_per_branch, 1) if v not in bound]
+            if missing:
+                raise self.unsupported(
+                    "answer variable unbound in a UNION branch",
+                    f"answer variable ?{n} is not bound in every UNION alternative (missing in branch "
+                    f"{missing[0]} of {len(branches)}); every alternative must bind every answer variable",
+                    located[n],
+                )
+            out.append(v)
+        return tuple(out)
+
+
+def _ungrouped(e, group: list[Var]) -> list[Var]:
+    if isinstance(e, Var):
+        return [] if e in group else [e]
+    if isinstance(e, (Arithmetic, Comparison)):
+        return _ungrouped(e.left, group) + _ungrouped(e.right, group)
+    if isinstance(e, Connective):
+        return [v for p in e.parts for v in _ungrouped(p, group)]
+    return []  # a constant, or an aggregate (its variable is aggregated)
+

@@ -1,0 +1,404 @@
+"""The tree walk: rdflib's parse tree of a SELECT query → :class:`obda.model.query.Query`.
+
+rdflib's tree, unlike its algebra, keeps the triples in text order; :class:`Converter` walks it with a cursor
+over the query's tokens (so every refusal is located, :mod:`obda.query.locations`): the prologue and names,
+groups ``{ }``, ``GRAPH ?t``, UNION, BIND and triple patterns (→ atoms; sequence paths → chains of atoms
+through fresh blank-node variables).  FILTERs and the branch product are :mod:`obda.query.normal_forms`'; the
+SELECT clause and solution modifiers :mod:`obda.query.solutions`'.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
+from rdflib.plugins.sparql.algebra import translatePath, translatePName, traverse
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.plugins.sparql.sparql import Prologue
+from rdflib.term import BNode, Identifier, Literal as RDFLiteral, URIRef, Variable
+
+from obda.errors import Location, QuerySyntaxError
+from obda.model.query import (
+    IRI,
+    RDF_TYPE,
+    XSD,
+    Atom,
+    ClassAtom,
+    Literal,
+    PropertyAtom,
+    Query,
+    Term,
+    Var,
+    Window,
+    value_variables,
+)
+from obda.query import tokens as tk
+from obda.query.expressions import FilterProblem, aggregate_name
+from obda.query.functions import computed
+from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
+from obda.query.solutions import Solutions
+
+_QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
+
+# Group parts that are never supported: parse-tree name → (construct, keyword, message).
+_UNSUPPORTED_PARTS = {
+    "OptionalGraphPattern": ("OPTIONAL", "OPTIONAL", "OPTIONAL is non-monotonic and not supported"),
+    "MinusGraphPattern": ("MINUS", "MINUS", "MINUS is non-monotonic and not supported"),
+    "ServiceGraphPattern": ("SERVICE", "SERVICE", "SERVICE (federated query) is not supported"),
+    "InlineData": ("VALUES", "VALUES", "VALUES is not supported; use FILTER with = and ||"),
+}
+
+
+class Converter(NormalForms, Solutions):
+    """One conversion of one query text; holds the tokens and a cursor over them."""
+
+    def __init__(self, text: str, file: str | None, base: str | None):
+        self.text = text
+        self.file = file
+        self.base = base
+        self.ts = tk.TokenStream(text)
+        self.pos = 0  # token cursor: constructs are searched for from here, in text order
+        self.time_vars: frozenset[Var] = frozenset()
+        self.windows: list[tuple[Window, int]] = []  # the NOW() comparisons of the FILTERs, with their token
+        self.select_binds: list[tuple[str, object, int | None]] = []  # SELECT (expression AS ?v) without aggregates
+        self.bnode_names: dict[str, str] = {}
+        self.labels: set[str] = set()
+        self.taken: set[str] = set()
+        self.fresh = 0
+
+    # ------------------------------------------------------------------ query level
+
+    def convert(self, tree) -> Query:
+        prologue_tree, q = tree[0], tree[1]
+        if q.name in _QUERY_FORMS:
+            kw = _QUERY_FORMS[q.name]
+            raise self.unsupported(kw, f"{kw} queries are not supported; write a SELECT query", self.ts.find_word(kw))
+
+        prologue, prefixes = self._prologue(prologue_tree)
+        q = self._resolve_names(q, prologue)
+
+        select_i = self.ts.find_word("SELECT")
+        where_open = self.ts.find_punct("{", select_i or 0)
+        where_close = self.ts.matching(where_open) if where_open is not None else len(self.ts) - 1
+
+        if q.modifier == "REDUCED":
+            raise self.unsupported("REDUCED", "SELECT REDUCED is not supported; use SELECT or SELECT DISTINCT",
+                                   self.ts.find_word("REDUCED", select_i or 0))
+        aggregate = bool(q.groupby or q.having or any(
+            item.evar is not None and aggregate_name(item["expr"]) for item in q.projection or []))
+        renames = {} if aggregate else self._renames(q, select_i, where_open)
+        if q.datasetClause:
+            i = self.ts.find_word("FROM", select_i or 0, where_open)
+            named = i is not None and i + 1 < len(self.ts) and self.ts[i + 1].is_word("NAMED")
+            kw = "FROM NAMED" if named else "FROM"
+            raise self.unsupported(kw, f"{kw} is not supported; the data comes from the mappings and sources", i)
+
+        # an aggregate query's pattern is a bag (its solutions are counted); its DISTINCT is a no-op, since
+        # every grouping variable is selected and each group is one answer row
+        self.distinct = q.modifier == "DISTINCT" and not aggregate
+        self.time_vars = frozenset(Var(str(v)) for v in _graph_variables(q.where))
+        self._collect_names()
+
+        self.pos = where_open + 1 if where_open is not None else 0
+        branches = self._group(q.where, None, where_open if where_open is not None else 0)
+
+        self._check_modifiers(q, where_close, aggregate)
+        branches = self._rename(branches, renames)
+        branches = self._select_binds(branches, where_close)
+
+        aggregation = None
+        if aggregate:
+            aggregation = self._aggregation(q, branches, select_i, where_open, where_close)
+            names = [v.name for v in aggregation.group_by + aggregation.arguments]
+            located = {n: self.ts.find_var(n, select_i or 0) for n in names}
+            projection = self._answer_variables(names, located, branches)
+        else:
+            projection = self._projection(q, branches, select_i, where_open, where_close)
+        columns = aggregation.columns if aggregation is not None else tuple(v.name for v in projection)
+        return Query(
+            projection=projection,
+            branches=tuple(b.to_cq() for b in branches),
+            distinct=self.distinct,
+            text=self.text,
+            prefixes=prefixes,
+            location=self.loc(select_i),
+            aggregation=aggregation,
+            window=self._window(aggregate),
+            order_by=self._order_by(q, where_close, columns),
+        )
+
+    def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
+        """BASE and PREFIX declarations, resolved as rdflib's ``translatePrologue`` does."""
+        prologue = Prologue()
+        prologue.base = self.base or ""
+        prefixes: list[tuple[str, str]] = []
+        for decl in prologue_tree:
+            if decl.name == "Base":
+                prologue.base = decl.iri
+            elif decl.name == "PrefixDecl":
+                iri = prologue.absolutize(decl.iri)
+                prologue.bind(decl.prefix, iri)
+                prefixes.append((decl.prefix or "", str(iri)))
+        return prologue, tuple(prefixes)
+
+    def _resolve_names(self, q: CompValue, prologue: Prologue) -> CompValue:
+        """Expand prefixed names / relative IRIs and build rdflib property-path objects."""
+        try:
+            q = traverse(q, visitPost=functools.partial(translatePName, prologue=prologue))
+        except Exception as e:
+            msg = str(e)
+            if "Unknown namespace prefix" in msg:
+                prefix = msg.split(":", 1)[1].strip()
+                prefix = "" if prefix == "None" else prefix
+                i = self.ts.find(lambda t: t.kind == "pname" and t.text.split(":", 1)[0] == prefix)
+                raise QuerySyntaxError(f"undeclared prefix '{prefix}:'; add PREFIX {prefix}: <...>", self.loc(i)) from None
+            raise QuerySyntaxError(f"cannot resolve names: {msg}", Location(self.file)) from None
+        if q.where is not None:
+            q["where"] = traverse(q.where, visitPost=translatePath)
+        return q
+
+    # ------------------------------------------------------------------ names
+
+    def _collect_names(self) -> None:
+        """Remember blank-node labels and variable names so fresh names never collide."""
+        for t in self.ts.tokens:
+            if t.kind == "bnode":
+                self.labels.add(t.text[2:])
+            elif t.kind == "var":
+                self.taken.add(t.text[1:])
+        self.taken |= self.labels
+
+    def _fresh_bnode(self) -> Var:
+        while True:
+            self.fresh += 1
+            name = f"b{self.fresh}"
+            if name not in self.taken:
+                self.taken.add(name)
+                return Var(name, bnode=True)
+
+    def _bnode(self, b: BNode) -> Var:
+        """A labelled blank node keeps its label; an anonymous one gets a fresh name (b1, b2, ...)."""
+        key = str(b)
+        if key in self.labels:
+            return Var(key, bnode=True)
+        if key not in self.bnode_names:
+            self.bnode_names[key] = self._fresh_bnode().name
+        return Var(self.bnode_names[key], bnode=True)
+
+    def term(self, x: Identifier) -> Term:
+        """rdflib term → model term."""
+        if isinstance(x, Variable):
+            return Var(str(x))
+        if isinstance(x, BNode):
+            return self._bnode(x)
+        if isinstance(x, URIRef):
+            return IRI(str(x))
+        if isinstance(x, RDFLiteral):
+            if x.language:
+                return Literal(str(x), language=x.language)
+            return Literal(str(x), str(x.datatype) if x.datatype else XSD + "string")
+        raise TypeError(f"unexpected term {x!r}")
+
+    # ------------------------------------------------------------------ graph patterns
+
+    def _group(self, gp: CompValue, time: Var | None, open_i: int) -> list[Branch]:
+        """Branches of a group ``{ ... }`` whose '{' is token ``open_i``; leaves the cursor after its '}'."""
+        close_i = self.ts.matching(open_i)
+        self.pos = open_i + 1
+        if gp.name == "SubSelect":
+            raise self.unsupported("subquery", "subqueries (nested SELECT) are not supported",
+                                   self.ts.find_word("SELECT", open_i, close_i))
+        branches = [Branch()]
+        filters: list[PendingFilter] = []
+        for part in gp.part or []:
+            name = part.name
+            if name == "TriplesBlock":
+                end = self._block_end(self.pos, close_i)
+                atoms = self._triples(part["triples"], time, self.pos, end)
+                branches = [b.join(Branch(atoms)) for b in branches]
+                self.pos = end
+            elif name == "Bind":
+                branches = self._bind(part, branches, time, close_i)
+            elif name == "Filter":
+                f = self._filter(part, close_i)
+                if f is not None:  # None: the FILTER was a window only
+                    filters.append(f)
+            elif name == "GraphGraphPattern":
+                at = self.pos
+                branches = self._limit(product(branches, self._graph(part, close_i)), at)
+            elif name == "GroupOrUnionGraphPattern":
+                alternatives: list[Branch] = []
+                first_open = self.ts.find_punct("{", self.pos, close_i)
+                for g in part["graph"]:
+                    sub_open = self.ts.find_punct("{", self.pos, close_i)
+                    alternatives.extend(self._group(g, time, sub_open))
+                branches = self._limit(product(branches, alternatives), first_open)
+            elif name in _UNSUPPORTED_PARTS:
+                construct, kw, message = _UNSUPPORTED_PARTS[name]
+                raise self.unsupported(construct, message, self.ts.find_word(kw, self.pos, close_i))
+            else:
+                raise self.unsupported(name, f"{name} is not supported", self.pos)
+        branches = self._apply_filters(branches, filters, time)
+        self.pos = close_i + 1
+        return branches
+
+    def _bind(self, part: CompValue, branches: list[Branch], time: Var | None, close_i: int) -> list[Branch]:
+        """``BIND(expression AS ?v)``: ``?v`` takes the value of ``+ - * /`` over variables bound before it in the
+        group and numbers; a filter or the projection reading ``?v`` reads that value (SPARQL 1.1 §18.2.2.5)."""
+        at = self.ts.find_word("BIND", self.pos, close_i)
+        start = at if at is not None else self.pos
+        open_i = self.ts.find_punct("(", start, close_i)
+        end = self.ts.matching(open_i) if open_i is not None else start
+        self.pos = end + 1
+        var = Var(str(part["var"]))
+        if aggregate_name(part["expr"]):
+            raise self.unsupported("BIND of an aggregate", "BIND cannot compute an aggregate; aggregate in the "
+                                   "SELECT clause with GROUP BY", at)
+        try:
+            expr = computed(part["expr"], self.term)
+        except FilterProblem as p:
+            raise self.unsupported(p.construct, p.message.replace("in FILTER", "in BIND"),
+                                   self._locate_hint(p.hint, start, end)) from None
+        var_at = self.ts.find_var(var.name, start, end + 1)
+        if time is not None:
+            raise self.unsupported("BIND in GRAPH", "BIND inside GRAPH ?t is not supported; bind the value outside "
+                                   "the GRAPH block", at)
+        for b in branches:
+            bound = b.term_vars() | {a.time for a in b.atoms if a.time is not None}
+            if var in bound:
+                raise self.unsupported("BIND", f"BIND(… AS {var}): {var} is already bound before the BIND in its group "
+                                       "(SPARQL forbids rebinding it); name the value with a new variable", var_at)
+            for v in value_variables(expr):
+                if v in self.time_vars:
+                    raise self.unsupported("BIND", f"BIND reads the time variable {v}; arithmetic on application "
+                                           "time is not supported (compare time variables in FILTER)",
+                                           self.ts.find_var(v.name, start, end + 1))
+                if v not in bound:
+                    raise self.unsupported("BIND", f"BIND reads {v}, which no pattern before it in the group binds "
+                                           "(its value would be unbound)", self.ts.find_var(v.name, start, end + 1))
+        return [Branch(b.atoms, b.filters, b.binds + ((var, expr),)) for b in branches]
+
+    def _graph(self, part: CompValue, close_i: int) -> list[Branch]:
+        """``GRAPH ?t { P }``: the atoms of P get time label ?t."""
+        kw = self.ts.find_word("GRAPH", self.pos, close_i)
+        term = part["term"]
+        if not isinstance(term, Variable):
+            raise self.unsupported(
+                "GRAPH <IRI>",
+                f"GRAPH with a fixed IRI {term.n3() if hasattr(term, 'n3') else term} is not supported; use "
+                "GRAPH ?t to match stream assertions at application time ?t",
+                kw,
+            )
+        open_i = self.ts.find_punct("{", (kw or self.pos) + 1, close_i)
+        time = Var(str(term))
+        branches = self._group(part["graph"], time, open_i)
+        if any(all(a.time != time for a in b.atoms) for b in branches):
+            # SPARQL would let ?t range over every named graph, multiplying the
+            # answers by the number of time points: not a meaningful stream query.
+            raise self.unsupported(
+                "GRAPH without triple patterns",
+                f"GRAPH ?{term} {{ ... }} has no triple pattern of its own (in some UNION alternative, or its "
+                f"patterns are all inside a nested GRAPH), so ?{term} would range over every time point; put a "
+                "triple pattern inside it",
+                kw,
+            )
+        return branches
+
+    # ------------------------------------------------------------------ triples
+
+    def _triples(self, blocks, time: Var | None, start: int, end: int) -> tuple[Atom, ...]:
+        """Atoms of a triples block (rdflib has already expanded ``;`` ``,`` and ``[ ]``)."""
+        flat: list[Identifier] = [x for block in blocks for x in block]
+        roles = tk.triple_roles(self.ts, start, end)
+        atoms: list[Atom] = []
+        for k in range(0, len(flat), 3):
+            s, p, o = flat[k], flat[k + 1], flat[k + 2]
+            for s2, p2, o2 in self._expand_path(s, p, o, roles):
+                atoms.append(self._atom(s2, p2, o2, time, roles))
+        return tuple(atoms)
+
+    def _expand_path(self, s, p, o, roles) -> list[tuple]:
+        """A sequence path ``s :p/:q o`` becomes ``s :p _:b . _:b :q o``; other paths are rejected."""
+        if not isinstance(p, Path):
+            return [(s, p, o)]
+        preds = self._path_steps(p, roles)
+        nodes = [s] + [self._fresh_bnode() for _ in preds[1:]] + [o]
+        return [(nodes[k], pred, nodes[k + 1]) for k, pred in enumerate(preds)]
+
+    def _path_steps(self, p, roles) -> list[URIRef]:
+        """The IRIs of a pure sequence path, in order; any other path operator is an error."""
+        if not isinstance(p, Path):
+            return [p]
+        if isinstance(p, SequencePath):
+            return [step for arg in p.args for step in self._path_steps(arg, roles)]
+        if isinstance(p, AlternativePath):
+            op, what = "|", "alternative paths"
+        elif isinstance(p, MulPath):
+            op, what = p.mod, "repetition paths"
+        elif isinstance(p, InvPath):
+            op, what = "^", "inverse paths"
+        elif isinstance(p, NegatedPath):
+            op, what = "!", "negated property sets"
+        else:  # pragma: no cover - rdflib has no other path kinds
+            op, what = str(p), "this property path"
+        i = self._role_token(roles, {tk.PATH_OP}, lambda t: t.text == op)
+        raise self.unsupported(
+            f"property path {op}",
+            f"property path operator {op} ({what}) is not supported; only sequences p/q are",
+            i,
+        )
+
+    def _atom(self, s, p, o, time: Var | None, roles) -> Atom:
+        """One triple pattern → ClassAtom / PropertyAtom, enforcing the term rules."""
+        if isinstance(s, Var):  # a fresh blank node from a path expansion
+            subj: Term = s
+        else:
+            subj = self.term(s)
+        obj: Term = o if isinstance(o, Var) else self.term(o)
+        if isinstance(p, Variable):
+            raise self.unsupported(
+                "variable predicate",
+                f"variable ?{p} in predicate position is not supported; use an ontology property or class",
+                self._role_token(roles, {tk.PREDICATE}, lambda t: t.var_name == str(p)),
+            )
+        if isinstance(subj, Literal):
+            raise self.unsupported(
+                "literal subject",
+                f"literal {subj} cannot be the subject of a triple pattern",
+                self._role_token(roles, {tk.SUBJECT}, lambda t: t.kind in ("string", "number") or t.is_word("true", "false")),
+            )
+        for t in (subj, obj):
+            if isinstance(t, Var) and not t.bnode and t in self.time_vars:
+                raise self.unsupported(
+                    "time variable as term",
+                    f"?{t.name} is a time variable (it names a GRAPH) and cannot also be a subject or object",
+                    self._role_token(roles, {tk.SUBJECT, tk.OBJECT}, lambda tok, n=t.name: tok.var_name == n),
+                )
+        if str(p) == RDF_TYPE:
+            if isinstance(obj, IRI):
+                return ClassAtom(obj.value, subj, time)
+            what = f"variable {obj}" if isinstance(obj, Var) and not obj.bnode else str(obj)
+            raise self.unsupported(
+                "variable class" if isinstance(obj, Var) else "non-IRI class",
+                f"the class of rdf:type must be an IRI, not {what}",
+                self._role_token(roles, {tk.OBJECT}, lambda tok: isinstance(obj, Var) and tok.var_name == obj.name),
+            )
+        return PropertyAtom(str(p), subj, obj, time)
+
+
+def _graph_variables(where) -> list[Variable]:
+    """Variables named by ``GRAPH ?t`` anywhere in the pattern (the time variables)."""
+    out: list[Variable] = []
+
+    def walk(x) -> None:
+        if isinstance(x, CompValue):
+            if x.name == "GraphGraphPattern" and isinstance(x.term, Variable):
+                out.append(x["term"])
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(where)
+    return out

@@ -1,0 +1,264 @@
+"""The W3C SPARQL 1.1 query evaluation tests for obda's functions and operators, run through R2RML.
+
+For a test of a manifest (``suite/<dir>/manifest.ttl``, vendored from ``w3c/rdf-tests``: only the manifests
+and the files of the tests listed in ``test_w3c_functions.py``):
+
+1. **Data → tables → mapping.** The test's data (Turtle) is split into one table per
+   (predicate, subject kind, object kind / datatype / language): columns ``s`` and ``o``, typed by the
+   object's datatype (``xsd:integer`` → integer, ``xsd:decimal`` → decimal, ``xsd:double`` → double,
+   ``xsd:boolean`` → boolean, ``xsd:dateTime`` in UTC → timestamp, strings and language-tagged strings →
+   string).  A generated R2RML triples map per table gives back the triple (``rr:column`` terms with the
+   term type, datatype or language of the group), a generated ontology declares each predicate and class.
+   Another datatype is a string column with that ``rr:datatype``.  A triple obda cannot represent exactly —
+   a non-canonical lexical form, a dateTime with a time zone other than ``Z`` — is left out, and a test whose
+   query reads its predicate (or class) is *refused* with the reason.
+2. **Query.** The test's query is compiled by obda (``Project.compile``) and its DuckDB SQL run over the
+   tables.  An obda error (a refused construct, a construct outside the mapping's reach) is *refused*.
+3. **Answers.** The expected results (``.srx``, ``.srj`` or a DAWG result set in Turtle) and obda's rows are
+   compared as bags of normalised tuples (``integration.oracle.norm``: IRIs as text, numbers by value).
+
+``python tests/w3c/runner.py`` prints passed / failed / refused per manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+from rdflib import BNode, Graph, Literal, Namespace, URIRef
+from rdflib.namespace import RDF, XSD
+from rdflib.query import Result
+
+from obda.errors import ObdaError
+from obda.project import Project
+
+SUITE = Path(__file__).resolve().parent / "suite"
+MF = Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-manifest#")
+QT = Namespace("http://www.w3.org/2001/sw/DataAccess/tests/test-query#")
+RS = Namespace("http://www.w3.org/2001/sw/DataAccess/tests/result-set#")
+
+_TYPES = {  # datatype -> (column type, SQL type, canonical lexical form of the Python value)
+    XSD.integer: ("integer", "BIGINT", lambda v: str(int(v))),
+    XSD.decimal: ("decimal", "DECIMAL(28, 10)", None),
+    XSD.double: ("double", "DOUBLE", None),
+    XSD.boolean: ("boolean", "BOOLEAN", lambda v: "true" if v else "false"),
+    XSD.dateTime: ("timestamp", "TIMESTAMP", None),
+    XSD.string: ("string", "VARCHAR", str),
+}
+
+
+class Refused(Exception):
+    """The test is outside what obda (or this harness) represents: counted as refused, with the reason."""
+
+
+@dataclass(frozen=True)
+class W3CTest:
+    manifest: str
+    name: str
+    query: Path
+    data: tuple[Path, ...]
+    result: Path
+
+
+@dataclass(frozen=True)
+class Outcome:
+    test: W3CTest
+    status: str  # passed | failed | refused
+    detail: str = ""
+
+
+def manifest_tests(manifest: Path, names: set[str] | None = None) -> list[W3CTest]:
+    """The query evaluation tests of a manifest (in its order), only ``names`` when given."""
+    g = Graph()
+    g.parse(manifest, format="turtle", publicID=manifest.resolve().as_uri())
+    out = []
+    for entry in g.items(next(g.objects(None, MF.entries))):
+        if (entry, RDF.type, MF.QueryEvaluationTest) not in g:
+            continue
+        name = str(entry).rsplit("#", 1)[-1]
+        if names is not None and name not in names:
+            continue
+        action = next(g.objects(entry, MF.action))
+        query = _path(next(g.objects(action, QT.query)))
+        data = tuple(_path(d) for d in g.objects(action, QT.data))
+        out.append(W3CTest(manifest.parent.name, name, query, data, _path(next(g.objects(entry, MF.result)))))
+    return out
+
+
+def _path(iri) -> Path:
+    return Path(str(iri).replace("file://", ""))
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+
+def _group(s, p, o) -> tuple:
+    skind = "bnode" if isinstance(s, BNode) else "iri"
+    if isinstance(o, (URIRef, BNode)):
+        return (p, skind, "bnode" if isinstance(o, BNode) else "iri", None, None)
+    if o.language:
+        return (p, skind, "literal", None, o.language)
+    return (p, skind, "literal", o.datatype or XSD.string, None)  # another datatype: a string column
+
+
+def _cell(o) -> object:
+    """The SQL value of an object (or a subject) term; Refused when the table cannot hold it exactly."""
+    if isinstance(o, BNode):
+        return str(o)
+    if isinstance(o, URIRef):
+        return str(o)
+    if o.language or (o.datatype or XSD.string) not in _TYPES or o.datatype in (None, XSD.string):
+        return str(o)
+    v = o.value
+    if v is None:
+        raise Refused(f"data: {o.n3()} is not a valid {o.datatype}")
+    dt = o.datatype
+    if dt == XSD.dateTime:
+        if v.tzinfo is not None and v.utcoffset().total_seconds() != 0:
+            raise Refused(f"data: {o} has a time zone other than Z (obda's timestamps are UTC)")
+        return v.replace(tzinfo=None)
+    canon = _TYPES[dt][2]
+    if canon is not None and canon(v) != str(o):
+        raise Refused(f"data: {o.n3()} is not in canonical form (a column keeps the value, not the text)")
+    if dt == XSD.decimal:
+        return Decimal(str(o))
+    return v
+
+
+def build(test: W3CTest, folder: Path):
+    """The project folder (ontology, mapping, sources) and the DuckDB tables of a test's data."""
+    g = Graph()
+    for d in test.data:
+        g.parse(d, format="turtle" if d.suffix == ".ttl" else "nt")
+    groups: dict[tuple, list] = {}
+    classes: dict[tuple, list] = {}
+    incomplete: dict[str, str] = {}  # predicate -> why some of its triples are not in the tables
+    for s, p, o in g:
+        try:
+            if isinstance(s, Literal):
+                raise Refused("data: a literal subject")
+            if p == RDF.type and isinstance(o, URIRef):
+                classes.setdefault((o, "bnode" if isinstance(s, BNode) else "iri"), []).append((_cell(s),))
+            else:
+                groups.setdefault(_group(s, p, o), []).append((_cell(s), _cell(o)))
+        except Refused as e:
+            incomplete[str(o if p == RDF.type else p)] = str(e)
+    con = duckdb.connect()
+    tables, maps, kinds = [], [], {}
+    for i, ((cls, skind), rows) in enumerate(sorted(classes.items())):
+        name = f"c{i}"
+        con.execute(f'CREATE TABLE {name} (s VARCHAR)')
+        con.executemany(f"INSERT INTO {name} VALUES (?)", rows)
+        tables.append(f"  {name}: {{kind: static, columns: {{s: string}}}}")
+        maps.append(_map(name, skind, f"rr:class <{cls}>"))
+        kinds.setdefault(cls, "class")
+    for i, ((p, skind, okind, dt, lang), rows) in enumerate(sorted(groups.items(), key=str)):
+        name = f"t{i}"
+        ctype, sqltype = _TYPES[dt][:2] if dt in _TYPES else ("string", "VARCHAR")
+        con.execute(f"CREATE TABLE {name} (s VARCHAR, o {sqltype})")
+        con.executemany(f"INSERT INTO {name} VALUES (?, ?)", rows)
+        tables.append(f"  {name}: {{kind: static, columns: {{s: string, o: {ctype}}}}}")
+        if okind == "literal":
+            obj = f'rr:column "o" ; rr:termType rr:Literal' + (f' ; rr:language "{lang}"' if lang else
+                                                                  f" ; rr:datatype <{dt}>")
+        else:
+            obj = f'rr:column "o" ; rr:termType {"rr:BlankNode" if okind == "bnode" else "rr:IRI"}'
+        maps.append(_map(name, skind, None, f"rr:predicateObjectMap [ rr:predicate <{p}> ; rr:objectMap [ {obj} ] ]"))
+        kind = "object" if okind != "literal" else "data"
+        kinds[p] = kind if kinds.get(p, kind) == kind else "both"
+    owl = {"class": "owl:Class", "object": "owl:ObjectProperty", "data": "owl:DatatypeProperty",
+           "both": "owl:ObjectProperty, owl:DatatypeProperty"}
+    onto = "@prefix owl: <http://www.w3.org/2002/07/owl#> .\n" + "".join(
+        f"<{t}> a {owl[k]} .\n" for t, k in kinds.items())
+    (folder / "ontology.ttl").write_text(onto)
+    (folder / "mapping.ttl").write_text("@prefix rr: <http://www.w3.org/ns/r2rml#> .\n" + "\n".join(maps))
+    (folder / "sources.yaml").write_text("tables:\n" + "\n".join(tables) + "\n" if tables else "tables: {}\n")
+    (folder / "project.yaml").write_text("name: w3c\nontology: [ontology.ttl]\nmappings: [mapping.ttl]\n"
+                                         "sources: sources.yaml\nprofile: lenient\n")
+    return con, incomplete
+
+
+def _map(name: str, skind: str, cls: str | None, pom: str = "") -> str:
+    subject = f'rr:column "s" ; rr:termType {"rr:BlankNode" if skind == "bnode" else "rr:IRI"}'
+    return (f"<#{name}> a rr:TriplesMap ; rr:logicalTable [ rr:tableName \"{name}\" ] ;\n"
+            f"  rr:subjectMap [ {subject}{' ; ' + cls if cls else ''} ]{' ;' + chr(10) + '  ' + pom if pom else ''} .\n")
+
+
+# ----------------------------------------------------------------------------------------------- results
+
+
+def expected(path: Path) -> tuple[list[str], Counter]:
+    """Variables and the bag of solutions of a result file (``.srx``, ``.srj`` or a Turtle result set)."""
+    from integration.oracle import norm
+
+    if path.suffix in (".srx", ".srj"):
+        with open(path, "rb") as f:
+            res = Result.parse(f, format="xml" if path.suffix == ".srx" else "json")
+        names = [str(v) for v in res.vars]
+        return names, Counter(tuple(_n(norm, row.get(v)) for v in res.vars) for row in res.bindings)
+    g = Graph()
+    g.parse(path, format="turtle")
+    rs = next(g.subjects(RDF.type, RS.ResultSet))
+    names = sorted(str(v) for v in g.objects(rs, RS.resultVariable))
+    bag: Counter = Counter()
+    for sol in g.objects(rs, RS.solution):
+        row = {str(g.value(b, RS.variable)): g.value(b, RS.value) for b in g.objects(sol, RS.binding)}
+        bag[tuple(_n(norm, row.get(v)) for v in names)] += 1
+    return names, bag
+
+
+def _n(norm, v):
+    return None if v is None else norm(v)
+
+
+def run(test: W3CTest) -> Outcome:
+    from integration.oracle import norm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            con, incomplete = build(test, Path(tmp))
+            project = Project.load(Path(tmp))
+            text = test.query.read_text()
+            used = {a.predicate for b in project.parse(text).branches for a in b.atoms}
+            for p in sorted(used & set(incomplete)):
+                raise Refused(incomplete[p])
+            comp = project.compile(text)
+            sql = comp.to_sql("duckdb")
+        except Refused as e:
+            return Outcome(test, "refused", str(e))
+        except ObdaError as e:
+            return Outcome(test, "refused", f"{type(e).__name__}: {e}")
+        names, want = expected(test.result)
+        columns = list(comp.columns)
+        if sorted(columns) != sorted(names):
+            return Outcome(test, "failed", f"columns {columns} != {names}")
+        order = [columns.index(n) for n in names]
+        got = Counter(tuple(_n(norm, row[i]) for i in order) for row in con.execute(sql).fetchall())
+        if got != want:
+            return Outcome(test, "failed", f"obda {sorted(got.items(), key=str)} != expected {sorted(want.items(), key=str)}")
+        return Outcome(test, "passed")
+
+
+def report(outcomes: list[Outcome]) -> str:
+    lines = []
+    for manifest in dict.fromkeys(o.test.manifest for o in outcomes):
+        mine = [o for o in outcomes if o.test.manifest == manifest]
+        c = Counter(o.status for o in mine)
+        lines.append(f"{manifest}: passed {c['passed']}, failed {c['failed']}, refused {c['refused']}")
+        for o in mine:
+            lines.append(f"  {o.status:8} {o.test.name}" + (f" — {o.detail[:160]}" if o.detail else ""))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from w3c.test_w3c_functions import SELECTED
+
+    outs = [run(t) for manifest, names in SELECTED.items() for t in manifest_tests(SUITE / manifest / "manifest.ttl", names)]
+    print(report(outs))
