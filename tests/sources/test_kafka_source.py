@@ -109,6 +109,8 @@ def test_bad_records_are_quarantined_with_topic_partition_and_offset(tmp_path, t
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # ~30 s (the session's first Python data source read); Spark reads Kafka in the default run
+# in test_shared_queries_fetch_a_topic_once_per_micro_batch, the quarantine on the local backend
 def test_bad_records_on_spark_are_quarantined_as_on_the_local_backend(tmp_path, tansu, spark):
     got = bad_records(tmp_path / "spark", tansu, "spark", spark, "bad-both")
     assert got == bad_records(tmp_path / "local", tansu, "local", None, "bad-both")
