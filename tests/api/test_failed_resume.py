@@ -25,6 +25,14 @@ def info(c, qid: str) -> dict:
 
 
 
+def _made(folder) -> bool:
+    try:
+        folder.mkdir()
+        return True
+    except FileExistsError:
+        return False
+
+
 def oracle(ws, query: str):
     project = Project.load(ws)
     return answers(ws, project.sources, project.compile(query).to_sql("duckdb"))
@@ -104,7 +112,8 @@ def test_a_query_failed_while_running_resumes_from_its_checkpoint(tmp_path):
         wait_for(lambda: info(c, qid)["results"] >= sum(first.values()), timeout=30)
         before = pages(c, qid, limit=7)
         blocker = state / qid / "state.tmp"
-        blocker.mkdir()
+        # (a micro-batch may be writing its own state.tmp this instant: wait for it to be renamed)
+        wait_for(lambda: _made(blocker), timeout=10)
         feeder.feed_block()
         failed = wait_for(lambda: (i := info(c, qid))["status"] == "failed" and i, timeout=30)
         assert f"{blocker}: Is a directory" in failed["error"] and failed["resumable"] is True

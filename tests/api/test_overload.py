@@ -219,6 +219,7 @@ def check(r, seconds: float) -> None:
         assert "shed" not in full and r["full_info"]["incomplete_since"] is None
 
 
+@pytest.mark.slow  # 13 s alone, 63 s in a full run; shedding's counting is in the default run (test_shedding.py)
 def test_overload_lag_grows_memory_flat_registrations_refused_shed_rows_counted(tmp_path):
     check(run_overload(tmp_path, seconds=6.0, drain_full=False), 6.0)
 

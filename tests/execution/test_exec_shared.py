@@ -27,6 +27,7 @@ def _query(spark, tmp_path, src, name, out, **kw):
                            max_files_per_batch=2, **kw)
 
 
+@pytest.mark.slow  # ~40 s; one read and one job per shared micro-batch stays in the default run
 def test_shared_loop_gives_each_query_its_own_output(spark, tmp_path):
     rows = random_streams(41)
     src = sources(s="data/s", t="data/t", u="data/u", r="data/r")

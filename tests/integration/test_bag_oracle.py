@@ -336,6 +336,7 @@ W3C_KNOWN = {
 }
 
 
+@pytest.mark.slow  # ~20 s (morph-kgc's own environment); the materialiser serves every oracle test of the default run
 def test_materialiser_equals_morph_kgc_on_w3c_r2rml_cases():
     """On every W3C R2RML test case that obda's materialiser accepts, morph-kgc gives the same dataset."""
     if not W3C_CASES:

@@ -323,7 +323,7 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Hea
 
 
 @given(query=queries(), data=datasets)
-@settings(max_examples=60, **_SETTINGS)
+@settings(max_examples=25, **_SETTINGS)  # 600 in the slow-marked version below
 def test_dnf_branches_answer_like_rdflib(query: GeneratedQuery, data):
     check_against_rdflib(query, data)
 

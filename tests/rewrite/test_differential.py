@@ -53,7 +53,7 @@ def test_existential_tbox_matches_chase(ontology, facts, queries):
         assert answers_by_rewriting(q, ontology, kb) == answers_by_chase(q, ontology, facts, _chase_depth(q, ontology)), str(q)
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=300, derandomize=True, **SETTINGS)  # a random run once took 138 s (CI)
 @given(small_existential_tbox(), small_abox, st.data())
 def test_tree_queries_along_existential_axioms_match_chase(ontology, facts, data):
     """Queries grown along the TBox's generators: about 1 in 10 has answers only anonymous individuals give."""
