@@ -22,7 +22,7 @@ from pathlib import Path
 
 from obda.execution.checkpoint import write_atomic
 from obda.execution.kafka_sink import KafkaSink, is_kafka_url
-from obda.errors import ExecutionError
+from obda.errors import CheckpointError, ExecutionError
 
 MARKER = "kafka-output.json"
 STAGING = "kafka-output"
@@ -48,7 +48,12 @@ class KafkaOutput:
         self.marker = folder / MARKER if folder is not None else None
         self.handed = 0  # answers (by seq) staged in the sink and recorded in the marker
         if self.marker is not None and self.marker.exists():
-            self.handed = int(json.loads(self.marker.read_text(encoding="utf-8"))["handed"])
+            try:
+                self.handed = int(json.loads(self.marker.read_text(encoding="utf-8"))["handed"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(f"{self.marker} cannot be read ({type(e).__name__}: {e}); it records how far "
+                                      "the answers were handed to Kafka: restore it, or delete the query and "
+                                      "register it again") from None
         self.sink = KafkaSink(url, query_id, folder / STAGING if folder is not None else None)
         self._recovered = False
 

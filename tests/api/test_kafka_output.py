@@ -80,3 +80,13 @@ def test_an_unreachable_broker_or_a_missing_topic_refuses_the_registration(tmp_p
         assert c.get("/v1/queries", headers=AUTH).json()["queries"] == []  # nothing kept
     assert [p.name for p in state.iterdir() if p.is_dir()] == []  # no folder left for a refused query
     shutil.rmtree(state)
+
+
+def test_a_corrupt_hand_over_marker_is_a_located_checkpoint_error(tmp_path, tansu):
+    from api.kafka_output import MARKER, KafkaOutput
+    from obda.errors import CheckpointError
+
+    tansu.create_topic("svc-marker")
+    (tmp_path / MARKER).write_text("{not json")
+    with pytest.raises(CheckpointError, match=f"{tmp_path / MARKER} cannot be read"):
+        KafkaOutput(f"kafka://{tansu.bootstrap}/svc-marker", "q", tmp_path)
