@@ -365,7 +365,7 @@ class QueryRegistry:
             base_dir=self.project.directory, sink=q.results, checkpoint_dir=self._checkpoint_dir(q.id),
             allow_unbounded=q.allow_unbounded, idle_timeout=q.idle_timeout,
             master=s.master, backend=s.backend, trigger_interval=s.trigger_interval, shared=self.shared, shed=q.shed,
-            max_bytes_per_batch=s.max_bytes_per_batch,
+            max_bytes_per_batch=s.max_bytes_per_batch, forget_after=s.forget_after_seconds,
         )
         missing = missing_stream_locations(handle.plan.stream_tables(), self.project.directory)
         if missing:  # it would read nothing, silently: refused until the folder exists

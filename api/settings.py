@@ -13,6 +13,9 @@ without touching code:
   waited longer than this, new registrations get 429 with the reason (0: no bound);
 * ``max_bytes_per_batch`` — bytes of new files one micro-batch of a query reads (at least one file per
   stream): what keeps memory flat when the input outpaces the service;
+* ``forget_after_seconds`` — a consumed file that a retention job removed, whose timestamps are closed, is
+  forgotten (dropped from the checkpoint) once it was read this long ago (default one hour;
+  :mod:`obda.execution.consumed`);
 * ``rate_limit`` / ``rate_burst`` — requests per minute per user (per token), and
   how many may come at once (429 with ``Retry-After`` above it; 0: no limit).
 
@@ -25,7 +28,7 @@ Environment variables (for containers): ``OBDA_PROJECT``, ``OBDA_TOKEN``,
 ``OBDA_MAX_QUERY_CHARS``, ``OBDA_MAX_RUNNING``, ``OBDA_MAX_REGISTERED``,
 ``OBDA_MAX_RESULTS``, ``OBDA_TRIGGER_INTERVAL``, ``OBDA_STATE_DIR``,
 ``OBDA_USERS_FILE``, ``OBDA_RATE_LIMIT``, ``OBDA_RATE_BURST``, ``OBDA_AUDIT_LOG``, ``OBDA_MAX_LAG``,
-``OBDA_MAX_BYTES_PER_BATCH``.
+``OBDA_MAX_BYTES_PER_BATCH``, ``OBDA_FORGET_AFTER``.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ class Settings:
     max_lag_seconds: float = 0.0  # registrations refused (429) while a running query's input waits longer (0: never)
     max_bytes_per_batch: int = 256 << 20  # new files one micro-batch reads (obda.execution.query's default)
     max_results: int = 10_000
+    forget_after_seconds: float = 3600.0  # obda.execution.consumed.FORGET_AFTER
     max_analyses: int = 2  # compilations (analyze, register) at once; more get 429 (each may take seconds)
     trigger_interval: float = 1.0
     state_dir: Path | None = None  # per query checkpoint + quarantine files; None: in memory
@@ -94,6 +98,8 @@ class Settings:
             raise ValueError(f"max_query_chars must not exceed {QUERY_CHARS_CEILING}")
         if self.max_bytes_per_batch < 1:
             raise ValueError("max_bytes_per_batch must be at least 1 byte")
+        if self.forget_after_seconds < 0:
+            raise ValueError("forget_after_seconds must be 0 or more")
         if self.max_lag_seconds < 0:
             raise ValueError("max_lag_seconds must be 0 (no bound) or more")
         if self.trigger_interval <= 0 or self.sse_heartbeat <= 0 or self.sse_poll <= 0:
@@ -135,6 +141,8 @@ class Settings:
                 values[key] = int(env[var])
         if env.get("OBDA_MAX_LAG"):
             values["max_lag_seconds"] = float(env["OBDA_MAX_LAG"])
+        if env.get("OBDA_FORGET_AFTER"):
+            values["forget_after_seconds"] = float(env["OBDA_FORGET_AFTER"])
         if env.get("OBDA_SECURE_COOKIES"):
             values["secure_cookies"] = env["OBDA_SECURE_COOKIES"].strip().lower() in ("1", "true", "yes")
         if env.get("OBDA_TRIGGER_INTERVAL"):

@@ -17,7 +17,10 @@ What it does:
    Every ``--extra-every`` seconds one more query is registered, started, run until it committed a
    micro-batch, read (a page of answers), stopped and deleted (:data:`EXTRA`, a new name each time).
 4. **Feed.** Every ``--interval`` seconds one new block: one file per stream (``feed-NNNNNN.csv``, written
-   under a hidden name and renamed), ``--points`` application-time minutes each, in time order.
+   under a hidden name and renamed), ``--points`` application-time minutes each, in time order. A retention
+   job removes each block's files ``--retain-seconds`` after they were written (as a deployment's would; the
+   service forgets a removed file ``--forget-after`` seconds after it read it, once its timestamps are closed,
+   so the checkpoints stay as large as the folders).
 5. **Samples.** Every ``--sample-seconds`` (first after ``--warmup`` seconds): the server's Python RSS, threads
    and open file descriptors (``/proc``); the Spark JVM (the server's ``java`` descendant): its heap used
    after a full GC (``jcmd <pid> GC.run`` twice, then ``GC.heap_info``; ``--heap-samples`` such measurements
@@ -193,7 +196,8 @@ def make_project(workdir: Path) -> Path:
 class Feed:
     """One block per call: the demo streams' next ``points`` time points (api.feeder) and the tickets of them."""
 
-    def __init__(self, project: Path, points: int, sites: int, turbines: int, sensors: int, tickets: int):
+    def __init__(self, project: Path, points: int, sites: int, turbines: int, sensors: int, tickets: int,
+                 retain: float = 0.0):
         from api.feeder import Feeder
 
         self.feeder = Feeder(project, seed=7, points=points, sites=sites, turbines_per_site=turbines,
@@ -205,6 +209,9 @@ class Feed:
         self.files = 0
         self.bytes = 0
         self.written: list[tuple[int, float]] = []  # per block: its last timestamp (µs), wall time written
+        self.retain = retain  # the retention job: a block's files are removed this many seconds after (0: kept)
+        self.kept: list[tuple[float, list[Path]]] = []  # per block: wall time written, its files
+        self.removed = 0
         self.lock = threading.Lock()
         for s in TICKET_STREAMS:
             (project / "data" / s).mkdir(parents=True, exist_ok=True)
@@ -248,6 +255,12 @@ class Feed:
             self.bytes += sum(f.stat().st_size for f in files)
             last = start + (self.points - 1) * self.feeder.step
             self.written.append((int(last.replace(tzinfo=timezone.utc).timestamp() * 1_000_000), time.time()))
+            if self.retain > 0:
+                self.kept.append((time.time(), files))
+                while self.kept and time.time() - self.kept[0][0] > self.retain:
+                    for f in self.kept.pop(0)[1]:
+                        f.unlink(missing_ok=True)
+                        self.removed += 1
 
 
 # --------------------------------------------------------------------------------------------- server + HTTP
@@ -534,7 +547,7 @@ class Soak:
             shutil.rmtree(self.workdir)
         self.workdir.mkdir(parents=True)
         self.project = make_project(self.workdir)
-        self.feed = Feed(self.project, a.points, a.sites, a.turbines, a.sensors, a.tickets)
+        self.feed = Feed(self.project, a.points, a.sites, a.turbines, a.sensors, a.tickets, a.retain_seconds)
         self.feed.write_static()
         for _ in range(a.initial_blocks):
             self.feed.block()
@@ -548,7 +561,8 @@ class Soak:
             cwd = Path(a.tree).resolve()
             env["PYTHONPATH"] = str(cwd) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         cmd = [str(ROOT / ".venv" / "bin" / "obda"), "serve", "--project", str(self.project), "--host", "127.0.0.1",
-               "--port", str(port), "--state-dir", str(self.state), "--max-running", "30", "--backend", "spark"]
+               "--port", str(port), "--state-dir", str(self.state), "--max-running", "30", "--backend", "spark",
+               "--forget-after", str(a.forget_after)]
         self.log("serve: " + " ".join(cmd))
         self.serve_log = open(self.workdir / "serve.log", "w")
         self.server = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self.serve_log, stderr=subprocess.STDOUT,
@@ -826,6 +840,12 @@ def parse_args(argv=None):
     p.add_argument("--extra-every", type=float, default=180, help="seconds between extra queries (0: none)")
     p.add_argument("--extra-timeout", type=float, default=300, help="seconds an extra query may take to run")
     p.add_argument("--idle-timeout", type=float, default=30, help="the queries' idle_timeout (seconds)")
+    p.add_argument("--retain-seconds", type=float, default=600,
+                   help="the retention job: a block's files are removed this long after they were written (0: kept "
+                        "for ever, and every checkpoint grows with the folder)")
+    p.add_argument("--forget-after", type=float, default=60,
+                   help="obda serve --forget-after: a removed file is dropped from the checkpoints this long after it "
+                        "was read, once its timestamps are closed")
     p.add_argument("--trigger-interval", type=float, default=1.0, help="OBDA_TRIGGER_INTERVAL of the service")
     p.add_argument("--api-timeout", type=float, default=None,
                    help="seconds a sample waits for GET /v1/queries (default 3/4 of --sample-seconds); a sample "

@@ -60,6 +60,10 @@ class CatalogFormat(str, Enum):
     junit = "junit"
 
 
+FORGET_AFTER_OPTION = typer.Option(
+    None, "--forget-after", min=0, envvar="OBDA_FORGET_AFTER",
+    help="seconds: a read file that a retention job removed, whose timestamps are closed, is dropped from the "
+         "checkpoint once read this long ago (default 3600)")
 MAX_MEMBERS_OPTION = typer.Option(
     None, "--max-members", min=1, help="the unfolding's budget: at most this many SQL members (default 5000)")
 
@@ -300,6 +304,7 @@ def run(
                                      "seconds) are dropped unread, every dropped row counted in the quarantine and "
                                      "the metrics (shed, incomplete_since); without it nothing is dropped"),
     shed_policy: str = typer.Option("drop_oldest", "--shed-policy", help="with --shed-max-lag: drop_oldest"),
+    forget_after: Optional[float] = FORGET_AFTER_OPTION,
 ) -> None:
     """Run a query continuously over the project's streams, in application-time order.
 
@@ -357,7 +362,7 @@ def run(
             plan_execution(comp, proj.sources, report), base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,
             spark_conf=parse_conf(conf), max_files_per_batch=max_files_per_batch,
-            shed=_shed_option(shed_max_lag, shed_policy),
+            shed=_shed_option(shed_max_lag, shed_policy), forget_after=forget_after,
             **({"max_bytes_per_batch": _byte_size(max_bytes_per_batch)} if max_bytes_per_batch else {}),
         )
         from obda.model.sources import missing_locations_error, missing_stream_locations
@@ -511,6 +516,7 @@ def serve(
     max_lag: Optional[float] = typer.Option(
         None, "--max-lag", min=0, envvar="OBDA_MAX_LAG",
         help="seconds: new registrations get 429 while a running query's oldest unread file waits longer (0: no bound)"),
+    forget_after: Optional[float] = FORGET_AFTER_OPTION,
 ) -> None:
     """Run the HTTP service (FastAPI + uvicorn): analyse SPARQL, run continuous queries, stream answers.
 
@@ -533,6 +539,7 @@ def serve(
         settings = Settings.from_env(
             project_dir=project, token=token or None, master=master, backend=backend, max_running=max_running,
             state_dir=state_dir, users_file=users_file, rate_limit=rate_limit, max_lag_seconds=max_lag,
+            **({"forget_after_seconds": forget_after} if forget_after is not None else {}),
         )
     except ValueError as e:
         err.print(f"[bold red]error[/]: {e}")

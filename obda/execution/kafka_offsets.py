@@ -213,14 +213,17 @@ def feed(table: Table) -> TopicFeed:
         return f
 
 
-def pending_inputs(table: Table, base_dir, done, keep: bool = False) -> list[str]:
+def pending_inputs(table: Table, base_dir, done, keep: bool = False) -> tuple[list[str], set[str]]:
     """A stream's inputs not consumed yet (``done``: the consumed ones): its new files in name order, or for a
-    Kafka stream the next segment of each partition (``keep``: their records held for the local backend)."""
+    Kafka stream the next segment of each partition (``keep``: their records held for the local backend); and
+    the consumed files the listing no longer shows (:func:`obda.execution.consumed.gone`)."""
     if table.kafka is not None:
-        return feed(table).pending(done, keep)
+        return feed(table).pending(done, keep), set()
+    from obda.execution.consumed import gone
     from obda.execution.spark_io import list_files, resolve_location
 
-    return [f for f in list_files(resolve_location(table, base_dir)) if f not in done]
+    listed = list_files(resolve_location(table, base_dir))
+    return [f for f in listed if f not in done], gone(done, listed)
 
 
 def segment_messages(table: Table, name: str):

@@ -19,6 +19,7 @@ from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
 from obda.execution import views as view_rows
 from obda.execution.keys import KeyCheck
+from obda.execution.consumed import FORGET_AFTER, compact, forget, forgettable
 from obda.execution.ledger import FileLedger
 from obda.execution.reader import read_records
 from obda.execution.rows import TableBatch, merge_batches, process_rows, static_rows
@@ -80,6 +81,7 @@ class ContinuousQuery(SparkSteps):
         shared=None,
         clock: Callable[[], float] = time.monotonic,
         shed=None,
+        forget_after: float | None = None,
     ):
         if backend not in ("spark", "local"):
             raise ExecutionError(f"unknown backend {backend!r} (spark or local)")
@@ -133,6 +135,11 @@ class ContinuousQuery(SparkSteps):
         # opt-in shedding: input that waited longer than shed's max_lag is dropped, every row counted
         self.shedder = Shedder(Shed.parse(shed), self.plan.stream_tables()) if shed is not None else None
         self.processed: dict[str, set[str]] = {s: set() for s in self.streams}
+        # a consumed file gone from its listing, settled and recorded this long ago is forgotten (consumed.py)
+        self.forget_after = FORGET_AFTER if forget_after is None else float(forget_after)
+        if self.forget_after < 0:
+            raise ExecutionError(f"forget_after must be 0 seconds or more, not {forget_after}")
+        self._gone: dict[str, set[str]] = {}  # per stream: consumed files the last own listing no longer showed
         self.keys = KeyCheck(self.plan.stream_tables())  # declared keys of open timestamps (local backend)
         self.ledger = FileLedger(self.streams)  # each read file's size and time: a later change is reported
         self.batch_id = 0
@@ -282,8 +289,8 @@ class ContinuousQuery(SparkSteps):
                 "use a fresh checkpoint directory"
             )
         self.runtime.restore(st["runtime"])
-        self.processed = {s: set(st["processed"].get(s, ())) for s in self.streams}
-        self.ledger.restore(st.get("files"))
+        self.processed = {s: compact(set(st["processed"].get(s, ()))) for s in self.streams}
+        self.ledger.restore(st.get("files"), self.runtime.max_ts)
         self.keys.restore(st.get("keys"))
         self.runtime.metrics.changed_files = self.ledger.changed
         self.open_files = {s: dict(st["open_files"].get(s, {})) for s in self.streams}
@@ -318,8 +325,11 @@ class ContinuousQuery(SparkSteps):
         tables = self._tables_by_name()
         from obda.execution.kafka_offsets import pending_inputs  # files, or a Kafka stream's next offset ranges
 
-        return {name: pending_inputs(tables[name], self.base_dir, self.processed[name], keep=self.backend == "local")
-                for name in self.streams}
+        out = {}
+        for name in self.streams:
+            out[name], self._gone[name] = pending_inputs(tables[name], self.base_dir, self.processed[name],
+                                                         keep=self.backend == "local")
+        return out
 
     def _cut(self, pending: dict[str, list[str]]) -> dict[str, list[str]]:
         """The next micro-batch of ``pending`` (:func:`cut_files` with this query's limits); the rest is the
@@ -388,8 +398,12 @@ class ContinuousQuery(SparkSteps):
         if quarantine:
             self.quarantine.write(quarantine)
         for name, files in new.items():
-            self.processed[name].update(files)
-        self.ledger.record(new)
+            self.processed[name] = compact(self.processed[name] | set(files))  # (Kafka: the last segment only)
+        self.ledger.record(new, self.runtime.max_ts)
+        now = self.ledger.clock()
+        for name, files in self._gone.items():  # gone from this query's own listing (the shared loop: _forget)
+            forget(self, name, forgettable(self, name, files, now))
+        self._gone = {}
         self.keys.forget(self.runtime.closed_upto)
         self.runtime.metrics.changed_files = self.ledger.changed
         self.batch_id += 1

@@ -28,6 +28,7 @@ import threading
 import time
 
 from obda.errors import ExecutionError
+from obda.execution import consumed
 from obda.execution.scan import namespace
 
 log = logging.getLogger("obda.execution")
@@ -66,6 +67,7 @@ class SharedScan:
         self.share_scan_bytes = share_scan_bytes  # below: each query its own scan and job
         self.queries: dict[str, object] = {}  # key -> ContinuousQuery
         self.cursor: dict[str, set[str]] = {}  # stream -> files consumed by the shared micro-batches
+        self._gone: dict[str, set[str]] = {}  # stream -> files of the cursor the last listing no longer showed
         self.batches = 0  # shared micro-batches run
         self._next_ns = 0
         self._cache: dict = {}
@@ -127,9 +129,11 @@ class SharedScan:
 
     def _catch_up(self, key: str, q) -> int:
         """One micro-batch of a query behind the loop, over files the loop already consumed."""
-        behind = {s: sorted(self.cursor.get(s, set()) - q.processed[s]) for s in q.streams}
-        ahead = any(q.processed[s] - self.cursor.get(s, set()) for s in q.streams)
-        if ahead:  # resumed from a later checkpoint than the loop's: it waits for the loop
+        for s in q.streams:  # files it read that the loop forgot since (it was stopped): forgotten by it too
+            consumed.forget(q, s, consumed.stale(q, s, self.cursor.get(s, set())))
+        behind = {s: consumed.behind(self.cursor.get(s, set()), q.processed[s]) for s in q.streams}
+        if any(consumed.ahead(self.cursor.get(s, set()), q.processed[s]) for s in q.streams):
+            # resumed from a later checkpoint than the loop's: it waits for the loop
             return 0
         return self._guarded(key, q, lambda: q.step(False, pending=behind))
 
@@ -144,7 +148,10 @@ class SharedScan:
                 tables.setdefault(t.name, (t, q.base_dir))
         from obda.execution.kafka_offsets import pending_inputs  # a Kafka topic: fetched once for every query
 
-        return {name: pending_inputs(table, base, self.cursor.get(name, set())) for name, (table, base) in tables.items()}
+        out = {}
+        for name, (table, base) in tables.items():
+            out[name], self._gone[name] = pending_inputs(table, base, self.cursor.get(name, set()))
+        return out
 
     def _shared_step(self, joined, exhausted: bool) -> int:
         from obda.execution.spark_query import cut_files
@@ -168,9 +175,28 @@ class SharedScan:
         for first in range(0, len(joined), size):
             self._group_step(joined[first:first + size], pending, new, nbytes, exhausted, t0)
         for s, fs in new.items():
-            self.cursor.setdefault(s, set()).update(fs)
+            self.cursor[s] = consumed.compact(self.cursor.get(s, set()) | set(fs))  # as each query's (commit_batch)
+        self._forget()
         self.batches += 1
         return sum(len(fs) for fs in new.values())
+
+    def _forget(self) -> None:
+        """Forget the consumed files gone from the last listing that every Spark query of the loop on their stream
+        may forget (:func:`obda.execution.consumed.forgettable`): the cursor and each query's consumed files stay
+        equal, so the queries in step stay in step."""
+        gone, self._gone = self._gone, {}
+        spark = [q for q in self.queries.values() if q.backend == "spark" and getattr(q, "shedder", None) is None]
+        for s, files in gone.items():
+            on = [q for q in spark if s in q.streams]
+            if not files or not on:
+                continue
+            now = on[0].ledger.clock()
+            for q in on:
+                files = consumed.forgettable(q, s, files, now)
+            if files:
+                for q in on:
+                    consumed.forget(q, s, files)
+                self.cursor[s] = self.cursor[s] - files
 
     def _group_step(self, joined, pending, new, nbytes: int, exhausted: bool, t0: float) -> None:
         """One micro-batch of ``new`` for a group of queries (:func:`~obda.execution.microbatch.spark_batch`:

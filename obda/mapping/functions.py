@@ -158,6 +158,22 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
                             expression=exp.Literal.number(1))
             node = exp.EQ(this=exp.Substring(this=a, start=start), expression=b)
         return _light(exp.Paren(this=node)), _BOOLEAN
+    if fn == "SUBSTR":  # start >= 1 and length >= 0 are constants (obda.query.functions): SQL's SUBSTRING agrees
+        text = _string(c.args[0], term, label, fn)
+        nums = [exp.Literal.number(int(a.lexical)) for a in c.args[1:]]  # type: ignore[union-attr]
+        node = exp.Substring(this=text, start=nums[0], **({"length": nums[1]} if len(nums) > 1 else {}))
+        return _light(node), _STRING
+    if fn in ("STRBEFORE", "STRAFTER"):  # "" when the second does not occur in the first
+        a, b = (_string(x, term, label, fn) for x in c.args)
+        at = exp.StrPosition(this=a.copy(), substr=b.copy())
+        if fn == "STRBEFORE":
+            part = exp.Substring(this=a, start=exp.Literal.number(1), length=exp.Sub(this=at.copy(),
+                                                                                     expression=exp.Literal.number(1)))
+        else:
+            part = exp.Substring(this=a, start=exp.Add(this=at.copy(), expression=exp.Length(this=b)))
+        node = exp.Case(ifs=[exp.If(this=exp.GT(this=at, expression=exp.Literal.number(0)), true=part)],
+                        default=exp.Literal.string(""))
+        return _light(node), _STRING
     if fn in _FIELDS:
         sql, dt = _value(c.args[0], term, label)
         if dt != _DATETIME:

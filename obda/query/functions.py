@@ -31,6 +31,9 @@ _BUILTINS = {
     "Builtin_STRSTARTS": ("STRSTARTS", ("arg1", "arg2")),
     "Builtin_STRENDS": ("STRENDS", ("arg1", "arg2")),
     "Builtin_CONCAT": ("CONCAT", ("arg",)),
+    "Builtin_SUBSTR": ("SUBSTR", ("arg", "start", "length")),
+    "Builtin_STRBEFORE": ("STRBEFORE", ("arg1", "arg2")),
+    "Builtin_STRAFTER": ("STRAFTER", ("arg1", "arg2")),
     "Builtin_ABS": ("ABS", ("arg",)),
     "Builtin_ROUND": ("ROUND", ("arg",)),
     "Builtin_CEIL": ("CEIL", ("arg",)),
@@ -92,6 +95,8 @@ def computed(e, term: Callable[[Identifier], Term]):
                 return Call(fn, args)
             if fn == "REGEX":
                 return _regex(e, term)
+            if fn == "SUBSTR":
+                return _substr(e, term)
             if fn == "COALESCE":
                 return Call(fn, tuple(computed(a, term) for a in (e.get("arg") or [])))
             if fn == "IF":
@@ -148,6 +153,25 @@ def _regex(e, term):
                                 "supported", Hint("word", "REGEX"))
         args += (term(flags),)
     return Call("REGEX", args)
+
+
+def _substr(e, term):
+    """``SUBSTR(s, start)`` / ``SUBSTR(s, start, length)``: start and length integer constants, start at least 1
+    and length at least 0 (where SQL engines agree with XPath's fn:substring; elsewhere they differ)."""
+    from obda.query.expressions import FilterProblem, Hint, _signed_constant, unwrap
+
+    args = [computed(e["arg"], term)]
+    for key, least in (("start", 1), ("length", 0)):
+        if key not in e:
+            continue
+        c = _signed_constant(unwrap(e[key]))
+        ok = isinstance(c, RDFLiteral) and c.datatype == URIRef(XSD + "integer")
+        if not ok or int(c) < least:
+            raise FilterProblem("SUBSTR", f"SUBSTR needs its {key} as an integer constant of at least {least} "
+                                f"(SUBSTR(?s, 2, 3)); SQL engines disagree with XPath's fn:substring elsewhere",
+                                Hint("word", "SUBSTR"))
+        args.append(term(c))
+    return Call("SUBSTR", tuple(args))
 
 
 def may_error(c: Comparison) -> bool:

@@ -551,6 +551,48 @@ def test_a_slow_start_blocks_no_other_request(tmp_path):
         assert c.get(f"/v1/queries/{a['id']}", headers=AUTH).json()["status"] == "running"
 
 
+def test_a_start_waiting_for_the_shared_micro_batch_blocks_no_other_request(tmp_path):
+    """A start joins the shared loop, which waits for the loop's micro-batch in flight (the loop holds its lock for
+    the whole micro-batch: the 20 queries' Spark jobs in the soak, up to 165 s).  It waits outside the registry's
+    lock: listing, reading and registering are answered meanwhile (issue 29's soak)."""
+    import threading
+    import time
+
+    ws, _ = make_workspace(tmp_path / "ws", blocks=1)
+    app = create_app(settings_for(ws))
+    registry = app.state.service.registry
+    with TestClient(app) as c:
+        a, b = register(c, "a"), register(c, "b")
+        c.post(f"/v1/queries/{a['id']}/start", headers=AUTH).raise_for_status()
+        held, release = threading.Event(), threading.Event()
+
+        def micro_batch_in_flight():
+            with registry.shared._lock:  # as SharedScan.step holds it
+                held.set()
+                release.wait(30)
+
+        loop = threading.Thread(target=micro_batch_in_flight)
+        loop.start()
+        held.wait(10)
+        t = threading.Thread(target=lambda: c.post(f"/v1/queries/{b['id']}/start", headers=AUTH))
+        t.start()
+        try:
+            wait_for(lambda: c.get(f"/v1/queries/{b['id']}", headers=AUTH).json()["status"] == "starting")
+            t0 = time.monotonic()
+            assert c.get("/v1/queries", headers=AUTH).json()["running"] == 2
+            c.get(f"/v1/queries/{a['id']}/results?after=0", headers=AUTH).raise_for_status()
+            took = {"list, read": time.monotonic() - t0}
+            register(c, "c")
+            took["register"] = time.monotonic() - t0 - took["list, read"]
+            assert max(took.values()) < 5, f"a request waited for the shared loop's micro-batch: {took}"
+            assert t.is_alive()  # the start itself still waits for the loop
+        finally:
+            release.set()
+            loop.join(10)
+            t.join(30)
+        assert c.get(f"/v1/queries/{b['id']}", headers=AUTH).json()["status"] == "running"
+
+
 AGGREGATE = PREFIX + (
     "SELECT ?sensor (COUNT(*) AS ?n) (SUM(?v) AS ?total) (MAX(?v) AS ?high) WHERE {\n"
     "  GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . }\n"

@@ -85,7 +85,16 @@ CASES = [
          "bounded", 2),
     Case("coalesce_division_by_zero", 'SELECT ?x ?w WHERE { ?x :age ?a BIND(COALESCE(100 / (?a - 34), -1) AS ?w) }',
          "bounded", 8),
+    Case("substr_from", 'SELECT ?x ?s WHERE { ?x :name ?n BIND(SUBSTR(?n, 2) AS ?s) }', "bounded", 13),
+    Case("substr_length_filter", 'SELECT ?x ?s WHERE { ?x :name ?n BIND(SUBSTR(?n, 2, 2) AS ?s) '
+         'FILTER(?s = "nn" || ?s = "ob") }', "bounded", 3),
+    Case("strbefore_strafter", 'SELECT ?x ?b ?a WHERE { ?x :name ?n BIND(STRBEFORE(?n, "a") AS ?b) '
+         'BIND(STRAFTER(?n, "a") AS ?a) }', "bounded", 13),
+    Case("strafter_of_iri", 'SELECT ?x WHERE { ?x :name ?n FILTER(STRAFTER(STR(?x), "data/") = "person/1") }',
+         "bounded", 1),
     # --- streams
+    Case("substr_of_stream_iri", 'SELECT ?r ?s WHERE { GRAPH ?t { ?r :value ?v } BIND(SUBSTR(STR(?r), 30, 9) AS ?s) }',
+         "bounded", 6),
     Case("if_in_stream", 'SELECT ?r ?c WHERE { GRAPH ?t { ?r :value ?v } BIND(IF(!(?v > 25), "low", "high") AS ?c) }',
          "bounded", 6),
     Case("hours_minutes_of_time", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(MINUTES(?t) >= 1 && '

@@ -18,7 +18,8 @@ from w3c.runner import SUITE, report, run, manifest_tests
 SELECTED = {
     "functions": {"abs01", "ceil01", "floor01", "round01", "concat01", "concat02", "contains01", "starts01",
                   "ends01", "lcase01", "ucase01", "length01", "year", "month", "day", "hours",
-                  "minutes", "seconds", "plus-1-corrected", "plus-2-corrected", "if01", "if02", "coalesce01"},
+                  "minutes", "seconds", "plus-1-corrected", "plus-2-corrected", "if01", "if02", "coalesce01",
+                  "substring01", "substring02", "strbefore01a", "strafter01a", "strbefore02", "strafter02"},
     "expr-builtin": {"dawg-str-1", "dawg-str-2", "dawg-str-3", "dawg-str-4"},
     "expr-ops": {"ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1", "unminus-1"},
     "regex": {"dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004"},
