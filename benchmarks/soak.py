@@ -403,6 +403,7 @@ FIGURES = [
     ("results_mib", "  committed answers", "MiB", True),
     ("quarantine_kib", "  quarantine", "KiB", True),
     ("state_entries", "synopsis state entries (sum)", "", True),
+    ("remembered_median", "consumed files remembered, median query", "", True),
     ("batch_s_mean", "micro-batch s (mean of queries)", "s", True),
     ("batch_s_max", "micro-batch s (max of queries)", "s", True),
     ("lag_s_max", "lag_seconds: unread file wait (max)", "s", True),
@@ -689,6 +690,7 @@ class Soak:
         s["api_seconds"] = round(time.time() - t_api, 2)
         mine = {q["id"]: q for q in listing}
         lat, lags, app_lags, close_lags, entries, running, failed, viol = [], [], [], [], 0, 0, [], 0
+        remembered: list[int] = []
         now = time.time()
         for name, qid in self.ids.items():
             q = mine.get(qid)
@@ -708,6 +710,7 @@ class Soak:
             app_lags.append(m.get("app_lag_seconds", 0.0))
             close_lags.append(self.feed.close_lag(m.get("closed_upto"), now))
             entries += m.get("state_entries", 0) or 0
+            remembered.append(m.get("remembered_inputs", 0) or 0)
             viol += m.get("constraint_violations", 0) or 0
         s["batch_s_mean"] = sum(lat) / len(lat) if lat else None
         s["batch_s_max"] = max(lat) if lat else None
@@ -718,6 +721,8 @@ class Soak:
         done = [e for e in self.extras if e.get("ok")]
         s["extra_seconds_last"] = done[-1]["seconds"] if done else None
         s["state_entries"] = entries
+        remembered.sort()
+        s["remembered_median"] = remembered[len(remembered) // 2] if remembered else None
         s["queries_running"] = running
         s["queries_listed"] = len(listing)
         s["constraint_violations"] = viol

@@ -404,6 +404,7 @@ class ContinuousQuery(SparkSteps):
         for name, files in self._gone.items():  # gone from this query's own listing (the shared loop: _forget)
             forget(self, name, forgettable(self, name, files, now))
         self._gone = {}
+        self.runtime.metrics.remembered_inputs = sum(len(fs) for fs in self.processed.values())
         self.keys.forget(self.runtime.closed_upto)
         self.runtime.metrics.changed_files = self.ledger.changed
         self.batch_id += 1

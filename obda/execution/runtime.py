@@ -59,6 +59,7 @@ class Metrics:
     incomplete_since: str | None = None  # the first timestamp whose answers may miss a quarantined row's
     key_violations: int = 0  # rows quarantined because they repeated a declared key (obda.execution.keys)
     changed_files: int = 0  # read files that changed afterwards (obda.execution.ledger); their change is not read
+    remembered_inputs: int = 0  # consumed files and Kafka ranges the query remembers (obda.execution.consumed)
     key_rechecks: int = 0  # Spark micro-batches computed again, row by row, because a declared key repeated
     # input waiting (observe_input): listed files no micro-batch has read yet, per stream; how long the oldest has
     # waited (wall seconds since its modification); how far closing trails the newest row read (application seconds)
@@ -83,6 +84,7 @@ class Metrics:
             "late_by_stream": dict(self.late_by_stream),
             "invalid_by_stream": dict(self.invalid_by_stream),
             "changed_files": self.changed_files,
+            "remembered_inputs": self.remembered_inputs,
             "key_violations": self.key_violations,
             "key_rechecks": self.key_rechecks,
             "backlog_files": dict(self.backlog_files),

@@ -196,6 +196,7 @@ class SharedScan:
             if files:
                 for q in on:
                     consumed.forget(q, s, files)
+                    q.runtime.metrics.remembered_inputs = sum(len(fs) for fs in q.processed.values())
                 self.cursor[s] = self.cursor[s] - files
 
     def _group_step(self, joined, pending, new, nbytes: int, exhausted: bool, t0: float) -> None:

@@ -57,8 +57,16 @@ def computed_value(e, term: Callable[[Term], TermValue], label: str) -> TermValu
     """The native-literal term of computed value ``e`` (Arithmetic or Call); ``term`` gives a variable's or a
     constant's term.  Unsat when ``e`` is a type error for every row (false in a FILTER)."""
     sql, dt = _value(e, term, label)
+    if _lang(dt) is not None:  # a language-tagged string keeps its (static) tag
+        return TermValue(TermType.LITERAL, (Slot(Val(sql, ColumnType.STRING), False),), RDF_LANGSTRING, _lang(dt),
+                         native=True, label=label)
     ctype = _CTYPE["double" if dt in _DOUBLE else dt[len(XSD):]] if dt.startswith(XSD) else ColumnType.STRING
     return TermValue(TermType.LITERAL, (Slot(Val(sql, ctype), False),), dt, native=True, label=label)
+
+
+def _lang(dt: str) -> str | None:
+    """The language tag of a value type (``@en``: a language-tagged string; its tag is static per term map)."""
+    return dt[1:] if dt.startswith("@") else None
 
 
 def _value(e, term, label: str) -> tuple[Expr, str]:
@@ -79,10 +87,8 @@ def _value(e, term, label: str) -> tuple[Expr, str]:
         raise Unsat(f"{label}: {e} is a blank node, which no function computes with (a type error)")
     if tv.term_type is not TermType.LITERAL:
         return _light(_sql(projection_sql(tv))), "iri"
-    if tv.language or tv.datatype == RDF_LANGSTRING:
-        raise UnsupportedConstructError(
-            "language-tagged literal", f"{label}: {e} is a language-tagged literal; obda computes with strings, "
-            "numbers and booleans only")
+    if tv.language or tv.datatype == RDF_LANGSTRING:  # its lexical form, typed by its tag
+        return _literal_sql(tv, label), "@" + (tv.language or "")
     cat = category(tv.datatype)
     if cat == "numeric":
         dt = tv.datatype if tv.datatype in _DOUBLE or tv.datatype == XSD + "decimal" else XSD + "integer"
@@ -102,7 +108,7 @@ def _literal_sql(tv: TermValue, label: str) -> Expr:
     if tv.native:
         return tv.parts[0].val.expr  # type: ignore[union-attr]
     if tv.is_constant:
-        return _light(literal_sql(tv.text, tv.datatype))
+        return _light(literal_sql(tv.text, _STRING if tv.language else tv.datatype))
     if category(tv.datatype) != "string":
         raise UnsupportedConstructError("function argument", f"{label}: a {tv.datatype} literal built from a "
                                         "template cannot be computed with; map it from one typed column")
@@ -120,17 +126,28 @@ def _number(e, term, label: str) -> tuple[Expr, str]:
 
 
 def _string(e, term, label: str, fn: str) -> exp.Expression:
+    return _text(e, term, label, fn)[0]
+
+
+def _text(e, term, label: str, fn: str) -> tuple[exp.Expression, str]:
+    """A string literal argument (SPARQL's "string literal": simple, xsd:string or language-tagged) and its type
+    (``_STRING`` or ``@tag``)."""
     sql, dt = _value(e, term, label)
-    if dt != _STRING:
+    if dt != _STRING and _lang(dt) is None:
         raise Unsat(f"{label}: {fn} of {e}, which is not a string, is a type error")
-    return _sql(sql)
+    return _sql(sql), dt
+
+
+def _compatible(a: str, b: str) -> bool:
+    """SPARQL 17.4.3's argument compatibility: the second a simple string, or both with one language tag."""
+    return b == _STRING or (_lang(a) is not None and _lang(a).lower() == _lang(b).lower())  # type: ignore[union-attr]
 
 
 def _call(c: Call, term, label: str) -> tuple[Expr, str]:
     fn = c.name
     if fn == "STR":
         sql, dt = _value(c.args[0], term, label)
-        if dt in ("iri", _STRING):
+        if dt in ("iri", _STRING) or _lang(dt) is not None:
             return sql, _STRING
         if dt == XSD + "integer":
             return _light(exp.cast(_sql(sql), "VARCHAR")), _STRING
@@ -138,16 +155,21 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             raise UnsupportedConstructError("STR", f"{label}: STR of a {dt} value is not supported (its lexical "
                                             "form differs between SQL engines); STR of IRIs, strings and integers is")
         raise Unsat(f"{label}: STR of {c.args[0]} is a type error")
-    if fn in ("LCASE", "UCASE"):
-        node = (exp.Lower if fn == "LCASE" else exp.Upper)(this=_string(c.args[0], term, label, fn))
-        return _light(node), _STRING
+    if fn in ("LCASE", "UCASE"):  # the argument's kind (its language tag) is kept
+        text, dt = _text(c.args[0], term, label, fn)
+        return _light((exp.Lower if fn == "LCASE" else exp.Upper)(this=text)), dt
     if fn == "STRLEN":
         return _light(exp.Length(this=_string(c.args[0], term, label, fn))), XSD + "integer"
-    if fn == "CONCAT":
-        parts = [_string(a, term, label, fn) for a in c.args]
-        return _light(parts[0] if len(parts) == 1 else exp.Concat(expressions=parts)), _STRING
+    if fn == "CONCAT":  # one language tag for all: the result has it; else a simple string
+        got = [_text(a, term, label, fn) for a in c.args]
+        kinds = {d.lower() for _, d in got}
+        dt = got[0][1] if len(kinds) == 1 else _STRING
+        parts = [x for x, _ in got]
+        return _light(parts[0] if len(parts) == 1 else exp.Concat(expressions=parts)), dt
     if fn in ("CONTAINS", "STRSTARTS", "STRENDS"):
-        a, b = (_string(x, term, label, fn) for x in c.args)
+        (a, da), (b, db) = (_text(x, term, label, fn) for x in c.args)
+        if not _compatible(da, db):
+            raise Unsat(f"{label}: {c} has incompatible arguments ({da}, {db}): a type error")
         if fn == "CONTAINS":
             node = exp.GT(this=exp.StrPosition(this=a, substr=b), expression=exp.Literal.number(0))
         elif fn == "STRSTARTS":
@@ -158,13 +180,26 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
                             expression=exp.Literal.number(1))
             node = exp.EQ(this=exp.Substring(this=a, start=start), expression=b)
         return _light(exp.Paren(this=node)), _BOOLEAN
+    if fn == "BOUND":  # a pattern's variable is always bound (NULL columns give no triple); a BIND's, unless an error
+        tv = term(c.args[0])
+        if tv.term_type is not TermType.LITERAL or not tv.native:
+            return _light(exp.Boolean(this=True)), _BOOLEAN
+        return _light(exp.Paren(this=exp.Not(this=exp.Is(this=_sql(_literal_sql(tv, label)), expression=exp.Null())))), \
+            _BOOLEAN
     if fn == "SUBSTR":  # start >= 1 and length >= 0 are constants (obda.query.functions): SQL's SUBSTRING agrees
-        text = _string(c.args[0], term, label, fn)
+        text, dt = _text(c.args[0], term, label, fn)
         nums = [exp.Literal.number(int(a.lexical)) for a in c.args[1:]]  # type: ignore[union-attr]
         node = exp.Substring(this=text, start=nums[0], **({"length": nums[1]} if len(nums) > 1 else {}))
-        return _light(node), _STRING
+        return _light(node), dt
     if fn in ("STRBEFORE", "STRAFTER"):  # "" when the second does not occur in the first
-        a, b = (_string(x, term, label, fn) for x in c.args)
+        (a, da), (b, db) = (_text(x, term, label, fn) for x in c.args)
+        if not _compatible(da, db):
+            raise Unsat(f"{label}: {c} has incompatible arguments ({da}, {db}): a type error")
+        if _lang(da) is not None:
+            raise UnsupportedConstructError(
+                "language-tagged literal", f"{label}: {fn} of the language-tagged {c.args[0]}: its value keeps the "
+                "tag where the second argument occurs and is a simple \"\" where it does not, a type that depends on "
+                "the row (obda types each value statically); apply STR to the first argument")
         at = exp.StrPosition(this=a.copy(), substr=b.copy())
         if fn == "STRBEFORE":
             part = exp.Substring(this=a, start=exp.Literal.number(1), length=exp.Sub(this=at.copy(),
@@ -188,6 +223,9 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         return _light(exp.Paren(this=exp.RegexpLike(this=text, expression=exp.Literal.string(pattern)))), _BOOLEAN
     if fn in _CMP:  # a comparison as a value (IF's condition): literals of one category, IRIs by their text
         (a, da), (b, db) = (_value(x, term, label) for x in c.args)
+        if _lang(da) is not None or _lang(db) is not None:
+            raise UnsupportedConstructError("language-tagged literal", f"{label}: {c} compares a language-tagged "
+                                            "literal inside IF; compare STR(…) of it")
         ca, cb = category(da) if da != "iri" else "iri", category(db) if db != "iri" else "iri"
         if ca != cb or (ca == "iri" and fn not in ("=", "!=")):
             if fn in ("=", "!=") and "iri" in (ca, cb):

@@ -278,10 +278,6 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
             )
         if name == "Builtin_EXISTS":
             return FilterProblem("EXISTS", "FILTER EXISTS is not supported; write the pattern in the query body", Hint("word", "EXISTS"))
-        if name == "Builtin_BOUND":
-            return FilterProblem("BOUND", "BOUND is not supported: obda has no OPTIONAL, so every variable of a "
-                                 "group's patterns is bound (BOUND(?x) is true exactly when the group binds ?x); "
-                                 "drop it", Hint("word", "BOUND"))
         if name.startswith("Builtin_"):
             fn = name[len("Builtin_"):]
             return FilterProblem(

@@ -47,6 +47,7 @@ _BUILTINS = {
     "Builtin_SECONDS": ("SECONDS", ("arg",)),
     "Builtin_IF": ("IF", ("arg1", "arg2", "arg3")),
     "Builtin_COALESCE": ("COALESCE", ("arg",)),
+    "Builtin_BOUND": ("BOUND", ("arg",)),
 }
 TIME_FUNCTIONS = frozenset({"YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS"})
 SUPPORTED = ", ".join(sorted({f for f, _ in _BUILTINS.values()}))
@@ -60,7 +61,7 @@ def is_boolean_call(e) -> bool:
 
     e = unwrap(e)
     return isinstance(e, CompValue) and e.name in _BUILTINS and _BUILTINS[e.name][0] in ("CONTAINS", "STRSTARTS",
-                                                                                          "STRENDS", "REGEX")
+                                                                                          "STRENDS", "REGEX", "BOUND")
 
 
 def boolean_leaf(e, term: Callable[[Identifier], Term], positive: bool) -> Comparison:
@@ -110,7 +111,7 @@ def computed(e, term: Callable[[Identifier], Term]):
             raise FilterProblem("!", "! is supported on a comparison, a boolean function or a && / || of them at the "
                                 "top of a FILTER or in IF's condition, not as a value", Hint("punct", "!"))
     problem = _unsupported(e, operand=True)
-    if isinstance(e, CompValue) and e.name.startswith("Builtin_") and e.name != "Builtin_BOUND":
+    if isinstance(e, CompValue) and e.name.startswith("Builtin_"):
         fn = e.name[len("Builtin_"):]
         raise FilterProblem(fn, f"function {fn} is not supported (obda computes {SUPPORTED}, + - * / and !)",
                             problem.hint)

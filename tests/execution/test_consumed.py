@@ -77,6 +77,7 @@ def test_files_removed_by_retention_are_forgotten_once_closed_and_a_copy_written
     gone = {str(d / "f001.csv"), str(d / "f002.csv")}
     assert not processed & gone and not ledger & gone  # forgotten: closed (f005 closed them), read long enough ago
     assert str(d / "f003.csv") in processed and str(d / "f005.csv") in processed
+    assert q.metrics.remembered_inputs == len(processed) == 3
     (d / "f001.csv").write_text(kept)  # written back: a new file of closed timestamps
     q.run_until_exhausted()
     q.close()
@@ -148,6 +149,7 @@ def test_a_shared_loop_forgets_with_all_its_queries_at_once_and_a_query_started_
     gone = {str(d / "f001.csv"), str(d / "f002.csv")}
     assert not loop.cursor["s"] & gone
     assert a.processed["s"] == b.processed["s"] == loop.cursor["s"] and loop.in_step(a) and loop.in_step(b)
+    assert a.metrics.remembered_inputs == len(loop.cursor["s"]) == 2
     c = _query(tmp_path, "spark", spark=spark, out="c.jsonl", ck="c")  # started again from its checkpoint
     loop.add("c", c)
     _write(d, 5, 5)
