@@ -70,10 +70,45 @@ class FilterProblem(Exception):
 
 
 def unwrap(e):
-    """Strip rdflib's chain of single-child expression nodes (``expr`` only, no operator)."""
+    """Strip rdflib's chain of single-child expression nodes (``expr`` only, no operator); ``x IN (a, b)`` is read
+    as ``x = a || x = b`` and ``x NOT IN (a, b)`` as ``x != a && x != b`` (SPARQL 1.1 §17.4.1.9-10: the same
+    value, and the same error where a comparison is one)."""
     while isinstance(e, CompValue) and e.name in _WRAPPERS and e.op is None and not e.other:
         e = e["expr"]
+    if isinstance(e, CompValue) and e.name == "RelationalExpression" and str(e.get("op")) in ("IN", "NOT IN"):
+        return _membership(e)
     return e
+
+
+def _membership(e: CompValue) -> CompValue:
+    op = str(e["op"])
+    items = list(e["other"] or [])
+    if not items:
+        raise FilterProblem(op, f"{op} () of an empty list is a constant ({'false' if op == 'IN' else 'true'}); "
+                            "drop it", Hint("words", op))
+    cmp = "=" if op == "IN" else "!="
+    parts = [CompValue("RelationalExpression", expr=e["expr"], op=cmp, other=x) for x in items]
+    if len(parts) == 1:
+        return parts[0]
+    out = CompValue("ConditionalOrExpression" if op == "IN" else "ConditionalAndExpression", expr=parts[0],
+                    other=parts[1:])
+    if op == "IN" and _distinct_constants(items):  # a value equals at most one: the alternatives are exclusive
+        out["exclusive"] = True
+    return out
+
+
+def _distinct_constants(items) -> bool:
+    """Whether ``items`` are constants of pairwise different values (so that no value equals two of them)."""
+    values = []
+    for x in items:
+        x = unwrap(x)
+        if not isinstance(x, (RDFLiteral, URIRef)):
+            return False
+        values.append(x.toPython() if isinstance(x, RDFLiteral) else ("iri", str(x)))
+    try:
+        return len(set(values)) == len(values)
+    except TypeError:  # a value Python cannot hash: not known distinct
+        return False
 
 
 def aggregate_name(e) -> str | None:
@@ -186,6 +221,12 @@ def to_exclusive_dnf(
         # an OR when positive, or an AND when negated, is a choice among the parts
         choice = (name == "ConditionalOrExpression") == positive
         if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
+            if choice and "exclusive" in e:  # x IN (distinct constants): no solution satisfies two parts
+                out = []
+                for part in parts:
+                    out.extend(to_exclusive_dnf(part, term, limit, positive, bound))
+                _check_size(out, limit)
+                return out
             if not choice:  # AND of the parts (or NOT of an OR): product
                 acc: list[tuple[Comparison, ...]] = [()]
                 for part in parts:
@@ -228,8 +269,6 @@ def _check_size(alternatives, limit: int) -> None:
 
 def _comparison(e: CompValue, term: Callable[[Identifier], Term]) -> Comparison:
     op = str(e["op"])
-    if op in ("IN", "NOT IN"):
-        raise FilterProblem(op, f"{op} is not supported in FILTER; use comparisons combined with || and &&", Hint("words", op))
     left, right = unwrap(e["expr"]), unwrap(e["other"])
     sides = []
     for side in (left, right):
@@ -442,8 +481,6 @@ def condition(e, term: Callable[[Identifier], Term]):
             return Connective("or" if e.name == "ConditionalOrExpression" else "and", parts)
         if e.name == "RelationalExpression" and e.get("op") is not None:
             op = str(e["op"])
-            if op in ("IN", "NOT IN"):
-                raise FilterProblem(op, f"{op} is not supported in HAVING; use comparisons with || and &&", Hint("words", op))
             return Comparison(op, value_expression(e["expr"], term), value_expression(e["other"], term))
     problem = _unsupported(e)
     raise FilterProblem(problem.construct, problem.message.replace("FILTER", "HAVING"), problem.hint)

@@ -132,8 +132,6 @@ def condition_value(e, term):
             return Call("NOT", (condition_value(e["expr"], term),))
         if e.name == "RelationalExpression":
             op = str(e["op"])
-            if op in ("IN", "NOT IN"):
-                raise FilterProblem(op, f"{op} is not supported; use comparisons with || and &&", Hint("words", op))
             return Call(op, (computed(e["expr"], term), computed(e["other"], term)))
     return computed(e, term)
 

@@ -100,6 +100,16 @@ CASES = [
     Case("bound_of_pattern_vars", 'SELECT ?x WHERE { ?x :age ?a FILTER(BOUND(?a) && BOUND(?x)) }', "bounded", 8),
     Case("if_bound", 'SELECT ?x ?k WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) BIND(IF(BOUND(?w), "ok", "none") '
          'AS ?k) }', "bounded", 8),
+    # IN / NOT IN: an || of = / an && of != (exclusive alternatives where the constants differ)
+    Case("in_numbers", 'SELECT ?x ?a WHERE { ?x :age ?a FILTER(?a IN (34, 45, 60, 99)) }', "bounded", 3),
+    Case("in_equal_values_once", 'SELECT ?x ?a WHERE { ?x :age ?a FILTER(?a IN (34, 34.0, 45)) }', "bounded", 2),
+    Case("not_in_numbers", 'SELECT ?x ?a WHERE { ?x :age ?a FILTER(?a NOT IN (34, 45)) }', "bounded", 6),
+    Case("in_mixed_types", 'SELECT ?x ?n WHERE { ?x :name ?n FILTER(?n IN ("Ann", "Bob", 3)) }', "bounded", 2),
+    Case("in_of_computed", 'SELECT ?x ?a WHERE { ?x :age ?a FILTER(STRLEN(STR(?x)) IN (36, 37)) }', "bounded", 8),
+    Case("in_iris", 'SELECT ?x WHERE { ?x :worksIn ?d FILTER(?d IN (<http://example.org/mult/data/dept/1>, '
+         '<http://example.org/mult/data/dept/3>)) }', "bounded", 5),
+    Case("in_in_if", 'SELECT ?x ?k WHERE { ?x :age ?a BIND(IF(?a IN (34, 45), "yes", "no") AS ?k) }', "bounded", 8),
+    Case("in_variable", 'SELECT ?x ?a ?b WHERE { ?x :age ?a . ?y :age ?b FILTER(?a IN (?b, 34)) }', "bounded", 15),
     # language-tagged strings (dept :label, rr:language "en"): the tag kept by UCASE / SUBSTR / CONCAT of one tag
     Case("lang_ucase_strlen", 'SELECT ?d ?u ?l WHERE { ?d :label ?n BIND(UCASE(?n) AS ?u) BIND(STRLEN(?n) AS ?l) }',
          "bounded", 3),
@@ -111,6 +121,8 @@ CASES = [
     Case("strbefore_of_str_of_lang", 'SELECT ?d ?s WHERE { ?d :label ?n BIND(STRBEFORE(STR(?n), "e") AS ?s) }',
          "bounded", 3),
     # --- streams
+    Case("in_stream_or", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(?v IN (20, 30) || ?v > 30) }',
+         "bounded", 5),
     Case("not_bound_in_stream", 'SELECT ?r ?w WHERE { GRAPH ?t { ?r :value ?v } BIND(60 / (?v - 20) AS ?w) '
          'FILTER(!BOUND(?w)) }', "bounded", 2),
     Case("substr_of_stream_iri", 'SELECT ?r ?s WHERE { GRAPH ?t { ?r :value ?v } BIND(SUBSTR(STR(?r), 30, 9) AS ?s) }',

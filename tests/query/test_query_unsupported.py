@@ -107,8 +107,6 @@ CASES = [
     ("function call", "SELECT ?x WHERE { ?x :n ?n FILTER(¦xsd:integer(?n) > 1) }"),
     ("arithmetic", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦+ 1) }"),
     ("!", "SELECT ?x WHERE { ?x :n ?n FILTER((¦!(?n > 2)) = true) }"),
-    ("IN", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦IN (1, 2)) }"),
-    ("NOT IN", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦NOT IN (1, 2)) }"),
     ("effective boolean value", "SELECT ?x WHERE { ?x :n ?n FILTER(¦?n) }"),
     ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n FILTER(¦?m > 1) }"),
     ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n { ?x :q ?z FILTER(¦?n > 1) } }"),
