@@ -186,6 +186,8 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             return _light(exp.Boolean(this=True)), _BOOLEAN
         return _light(exp.Paren(this=exp.Not(this=exp.Is(this=_sql(_literal_sql(tv, label)), expression=exp.Null())))), \
             _BOOLEAN
+    if fn in ("LANG", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "LANGMATCHES"):
+        return _term_test(c, term, label)
     if fn == "SUBSTR":  # start >= 1 and length >= 0 are constants (obda.query.functions): SQL's SUBSTRING agrees
         text, dt = _text(c.args[0], term, label, fn)
         nums = [exp.Literal.number(int(a.lexical)) for a in c.args[1:]]  # type: ignore[union-attr]
@@ -294,6 +296,65 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             node = {"ABS": exp.Abs, "CEIL": exp.Ceil, "FLOOR": exp.Floor}[fn](this=arg)
         return _light(node), dt
     raise UnsupportedConstructError(fn, f"{label}: function {fn} is not supported")
+
+
+def _term_kind(e, term, label: str) -> tuple[str, str | None, Expr | None]:
+    """What a term is — ``iri``, ``bnode`` or ``literal`` —, a literal's type (a datatype or ``@tag``), and the SQL
+    that is NULL where ``e`` is an error (None: never; a BIND's value may be), all static per term map."""
+    if not isinstance(e, (Call, Arithmetic)):
+        tv = term(e)
+        if tv.term_type is TermType.BLANK_NODE:
+            return "bnode", None, None
+        if tv.term_type is not TermType.LITERAL:
+            return "iri", None, None
+        dt = "@" + (tv.language or "") if tv.language or tv.datatype == RDF_LANGSTRING else (tv.datatype or _STRING)
+        return "literal", dt, (tv.parts[0].val.expr if tv.native else None)  # type: ignore[union-attr]
+    sql, dt = _value(e, term, label)
+    return ("iri", None, None) if dt == "iri" else ("literal", dt, sql)
+
+
+def _term_test(c: Call, term, label: str) -> tuple[Expr, str]:
+    """``isIRI`` … ``isNUMERIC``, ``LANG`` and ``LANGMATCHES``: constants per member (a term map fixes its term's
+    kind, datatype and tag), NULL where the argument is an error (a BIND's value)."""
+    fn = c.name
+    if fn == "LANGMATCHES":
+        (tag, nullable), rng = _lang_of(c.args[0], term, label), c.args[1]
+        if not (hasattr(rng, "lexical") and getattr(rng, "datatype", None) in (None, _STRING)):
+            raise UnsupportedConstructError("LANGMATCHES", f"{label}: LANGMATCHES needs a string constant as its "
+                                            "range (LANGMATCHES(LANG(?x), \"en\"))")
+        r = rng.lexical.lower()  # type: ignore[union-attr]
+        t = tag.lower()
+        value = bool(t) if r == "*" else (t == r or t.startswith(r + "-"))  # RFC 4647 basic filtering
+        return _nullable(exp.Boolean(this=value), nullable), _BOOLEAN
+    if fn == "LANG":
+        tag, nullable = _lang_of(c, term, label)
+        return _nullable(exp.Literal.string(tag), nullable), _STRING
+    kind, dt, nullable = _term_kind(c.args[0], term, label)
+    value = {"isIRI": kind == "iri", "isBLANK": kind == "bnode", "isLITERAL": kind == "literal",
+             "isNUMERIC": kind == "literal" and dt is not None and category(dt) == "numeric"}[fn]
+    return _nullable(exp.Boolean(this=value), nullable), _BOOLEAN
+
+
+def _lang_of(e, term, label: str) -> tuple[str, Expr | None]:
+    """The language tag ``LANG(x)`` gives (``""`` for a literal without one) and its NULL-where-error SQL; ``e`` is
+    ``LANG(x)`` or a string constant."""
+    if isinstance(e, Call) and e.name == "LANG":
+        kind, dt, nullable = _term_kind(e.args[0], term, label)
+        if kind != "literal":
+            raise Unsat(f"{label}: LANG of {e.args[0]}, which is not a literal, is a type error")
+        return (dt[1:] if dt and dt.startswith("@") else ""), nullable
+    if hasattr(e, "lexical") and not isinstance(e, (Call, Arithmetic)) and getattr(e, "datatype", None) in (None, _STRING):
+        return e.lexical, None  # type: ignore[union-attr]
+    raise UnsupportedConstructError("LANGMATCHES", f"{label}: LANGMATCHES compares LANG(…) or a string constant "
+                                    "with a range")
+
+
+def _nullable(value: exp.Expression, nullable: Expr | None) -> Expr:
+    """``value``, or NULL (SPARQL's error) where ``nullable`` is NULL."""
+    if nullable is None:
+        return _light(value)
+    return _light(exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=_sql(nullable), expression=exp.Null())),
+                                       true=value)]))
 
 
 def _unify(dts: list[str], c: Call, label: str) -> str:

@@ -48,7 +48,16 @@ _BUILTINS = {
     "Builtin_IF": ("IF", ("arg1", "arg2", "arg3")),
     "Builtin_COALESCE": ("COALESCE", ("arg",)),
     "Builtin_BOUND": ("BOUND", ("arg",)),
+    "Builtin_LANG": ("LANG", ("arg",)),
+    "Builtin_LANGMATCHES": ("LANGMATCHES", ("arg1", "arg2")),
+    "Builtin_isIRI": ("isIRI", ("arg",)),
+    "Builtin_isURI": ("isIRI", ("arg",)),
+    "Builtin_isLITERAL": ("isLITERAL", ("arg",)),
+    "Builtin_isBLANK": ("isBLANK", ("arg",)),
+    "Builtin_isNUMERIC": ("isNUMERIC", ("arg",)),
 }
+#: functions of a term's kind: its type, language tag and datatype are static per term map (folded when unfolded)
+TERM_TESTS = frozenset({"isIRI", "isLITERAL", "isBLANK", "isNUMERIC"})
 TIME_FUNCTIONS = frozenset({"YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS"})
 SUPPORTED = ", ".join(sorted({f for f, _ in _BUILTINS.values()}))
 TRUE = Literal("true", XSD + "boolean")
@@ -61,7 +70,8 @@ def is_boolean_call(e) -> bool:
 
     e = unwrap(e)
     return isinstance(e, CompValue) and e.name in _BUILTINS and _BUILTINS[e.name][0] in ("CONTAINS", "STRSTARTS",
-                                                                                          "STRENDS", "REGEX", "BOUND")
+                                                                                          "STRENDS", "REGEX", "BOUND",
+                                                                                          "LANGMATCHES", *TERM_TESTS)
 
 
 def boolean_leaf(e, term: Callable[[Identifier], Term], positive: bool) -> Comparison:

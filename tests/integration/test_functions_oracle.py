@@ -110,6 +110,17 @@ CASES = [
          '<http://example.org/mult/data/dept/3>)) }', "bounded", 5),
     Case("in_in_if", 'SELECT ?x ?k WHERE { ?x :age ?a BIND(IF(?a IN (34, 45), "yes", "no") AS ?k) }', "bounded", 8),
     Case("in_variable", 'SELECT ?x ?a ?b WHERE { ?x :age ?a . ?y :age ?b FILTER(?a IN (?b, 34)) }', "bounded", 15),
+    # a term's kind, language tag and datatype are static per term map: folded, NULL where a BIND's value is an error
+    Case("lang_bind", 'SELECT ?d ?n ?l WHERE { ?d :label ?n BIND(LANG(?n) AS ?l) }', "bounded", 3),
+    Case("langmatches", 'SELECT ?d ?n WHERE { ?d :label ?n FILTER(LANGMATCHES(LANG(?n), "EN")) }', "bounded", 3),
+    Case("langmatches_any_negated", 'SELECT ?d ?n WHERE { ?d :name ?n FILTER(!LANGMATCHES(LANG(?n), "*")) }',
+         "bounded", 13),
+    Case("term_tests", 'SELECT ?x ?a WHERE { ?x :age ?a FILTER(isNUMERIC(?a) && isIRI(?x) && isLITERAL(?a) && '
+         '!isBLANK(?x)) }', "bounded", 8),
+    Case("is_literal_of_error", 'SELECT ?x ?w WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) FILTER(!isLITERAL(?w)) }',
+         "bounded", 0),
+    Case("is_numeric_of_bind", 'SELECT ?x ?w WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) FILTER(isNUMERIC(?w)) }',
+         "bounded", 7),
     # language-tagged strings (dept :label, rr:language "en"): the tag kept by UCASE / SUBSTR / CONCAT of one tag
     Case("lang_ucase_strlen", 'SELECT ?d ?u ?l WHERE { ?d :label ?n BIND(UCASE(?n) AS ?u) BIND(STRLEN(?n) AS ?l) }',
          "bounded", 3),
@@ -121,6 +132,8 @@ CASES = [
     Case("strbefore_of_str_of_lang", 'SELECT ?d ?s WHERE { ?d :label ?n BIND(STRBEFORE(STR(?n), "e") AS ?s) }',
          "bounded", 3),
     # --- streams
+    Case("term_tests_in_stream", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(isNUMERIC(?v) && isIRI(?r)) }',
+         "bounded", 6),
     Case("in_stream_or", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(?v IN (20, 30) || ?v > 30) }',
          "bounded", 5),
     Case("not_bound_in_stream", 'SELECT ?r ?w WHERE { GRAPH ?t { ?r :value ?v } BIND(60 / (?v - 20) AS ?w) '

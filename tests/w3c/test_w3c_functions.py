@@ -21,7 +21,9 @@ SELECTED = {
                   "minutes", "seconds", "plus-1-corrected", "plus-2-corrected", "if01", "if02", "coalesce01",
                   "substring01", "substring02", "strbefore01a", "strafter01a", "strbefore02", "strafter02",
                   "in01", "in02", "notin01", "notin02"},
-    "expr-builtin": {"dawg-str-1", "dawg-str-2", "dawg-str-3", "dawg-str-4"},
+    "expr-builtin": {"dawg-str-1", "dawg-str-2", "dawg-str-3", "dawg-str-4", "dawg-isLiteral-1", "dawg-isBlank-1",
+                     "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1", "dawg-isIRI-1", "dawg-langMatches-1",
+                     "dawg-langMatches-2", "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic"},
     "expr-ops": {"ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1", "unminus-1"},
     "regex": {"dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004"},
 }
@@ -48,13 +50,16 @@ def test_no_w3c_test_fails(outcomes):
 
 
 # the tests obda passes today (ABS, CEIL, FLOOR, ROUND, comparisons and + - * / and unary signs, REGEX, and over
-# simple, xsd:string and language-tagged strings: CONCAT, SUBSTR, STRLEN, UCASE, LCASE, CONTAINS); the others are
+# simple, xsd:string and language-tagged strings: CONCAT, SUBSTR, STRLEN, UCASE, LCASE, CONTAINS; isIRI, isURI,
+# isLiteral, isBlank, LANG); the others are
 # refused with the reason the report prints: STRBEFORE / STRAFTER of a language-tagged literal (the value's type
 # would depend on the row), a dateTime with a time zone other than Z in the data of YEAR … SECONDS, a variable
-# predicate (STRSTARTS, STRENDS, IF), STR of a custom datatype, + over strings, OPTIONAL (COALESCE)
+# predicate (STRSTARTS, STRENDS, IF, langMatches), STR of a custom datatype, + over strings, OPTIONAL (COALESCE)
 PASSING = {"abs01", "ceil01", "floor01", "round01", "ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1",
            "unminus-1", "dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004",
-           "concat01", "substring01", "substring02", "length01", "ucase01", "lcase01", "contains01"}
+           "concat01", "substring01", "substring02", "length01", "ucase01", "lcase01", "contains01",
+           "dawg-isBlank-1", "dawg-isLiteral-1", "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1",
+           "dawg-isIRI-1"}
 
 
 def test_accepted_constructs_pass_their_tests(outcomes):
