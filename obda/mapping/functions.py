@@ -56,6 +56,12 @@ _FIELDS = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY", "HOURS": "HOUR", "MIN
 def computed_value(e, term: Callable[[Term], TermValue], label: str) -> TermValue:
     """The native-literal term of computed value ``e`` (Arithmetic or Call); ``term`` gives a variable's or a
     constant's term.  Unsat when ``e`` is a type error for every row (false in a FILTER)."""
+    if isinstance(e, Call) and e.name == "DATATYPE":  # an IRI, constant per member (NULL where x is an error)
+        iri, nullable = _datatype_of(e, term, label)
+        if nullable is None:
+            return TermValue(TermType.IRI, (iri,), label=label)
+        text = _nullable(exp.Literal.string(iri), nullable)
+        return TermValue(TermType.IRI, (Slot(Val(text, ColumnType.STRING), False),), label=label)
     sql, dt = _value(e, term, label)
     if _lang(dt) is not None:  # a language-tagged string keeps its (static) tag
         return TermValue(TermType.LITERAL, (Slot(Val(sql, ColumnType.STRING), False),), RDF_LANGSTRING, _lang(dt),
@@ -188,6 +194,9 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             _BOOLEAN
     if fn in ("LANG", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "LANGMATCHES"):
         return _term_test(c, term, label)
+    if fn == "DATATYPE":
+        iri, nullable = _datatype_of(c, term, label)
+        return _nullable(exp.Literal.string(iri), nullable), "iri"
     if fn == "SUBSTR":  # start >= 1 and length >= 0 are constants (obda.query.functions): SQL's SUBSTRING agrees
         text, dt = _text(c.args[0], term, label, fn)
         nums = [exp.Literal.number(int(a.lexical)) for a in c.args[1:]]  # type: ignore[union-attr]
@@ -333,6 +342,15 @@ def _term_test(c: Call, term, label: str) -> tuple[Expr, str]:
     value = {"isIRI": kind == "iri", "isBLANK": kind == "bnode", "isLITERAL": kind == "literal",
              "isNUMERIC": kind == "literal" and dt is not None and category(dt) == "numeric"}[fn]
     return _nullable(exp.Boolean(this=value), nullable), _BOOLEAN
+
+
+def _datatype_of(c: Call, term, label: str) -> tuple[str, Expr | None]:
+    """``DATATYPE(x)``'s IRI — the literal's datatype, ``rdf:langString`` for a tagged string: static per member —
+    and the SQL that is NULL where ``x`` is an error."""
+    kind, dt, nullable = _term_kind(c.args[0], term, label)
+    if kind != "literal":
+        raise Unsat(f"{label}: DATATYPE of {c.args[0]}, which is not a literal, is a type error")
+    return (RDF_LANGSTRING if dt is not None and dt.startswith("@") else (dt or _STRING)), nullable
 
 
 def _lang_of(e, term, label: str) -> tuple[str, Expr | None]:

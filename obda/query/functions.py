@@ -55,6 +55,7 @@ _BUILTINS = {
     "Builtin_isLITERAL": ("isLITERAL", ("arg",)),
     "Builtin_isBLANK": ("isBLANK", ("arg",)),
     "Builtin_isNUMERIC": ("isNUMERIC", ("arg",)),
+    "Builtin_DATATYPE": ("DATATYPE", ("arg",)),
 }
 #: functions of a term's kind: its type, language tag and datatype are static per term map (folded when unfolded)
 TERM_TESTS = frozenset({"isIRI", "isLITERAL", "isBLANK", "isNUMERIC"})

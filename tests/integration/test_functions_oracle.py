@@ -37,7 +37,8 @@ from integration.bag_oracle import BagOracle, bag_diff, copy_to_sqlite, load_csv
 from integration.oracle import demo_database, norm
 
 FIXTURE = Path(__file__).resolve().parent / "multiplicity"
-PREFIX = "PREFIX : <http://example.org/mult#>\n"
+PREFIX = ("PREFIX : <http://example.org/mult#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
+          "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>\n")
 D = "http://example.org/mult/data/"
 
 
@@ -121,6 +122,14 @@ CASES = [
          "bounded", 0),
     Case("is_numeric_of_bind", 'SELECT ?x ?w WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) FILTER(isNUMERIC(?w)) }',
          "bounded", 7),
+    Case("datatype_filter", 'SELECT ?x ?a WHERE { ?x :age ?a FILTER(DATATYPE(?a) = xsd:integer) }', "bounded", 8),
+    Case("datatype_bind", 'SELECT ?x ?d WHERE { ?x :name ?n BIND(DATATYPE(?n) AS ?d) }', "bounded", 13),
+    Case("datatype_of_lang", 'SELECT ?d ?t WHERE { ?d :label ?n BIND(DATATYPE(?n) AS ?t) FILTER(?t = rdf:langString) }',
+         "bounded", 3),
+    Case("datatype_of_error", 'SELECT ?x ?t WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) BIND(DATATYPE(?w) AS ?t) }',
+         "bounded", 8),
+    Case("datatype_of_error_filter", 'SELECT ?x WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) '
+         'FILTER(DATATYPE(?w) = xsd:decimal) }', "bounded", 7),
     # language-tagged strings (dept :label, rr:language "en"): the tag kept by UCASE / SUBSTR / CONCAT of one tag
     Case("lang_ucase_strlen", 'SELECT ?d ?u ?l WHERE { ?d :label ?n BIND(UCASE(?n) AS ?u) BIND(STRLEN(?n) AS ?l) }',
          "bounded", 3),
@@ -132,6 +141,7 @@ CASES = [
     Case("strbefore_of_str_of_lang", 'SELECT ?d ?s WHERE { ?d :label ?n BIND(STRBEFORE(STR(?n), "e") AS ?s) }',
          "bounded", 3),
     # --- streams
+    Case("datatype_in_stream", 'SELECT ?r ?d WHERE { GRAPH ?t { ?r :value ?v } BIND(DATATYPE(?v) AS ?d) }', "bounded", 6),
     Case("term_tests_in_stream", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(isNUMERIC(?v) && isIRI(?r)) }',
          "bounded", 6),
     Case("in_stream_or", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(?v IN (20, 30) || ?v > 30) }',

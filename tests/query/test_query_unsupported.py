@@ -92,7 +92,7 @@ CASES = [
     ("literal subject", "SELECT ?x WHERE { ¦\"s\" :p ?x }"),
     # filter expressions
     ("REGEX flags", "SELECT ?x WHERE { ?x :n ?n FILTER(¦regex(?n, \"^a\", \"x\")) }"),
-    ("DATATYPE", "SELECT ?x WHERE { ?x :n ?n FILTER(¦DATATYPE(?n) = :t) }"),
+    ("TZ", "SELECT ?x WHERE { ?x :n ?n FILTER(¦TZ(?n) = \"Z\") }"),
     ("REPLACE", "SELECT ?x WHERE { ?x :n ?n FILTER(?n = \"a\" && ¦REPLACE(?n, \"a\", \"b\") = \"a\") }"),
     ("MD5", "SELECT ?x WHERE { ?x :n ?n FILTER(?n > 1 && ¦MD5(?n) = \"a\") }"),
     ("SUBSTR", "SELECT ?x WHERE { ?x :n ?n FILTER(¦SUBSTR(?n, 0, 2) = \"a\") }"),

@@ -23,12 +23,18 @@ SELECTED = {
                   "in01", "in02", "notin01", "notin02"},
     "expr-builtin": {"dawg-str-1", "dawg-str-2", "dawg-str-3", "dawg-str-4", "dawg-isLiteral-1", "dawg-isBlank-1",
                      "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1", "dawg-isIRI-1", "dawg-langMatches-1",
-                     "dawg-langMatches-2", "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic"},
+                     "dawg-langMatches-2", "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic",
+                     "dawg-datatype-1", "dawg-datatype-2", "dawg-datatype-3"},
     "expr-ops": {"ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1", "unminus-1"},
     "regex": {"dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004"},
 }
 # tests that fail for a reason obda states (docs/semantics.md): name -> why
-KNOWN = {}
+KNOWN = {
+    # the runner loads "1.0e0", "1.0" and "1" (xsd:double) into a DOUBLE column; R2RML's natural mapping of a
+    # column value writes its canonical lexical form (R2RML §10.2), so obda answers the same values (the right
+    # rows: datatype(?v) = xsd:double) under another lexical form than the test's data
+    "dawg-datatype-1": "a DOUBLE column keeps values, not lexical forms (R2RML natural mapping: canonical form)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +65,7 @@ PASSING = {"abs01", "ceil01", "floor01", "round01", "ge-1", "le-1", "mul-1", "pl
            "unminus-1", "dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004",
            "concat01", "substring01", "substring02", "length01", "ucase01", "lcase01", "contains01",
            "dawg-isBlank-1", "dawg-isLiteral-1", "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1",
-           "dawg-isIRI-1"}
+           "dawg-isIRI-1", "dawg-datatype-2", "dawg-datatype-3"}
 
 
 def test_accepted_constructs_pass_their_tests(outcomes):
