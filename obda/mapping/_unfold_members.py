@@ -119,7 +119,38 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
             return computed_value(t, side, f"FILTER ({f})")
         return _constant_value(t)
 
+    same = _same_term_leaf(f)
+    if same is not None:  # sameTerm(a, b) alone: the term equality of two terms of one kind and type
+        (a, b), positive = same
+        ta, tb = side(a), side(b)
+        if ta.term_type is not TermType.BLANK_NODE and _one_kind(ta, tb):
+            m.conds.extend(compare_terms("=" if positive else "!=", ta, tb))
+            return
+        if ta.term_type is not TermType.BLANK_NODE and tb.term_type is not TermType.BLANK_NODE:
+            if positive:
+                raise Unsat(f"FILTER ({f}): terms of different kinds, datatypes or tags are never the same term")
+            return
     m.conds.extend(compare_terms(f.op, side(f.left), side(f.right)))  # filters are few: not memoised
+
+
+def _same_term_leaf(f: Comparison):
+    """``((a, b), positive)`` of a FILTER that is ``sameTerm(a, b)`` alone (``= true``) or negated (``= false``),
+    over variables and constants; else None."""
+    if not (isinstance(f.left, Call) and f.left.name == "sameTerm" and f.op == "=" and isinstance(f.right, Literal)
+            and f.right.datatype == XSD + "boolean"):
+        return None
+    if any(is_computed(x) for x in f.left.args):
+        return None
+    return f.left.args, f.right.lexical == "true"
+
+
+def _one_kind(a: TermValue, b: TermValue) -> bool:
+    """Whether two terms are of one kind and (literals) one datatype and tag: then sameTerm is their equality (a
+    typed column holds each value in one lexical form)."""
+    if a.term_type is not b.term_type:
+        return False
+    return a.term_type is not TermType.LITERAL or (
+        a.datatype == b.datatype and (a.language or "").lower() == (b.language or "").lower())
 
 
 _DOUBLE = {XSD + "double", XSD + "float"}

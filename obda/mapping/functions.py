@@ -194,6 +194,8 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             _BOOLEAN
     if fn in ("LANG", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "LANGMATCHES"):
         return _term_test(c, term, label)
+    if fn == "sameTerm":
+        return _same_term(c, term, label)
     if fn == "DATATYPE":
         iri, nullable = _datatype_of(c, term, label)
         return _nullable(exp.Literal.string(iri), nullable), "iri"
@@ -342,6 +344,21 @@ def _term_test(c: Call, term, label: str) -> tuple[Expr, str]:
     value = {"isIRI": kind == "iri", "isBLANK": kind == "bnode", "isLITERAL": kind == "literal",
              "isNUMERIC": kind == "literal" and dt is not None and category(dt) == "numeric"}[fn]
     return _nullable(exp.Boolean(this=value), nullable), _BOOLEAN
+
+
+def _same_term(c: Call, term, label: str) -> tuple[Expr, str]:
+    """``sameTerm(a, b)``: false where the kinds, datatypes or tags differ (constants of the member); else the
+    equality of the two texts (IRIs, blank nodes) or values (literals: a typed column holds one lexical form per
+    value, its canonical one)."""
+    (ka, da, _), (kb, db, _) = (_term_kind(x, term, label) for x in c.args)
+    if ka != kb or (ka == "literal" and (da or "").lower() != (db or "").lower()):
+        return _light(exp.Boolean(this=False)), _BOOLEAN
+    sides = []
+    for x in c.args:
+        if ka == "bnode":
+            raise UnsupportedConstructError("sameTerm", f"{label}: sameTerm of blank nodes is not supported")
+        sides.append(_sql(_value(x, term, label)[0]))
+    return _light(exp.Paren(this=exp.EQ(this=sides[0], expression=sides[1]))), _BOOLEAN
 
 
 def _datatype_of(c: Call, term, label: str) -> tuple[str, Expr | None]:

@@ -275,14 +275,14 @@ FUNCTIONS = {
     "STR": 1, "STRLEN": 1, "LCASE": 1, "UCASE": 1, "CONTAINS": 2, "STRSTARTS": 2, "STRENDS": 2, "CONCAT": None,
     "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None, "SUBSTR": None, "STRBEFORE": 2,
     "STRAFTER": 2, "BOUND": 1, "LANG": 1, "LANGMATCHES": 2, "isIRI": 1, "isLITERAL": 1, "isBLANK": 1,
-    "isNUMERIC": 1, "DATATYPE": 1,
+    "isNUMERIC": 1, "DATATYPE": 1, "sameTerm": 2,
     "YEAR": 1, "MONTH": 1, "DAY": 1, "HOURS": 1, "MINUTES": 1, "SECONDS": 1, "IF": 3, "COALESCE": None,
     # a comparison or a connective as a value (IF's condition)
     "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "AND": None, "OR": None,
 }
 #: the functions whose value is a boolean (a FILTER may be one of them alone)
 BOOLEAN_FUNCTIONS = frozenset({"CONTAINS", "STRSTARTS", "STRENDS", "REGEX", "NOT", "AND", "OR", "BOUND",
-                               "LANGMATCHES", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC",
+                               "LANGMATCHES", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "sameTerm",
                                "=", "!=", "<", "<=", ">", ">="})
 
 

@@ -56,6 +56,7 @@ _BUILTINS = {
     "Builtin_isBLANK": ("isBLANK", ("arg",)),
     "Builtin_isNUMERIC": ("isNUMERIC", ("arg",)),
     "Builtin_DATATYPE": ("DATATYPE", ("arg",)),
+    "Builtin_sameTerm": ("sameTerm", ("arg1", "arg2")),
 }
 #: functions of a term's kind: its type, language tag and datatype are static per term map (folded when unfolded)
 TERM_TESTS = frozenset({"isIRI", "isLITERAL", "isBLANK", "isNUMERIC"})
@@ -72,7 +73,8 @@ def is_boolean_call(e) -> bool:
     e = unwrap(e)
     return isinstance(e, CompValue) and e.name in _BUILTINS and _BUILTINS[e.name][0] in ("CONTAINS", "STRSTARTS",
                                                                                           "STRENDS", "REGEX", "BOUND",
-                                                                                          "LANGMATCHES", *TERM_TESTS)
+                                                                                          "LANGMATCHES", "sameTerm",
+                                                                                          *TERM_TESTS)
 
 
 def boolean_leaf(e, term: Callable[[Identifier], Term], positive: bool) -> Comparison:

@@ -130,6 +130,12 @@ CASES = [
          "bounded", 8),
     Case("datatype_of_error_filter", 'SELECT ?x WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?w) '
          'FILTER(DATATYPE(?w) = xsd:decimal) }', "bounded", 7),
+    Case("same_term_iris", 'SELECT ?x ?y WHERE { ?x :worksIn ?d . ?y :worksIn ?e FILTER(sameTerm(?d, ?e)) }',
+         "bounded", 17),
+    Case("same_term_values", 'SELECT ?x ?a WHERE { ?x :age ?a . ?y :age ?b FILTER(sameTerm(?a, ?b)) }', "bounded", 8),
+    Case("not_same_term_lang_plain", 'SELECT ?d ?n WHERE { ?d :label ?n . ?d :name ?m FILTER(!sameTerm(?n, ?m)) }',
+         "bounded", 4),
+    Case("same_term_other_datatype", 'SELECT ?x WHERE { ?x :age ?a FILTER(sameTerm(?a, 34.0)) }', "bounded", 0),
     # language-tagged strings (dept :label, rr:language "en"): the tag kept by UCASE / SUBSTR / CONCAT of one tag
     Case("lang_ucase_strlen", 'SELECT ?d ?u ?l WHERE { ?d :label ?n BIND(UCASE(?n) AS ?u) BIND(STRLEN(?n) AS ?l) }',
          "bounded", 3),

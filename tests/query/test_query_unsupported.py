@@ -101,7 +101,7 @@ CASES = [
     ("TIMEZONE", "SELECT ?x WHERE { GRAPH ?t { ?x :n ?n } FILTER(¦TIMEZONE(?t) = 8) }"),
     ("function of a time variable", "SELECT ?x WHERE { GRAPH ?t { ?x :n ?n } FILTER(STRLEN(STR(¦?t)) > 8) }"),
     ("|| over a computed condition", "SELECT ?x WHERE { ?x :n ?n FILTER(STRLEN(?n) > 2 ¦|| ?n = \"a\") }"),
-    ("sameTerm", "SELECT ?x WHERE { ?x :n ?n FILTER(¦sameTerm(?n, ?x)) }"),
+    ("STRUUID", "SELECT ?x WHERE { ?x :n ?n FILTER(¦STRUUID() = ?n) }"),
     ("SHA1", "SELECT ?x WHERE { ?x :n ?n FILTER(¦sha1(?n) = \"a\") }"),
     ("ENCODE_FOR_URI", "SELECT ?x WHERE { ?x :n ?n FILTER(¦ENCODE_FOR_URI(?n) = \"a\") }"),
     ("function call", "SELECT ?x WHERE { ?x :n ?n FILTER(¦xsd:integer(?n) > 1) }"),

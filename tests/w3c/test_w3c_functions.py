@@ -24,7 +24,8 @@ SELECTED = {
     "expr-builtin": {"dawg-str-1", "dawg-str-2", "dawg-str-3", "dawg-str-4", "dawg-isLiteral-1", "dawg-isBlank-1",
                      "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1", "dawg-isIRI-1", "dawg-langMatches-1",
                      "dawg-langMatches-2", "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic",
-                     "dawg-datatype-1", "dawg-datatype-2", "dawg-datatype-3"},
+                     "dawg-datatype-1", "dawg-datatype-2", "dawg-datatype-3", "sameTerm-simple", "sameTerm-eq",
+                     "sameTerm-not-eq"},
     "expr-ops": {"ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1", "unminus-1"},
     "regex": {"dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004"},
 }
