@@ -18,8 +18,8 @@ from obda.execution.engine import QueryEngine
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
 from obda.execution import views as view_rows
-from obda.execution.keys import KeyCheck
 from obda.execution.consumed import FORGET_AFTER, compact, forget, forgettable
+from obda.execution.keys import KeyCheck
 from obda.execution.ledger import FileLedger
 from obda.execution.reader import read_records
 from obda.execution.rows import TableBatch, merge_batches, process_rows, static_rows
