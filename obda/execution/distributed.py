@@ -42,7 +42,7 @@ from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
-from obda.execution.spark_io import local_frame, release_finished_query_jobs, sql_over
+from obda.execution.spark_io import drop_view, local_frame, release_finished_query_jobs, sql_over
 
 TS = "__ts"
 
@@ -478,7 +478,7 @@ class SparkForest:
         out = st.frame(self.spark, " UNION ALL ".join(answers)) if answers else None
         # the frames hold their analysed plans: the micro-batch's views go (the statics' stay while the query runs)
         for name in [self._scan, *self._pasts.values()]:
-            self.spark.catalog.dropTempView(name)
+            drop_view(self.spark, name)
             self._views.discard(name)
         return out, frames
 
@@ -508,7 +508,7 @@ class SparkForest:
     def release(self) -> None:
         """Drop the query's temporary views (the query closes)."""
         for name in self._views:
-            self.spark.catalog.dropTempView(name)
+            drop_view(self.spark, name)
         self._views = set()
         self._statics = {}
 

@@ -143,7 +143,15 @@ def sql_over(spark, frames: list, statement):
         return spark.sql(statement(names))
     finally:
         for name in names:
-            spark.catalog.dropTempView(name)
+            drop_view(spark, name)
+
+
+def drop_view(spark, name: str) -> None:
+    """Drop obda's temporary view ``name`` and nothing else.  ``spark.catalog.dropTempView`` also uncaches every
+    cached plan with the view's result: a view of a micro-batch's cached rows (the stats over the scan) dropped
+    that way uncached them before the job ran, and every part of the job parsed the files again (4 times per
+    micro-batch in ``benchmarks/windowed_aggregate.py``).  The session catalog's own drop removes the name only."""
+    spark._jsparkSession.sessionState().catalog().dropTempView(name)
 
 
 _VIEWS = itertools.count()
