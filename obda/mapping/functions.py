@@ -144,9 +144,13 @@ def _text(e, term, label: str, fn: str) -> tuple[exp.Expression, str]:
     return _sql(sql), dt
 
 
-def _compatible(a: str, b: str) -> bool:
-    """SPARQL 17.4.3's argument compatibility: the second a simple string, or both with one language tag."""
-    return b == _STRING or (_lang(a) is not None and _lang(a).lower() == _lang(b).lower())  # type: ignore[union-attr]
+def _compatible_pair(c: Call, term, label: str) -> tuple[tuple[exp.Expression, str], tuple[exp.Expression, str]]:
+    """The two string arguments of ``c`` when they are *compatible* (SPARQL 17.4.3: the second a simple string, or
+    both with one language tag); else a type error."""
+    (a, da), (b, db) = (_text(x, term, label, c.name) for x in c.args)
+    if not (db == _STRING or (_lang(da) is not None and _lang(da).lower() == (_lang(db) or "").lower())):
+        raise Unsat(f"{label}: {c} has incompatible arguments ({da}, {db}): a type error")
+    return (a, da), (b, db)
 
 
 def _call(c: Call, term, label: str) -> tuple[Expr, str]:
@@ -173,9 +177,7 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         parts = [x for x, _ in got]
         return _light(parts[0] if len(parts) == 1 else exp.Concat(expressions=parts)), dt
     if fn in ("CONTAINS", "STRSTARTS", "STRENDS"):
-        (a, da), (b, db) = (_text(x, term, label, fn) for x in c.args)
-        if not _compatible(da, db):
-            raise Unsat(f"{label}: {c} has incompatible arguments ({da}, {db}): a type error")
+        (a, _), (b, _) = _compatible_pair(c, term, label)
         if fn == "CONTAINS":
             node = exp.GT(this=exp.StrPosition(this=a, substr=b), expression=exp.Literal.number(0))
         elif fn == "STRSTARTS":
@@ -187,11 +189,10 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             node = exp.EQ(this=exp.Substring(this=a, start=start), expression=b)
         return _light(exp.Paren(this=node)), _BOOLEAN
     if fn == "BOUND":  # a pattern's variable is always bound (NULL columns give no triple); a BIND's, unless an error
-        tv = term(c.args[0])
-        if tv.term_type is not TermType.LITERAL or not tv.native:
+        nullable = _term_kind(c.args[0], term, label)[2]
+        if nullable is None:
             return _light(exp.Boolean(this=True)), _BOOLEAN
-        return _light(exp.Paren(this=exp.Not(this=exp.Is(this=_sql(_literal_sql(tv, label)), expression=exp.Null())))), \
-            _BOOLEAN
+        return _light(exp.Paren(this=exp.Not(this=exp.Is(this=_sql(nullable), expression=exp.Null())))), _BOOLEAN
     if fn in ("LANG", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "LANGMATCHES"):
         return _term_test(c, term, label)
     if fn == "sameTerm":
@@ -205,9 +206,7 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         node = exp.Substring(this=text, start=nums[0], **({"length": nums[1]} if len(nums) > 1 else {}))
         return _light(node), dt
     if fn in ("STRBEFORE", "STRAFTER"):  # "" when the second does not occur in the first
-        (a, da), (b, db) = (_text(x, term, label, fn) for x in c.args)
-        if not _compatible(da, db):
-            raise Unsat(f"{label}: {c} has incompatible arguments ({da}, {db}): a type error")
+        (a, da), (b, _) = _compatible_pair(c, term, label)
         if _lang(da) is not None:
             raise UnsupportedConstructError(
                 "language-tagged literal", f"{label}: {fn} of the language-tagged {c.args[0]}: its value keeps the "
@@ -348,17 +347,15 @@ def _term_test(c: Call, term, label: str) -> tuple[Expr, str]:
 
 def _same_term(c: Call, term, label: str) -> tuple[Expr, str]:
     """``sameTerm(a, b)``: false where the kinds, datatypes or tags differ (constants of the member); else the
-    equality of the two texts (IRIs, blank nodes) or values (literals: a typed column holds one lexical form per
-    value, its canonical one)."""
+    equality of the two IRIs' texts or of the two values (literals: a typed column holds one lexical form per
+    value, its canonical one).  (A FILTER of it alone compares the terms as ``=`` does: ``_unfold_members``.)"""
     (ka, da, _), (kb, db, _) = (_term_kind(x, term, label) for x in c.args)
     if ka != kb or (ka == "literal" and (da or "").lower() != (db or "").lower()):
         return _light(exp.Boolean(this=False)), _BOOLEAN
-    sides = []
-    for x in c.args:
-        if ka == "bnode":
-            raise UnsupportedConstructError("sameTerm", f"{label}: sameTerm of blank nodes is not supported")
-        sides.append(_sql(_value(x, term, label)[0]))
-    return _light(exp.Paren(this=exp.EQ(this=sides[0], expression=sides[1]))), _BOOLEAN
+    if ka == "bnode":
+        raise UnsupportedConstructError("sameTerm", f"{label}: sameTerm of blank nodes is not supported")
+    a, b = (_sql(_value(x, term, label)[0]) for x in c.args)
+    return _light(exp.Paren(this=exp.EQ(this=a, expression=b))), _BOOLEAN
 
 
 def _datatype_of(c: Call, term, label: str) -> tuple[str, Expr | None]:
