@@ -21,7 +21,7 @@ from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, 
 from obda.mapping._unfold_tables import FromEntry
 from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, compare_terms, projection_sql
 from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
-from obda.mapping.functions import computed_value
+from obda.mapping.functions import computed_value, same_kind, term_kind
 from obda.model.compilation import AtomSource, MemberOrigin
 from obda.model.mapping import TermType
 from obda.model.query import CQ, IRI, XSD, Atom, Call, ClassAtom, Comparison, Literal, Query, Shifted, Term, Var, is_computed
@@ -123,7 +123,7 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
     if same is not None:  # sameTerm(a, b) alone: the term equality of two terms of one kind and type
         (a, b), positive = same
         ta, tb = side(a), side(b)
-        if ta.term_type is not TermType.BLANK_NODE and _one_kind(ta, tb):
+        if ta.term_type is not TermType.BLANK_NODE and same_kind(term_kind(ta), term_kind(tb)):
             m.conds.extend(compare_terms("=" if positive else "!=", ta, tb))
             return
         if ta.term_type is not TermType.BLANK_NODE and tb.term_type is not TermType.BLANK_NODE:
@@ -142,15 +142,6 @@ def _same_term_leaf(f: Comparison):
     if any(is_computed(x) for x in f.left.args):
         return None
     return f.left.args, f.right.lexical == "true"
-
-
-def _one_kind(a: TermValue, b: TermValue) -> bool:
-    """Whether two terms are of one kind and (literals) one datatype and tag: then sameTerm is their equality (a
-    typed column holds each value in one lexical form)."""
-    if a.term_type is not b.term_type:
-        return False
-    return a.term_type is not TermType.LITERAL or (
-        a.datatype == b.datatype and (a.language or "").lower() == (b.language or "").lower())
 
 
 _DOUBLE = {XSD + "double", XSD + "float"}

@@ -308,17 +308,29 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
     raise UnsupportedConstructError(fn, f"{label}: function {fn} is not supported")
 
 
+def term_kind(tv: TermValue) -> tuple[str, str | None]:
+    """What a term is — ``iri``, ``bnode`` or ``literal`` — and a literal's type: its datatype (a simple literal's
+    is xsd:string) or ``@tag``, as the term map fixes them."""
+    if tv.term_type is TermType.BLANK_NODE:
+        return "bnode", None
+    if tv.term_type is not TermType.LITERAL:
+        return "iri", None
+    return "literal", ("@" + (tv.language or "") if tv.language or tv.datatype == RDF_LANGSTRING
+                       else (tv.datatype or _STRING))
+
+
+def same_kind(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
+    """Whether two :func:`term_kind`\ s are one (tags compared without case): sameTerm can then hold."""
+    return a[0] == b[0] and (a[1] or "").lower() == (b[1] or "").lower()
+
+
 def _term_kind(e, term, label: str) -> tuple[str, str | None, Expr | None]:
     """What a term is — ``iri``, ``bnode`` or ``literal`` —, a literal's type (a datatype or ``@tag``), and the SQL
     that is NULL where ``e`` is an error (None: never; a BIND's value may be), all static per term map."""
     if not isinstance(e, (Call, Arithmetic)):
         tv = term(e)
-        if tv.term_type is TermType.BLANK_NODE:
-            return "bnode", None, None
-        if tv.term_type is not TermType.LITERAL:
-            return "iri", None, None
-        dt = "@" + (tv.language or "") if tv.language or tv.datatype == RDF_LANGSTRING else (tv.datatype or _STRING)
-        return "literal", dt, (tv.parts[0].val.expr if tv.native else None)  # type: ignore[union-attr]
+        kind, dt = term_kind(tv)
+        return kind, dt, (tv.parts[0].val.expr if kind == "literal" and tv.native else None)  # type: ignore[union-attr]
     sql, dt = _value(e, term, label)
     return ("iri", None, None) if dt == "iri" else ("literal", dt, sql)
 
@@ -350,7 +362,7 @@ def _same_term(c: Call, term, label: str) -> tuple[Expr, str]:
     equality of the two IRIs' texts or of the two values (literals: a typed column holds one lexical form per
     value, its canonical one).  (A FILTER of it alone compares the terms as ``=`` does: ``_unfold_members``.)"""
     (ka, da, _), (kb, db, _) = (_term_kind(x, term, label) for x in c.args)
-    if ka != kb or (ka == "literal" and (da or "").lower() != (db or "").lower()):
+    if not same_kind((ka, da), (kb, db)):
         return _light(exp.Boolean(this=False)), _BOOLEAN
     if ka == "bnode":
         raise UnsupportedConstructError("sameTerm", f"{label}: sameTerm of blank nodes is not supported")

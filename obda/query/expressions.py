@@ -130,23 +130,21 @@ def aggregate_name(e) -> str | None:
     return None
 
 
+def tree_nodes(x):
+    """Every node of an rdflib parse tree ``x`` (its CompValues, lists and terms), depth first, each before its
+    children."""
+    yield x
+    if isinstance(x, CompValue):
+        for v in x.values():
+            yield from tree_nodes(v)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            yield from tree_nodes(v)
+
+
 def expression_variables(e) -> list[str]:
     """Names of the variables in expression ``e``, in order of first occurrence."""
-    out: list[str] = []
-
-    def walk(x) -> None:
-        if isinstance(x, Variable):
-            if str(x) not in out:
-                out.append(str(x))
-        elif isinstance(x, CompValue):
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-
-    walk(e)
-    return out
+    return list(dict.fromkeys(str(x) for x in tree_nodes(e) if isinstance(x, Variable)))
 
 
 def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000, positive: bool = True

@@ -33,7 +33,7 @@ from obda.model.query import (
     value_variables,
 )
 from obda.query import tokens as tk
-from obda.query.expressions import FilterProblem, aggregate_name
+from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes
 from obda.query.functions import computed
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
 from obda.query.solutions import Solutions
@@ -388,17 +388,5 @@ class Converter(NormalForms, Solutions):
 
 def _graph_variables(where) -> list[Variable]:
     """Variables named by ``GRAPH ?t`` anywhere in the pattern (the time variables)."""
-    out: list[Variable] = []
-
-    def walk(x) -> None:
-        if isinstance(x, CompValue):
-            if x.name == "GraphGraphPattern" and isinstance(x.term, Variable):
-                out.append(x["term"])
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, (list, tuple)):
-            for v in x:
-                walk(v)
-
-    walk(where)
-    return out
+    return [x["term"] for x in tree_nodes(where)
+            if isinstance(x, CompValue) and x.name == "GraphGraphPattern" and isinstance(x.term, Variable)]
