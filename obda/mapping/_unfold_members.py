@@ -157,6 +157,8 @@ def _bind_value(m: _Member, var: Var, e) -> TermValue:
         if e not in m.bound:
             raise UnsupportedConstructError("BIND", f"BIND({e} AS {var}): {e} is not bound by the branch")
         return m.bound[e]
+    if isinstance(e, (IRI, Literal)) and not (isinstance(e, Literal) and category(e.datatype) == "numeric"):
+        return _constant_value(e)  # BIND("text" AS ?v), BIND(<iri> AS ?v): the constant term
     if _has_call(e):  # a function: one typed SQL value; a type error for every row is refused
         def term(t):
             if isinstance(t, Var):

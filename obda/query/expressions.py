@@ -24,7 +24,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
 from obda.model.query import XSD, Aggregate, Arithmetic, Comparison, Connective, Literal, Shifted, Term, Var
-from obda.query import functions
+from obda.query import functions, unbound
 
 # rdflib's single-child wrappers of the expression grammar.
 _WRAPPERS = (
@@ -200,60 +200,84 @@ def to_exclusive_dnf(
     variable is bound to one column, so its comparisons with constants of
     its type never raise a SPARQL type error).
 
-    ``bound`` (a set of variables): a comparison using any other variable is an
-    error in SPARQL, which a FILTER treats like false; it is replaced by false
-    in the expression *before* the exclusive alternatives are built (so
-    ``?unbound > 1 || ?b > 2`` keeps the solutions with ``?b > 2``).
+    ``bound`` (a set of variables): the variables of the UNION branch the FILTER is applied to; an expression
+    reading another is folded (:mod:`obda.query.unbound`: ``BOUND`` false, ``COALESCE`` skips it) or an error.
+    SPARQL's three values are kept apart: an error is not true, nor is its negation (``!(?unbound > 1)`` is
+    false), but ``?unbound > 1 || ?b > 2`` holds where ``?b > 2`` does.
     """
+    return _exclusive(e, term, limit, "true" if positive else "false", bound)
+
+
+# the solutions where a part is true / false / not true (false or an error) / not false
+_NEGATED_MODE = {"true": "false", "false": "true", "not_true": "not_false", "not_false": "not_true"}
+# (connective, mode) -> None (every part in that mode: a product), or (mode of the earlier parts, mode of the
+# part that decides): exclusive alternatives, the first deciding part in order
+_COMBINE = {
+    ("ConditionalOrExpression", "true"): ("not_true", "true"),
+    ("ConditionalOrExpression", "false"): None,
+    ("ConditionalOrExpression", "not_true"): None,
+    ("ConditionalOrExpression", "not_false"): ("false", "not_false"),
+    ("ConditionalAndExpression", "true"): None,
+    ("ConditionalAndExpression", "false"): ("not_false", "false"),
+    ("ConditionalAndExpression", "not_true"): ("true", "not_true"),
+    ("ConditionalAndExpression", "not_false"): None,
+}
+
+
+def _exclusive(e, term, limit: int, mode: str, bound) -> list[tuple[Comparison, ...]]:
     e = unwrap(e)
     if isinstance(e, CompValue):
         name = e.name
         if name == "UnaryNot":
-            return to_exclusive_dnf(e["expr"], term, limit, not positive, bound)
+            return _exclusive(e["expr"], term, limit, _NEGATED_MODE[mode], bound)
         if functions.is_boolean_call(e):
-            c = functions.boolean_leaf(e, term, positive)
-            if bound is not None and not c.variables <= bound:
-                return []  # an error: false (its negation too)
-            return [(c,)]
-        parts = [e["expr"], *e["other"]] if name in ("ConditionalOrExpression", "ConditionalAndExpression") else []
-        # an OR when positive, or an AND when negated, is a choice among the parts
-        choice = (name == "ConditionalOrExpression") == positive
+            return _leaf(functions.boolean_leaf(e, term, True), functions.boolean_leaf(e, term, False), mode, bound)
+        if name == "RelationalExpression":
+            c = _comparison(e, term)
+            return _leaf(c, Comparison(NEGATE[c.op], c.left, c.right), mode, bound)
         if name in ("ConditionalOrExpression", "ConditionalAndExpression"):
-            if choice and "exclusive" in e:  # x IN (distinct constants): no solution satisfies two parts
-                out = []
-                for part in parts:
-                    out.extend(to_exclusive_dnf(part, term, limit, positive, bound))
-                _check_size(out, limit)
-                return out
-            if not choice:  # AND of the parts (or NOT of an OR): product
+            parts = [e["expr"], *e["other"]]
+            how = _COMBINE[(name, mode)]
+            if how is None or (mode == "true" and "exclusive" in e):
+                # a product, or x IN (distinct constants): no solution satisfies two parts
+                if how is not None:
+                    out = [a for part in parts for a in _exclusive(part, term, limit, mode, bound)]
+                    _check_size(out, limit)
+                    return out
                 acc: list[tuple[Comparison, ...]] = [()]
                 for part in parts:
-                    alts = to_exclusive_dnf(part, term, limit, positive, bound)
+                    alts = _exclusive(part, term, limit, mode, bound)
                     _check_size(range(len(acc) * len(alts)), limit)
                     acc = [a + b for a in acc for b in alts]
                 return acc
-            out: list[tuple[Comparison, ...]] = []
-            prefix: list[tuple[Comparison, ...]] = [()]  # the earlier parts, failed (OR) / held (NOT AND)
+            before, deciding = how
+            out = []
+            prefix: list[tuple[Comparison, ...]] = [()]  # the earlier parts, none deciding
             for i, part in enumerate(parts):
-                here = to_exclusive_dnf(part, term, limit, positive, bound)
-                out.extend(a + b for a in prefix for b in here)
+                out.extend(a + b for a in prefix for b in _exclusive(part, term, limit, deciding, bound))
                 _check_size(out, limit)
                 if i == len(parts) - 1:
                     break
-                other = to_exclusive_dnf(part, term, limit, not positive, bound)
-                if any(functions.may_error(c) for alt in other for c in alt):
-                    raise functions.or_problem()
-                prefix = [a + b for a in prefix for b in other]
+                prefix = [a + b for a in prefix for b in _exclusive(part, term, limit, before, bound)]
                 _check_size(prefix, limit)
             return out
-        if name == "RelationalExpression":
-            c = _comparison(e, term)
-            if bound is not None and not c.variables <= bound:
-                if not positive and functions.may_error(c):
-                    return []  # computed: its negation is no alternative of an || (functions.or_problem)
-                return [] if positive else [()]  # an error: false, and its negation in our construction true
-            return [(c if positive else Comparison(NEGATE[c.op], c.left, c.right),)]
+    if isinstance(e, RDFLiteral) and isinstance(e.toPython(), bool):
+        return [()] if e.toPython() == (mode in ("true", "not_false")) else []
     raise _unsupported(e)
+
+
+def _leaf(c: Comparison, negated: Comparison, mode: str, bound) -> list[tuple[Comparison, ...]]:
+    """Comparison ``c`` (``negated``: where it is false) in ``mode``; where the branch leaves its variables
+    unbound, folded (or an error)."""
+    holds = mode in ("true", "not_false")
+    c = unbound.leaf(c if holds else negated, bound)
+    if c == unbound.ERROR:
+        return [()] if mode.startswith("not_") else []
+    if isinstance(c, bool):
+        return [()] if c else []
+    if mode.startswith("not_") and functions.may_error(c):
+        raise functions.or_problem()  # no comparison holds exactly where a computed one is an error
+    return [(c,)]
 
 
 def _check_size(alternatives, limit: int) -> None:

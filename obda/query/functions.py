@@ -187,8 +187,15 @@ def _substr(e, term):
 
 
 def may_error(c: Comparison) -> bool:
-    """Whether a comparison computes (a function or arithmetic: a type error or a division by zero is possible)."""
+    """Whether a comparison computes (a function or arithmetic: a type error or a division by zero is possible);
+    a test of a term (``BOUND(?x)``, ``isIRI(?x)``, ``sameTerm(?x, ?y)``, …) alone is never an error."""
+    if isinstance(c.left, Call) and c.left.name in _NEVER_ERROR and not any(is_computed(a) for a in c.left.args) \
+            and c.right in (TRUE, FALSE):
+        return False
     return is_computed(c.left) or is_computed(c.right)
+
+
+_NEVER_ERROR = frozenset({"BOUND", "sameTerm", *TERM_TESTS})
 
 
 def or_problem():

@@ -28,6 +28,7 @@ from obda.query.expressions import (
     to_exclusive_dnf,
     window_condition,
 )
+from obda.query import unbound
 from obda.query.functions import time_function_problem
 from obda.query.locations import Located
 
@@ -56,6 +57,18 @@ class Branch:
 
     def to_cq(self) -> CQ:
         return CQ(_dedup(self.atoms), _dedup(self.filters), self.binds)
+
+
+def _in_branch(alternative: tuple[Comparison, ...], bound: frozenset[Var]) -> tuple[Comparison, ...] | None:
+    """An alternative of a FILTER's DNF in a branch binding ``bound``: None where it is never true there."""
+    out = []
+    for c in alternative:
+        c = unbound.leaf(c, bound)
+        if c is unbound.ERROR or c is False:
+            return None
+        if c is not True:
+            out.append(c)
+    return tuple(out)
 
 
 def _dedup(items: Iterable) -> tuple:
@@ -175,6 +188,7 @@ class NormalForms(Located):
         that uses a variable unbound in some branch is never true there and is
         dropped for that branch.
         """
+        self.in_scope.update(v for b in branches for v in b.bound_vars())
         if not filters:
             return branches
 
@@ -199,10 +213,13 @@ class NormalForms(Located):
         for b, vs in zip(branches, bound_sets):
             alternatives: list[tuple[Comparison, ...]] = [()]
             for f in filters:
-                if self.distinct:
-                    here = [c for c in f.dnf if _vars_of(c) <= vs]
-                else:  # exclusive alternatives, unbound comparisons read as false first
-                    here = to_exclusive_dnf(f.expr, self.term, MAX_BRANCHES, bound=vs)
+                try:
+                    if self.distinct:  # the DNF, each alternative in this branch (folded where it leaves vars unbound)
+                        here = [alt for alt in (_in_branch(c, frozenset(vs)) for c in f.dnf) if alt is not None]
+                    else:  # exclusive alternatives, an error (a comparison over an unbound variable) not true
+                        here = to_exclusive_dnf(f.expr, self.term, MAX_BRANCHES, bound=vs)
+                except FilterProblem as p:
+                    raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
                 alternatives = [a + c for a in alternatives for c in here]
                 self._limit(alternatives, f.start)
             out.extend(Branch(b.atoms, b.filters + a, b.binds) for a in alternatives)
@@ -216,7 +233,3 @@ class NormalForms(Located):
                 f.start,
             )
         return out
-
-
-def _vars_of(conj: tuple[Comparison, ...]) -> set[Var]:
-    return {v for c in conj for v in c.variables}

@@ -197,6 +197,14 @@ class Solutions(Located):
             if c.argument in self.time_vars:
                 raise self.unsupported("aggregate of time", f"{c}: {c.argument} is application time (bound by GRAPH); "
                                        "aggregating timestamps is not supported", at)
+            missing = [k for k, b in enumerate(branches, 1) if c.argument not in b.term_vars()]
+            if missing and c.function in _ERROR_PROPAGATING:
+                raise self.unsupported(
+                    "aggregate of a sometimes unbound variable",
+                    f"{c}: UNION branch {missing[0]} of {len(branches)} leaves {c.argument} unbound, and SPARQL makes "
+                    f"the {c.function.upper()} of a group an error (unbound) as soon as one of its solutions leaves "
+                    f"{c.argument} unbound; give it a value in every branch (BIND(COALESCE({c.argument}, 0) AS …)), "
+                    "or COUNT it", at)
         return aggregation
 
     def _value(self, e, start: int, end: int):
@@ -224,7 +232,7 @@ class Solutions(Located):
             located = {n: self.ts.find_var(n, select_i or 0, where_open) for n in names}
         else:
             first = self.ts.first_var_positions(where_open or 0, where_close)
-            candidates = {v.name for v in all_bound if not v.bnode and v not in self.time_vars}
+            candidates = {v.name for v in all_bound | self.in_scope if not v.bnode and v not in self.time_vars}
             names = sorted(candidates, key=lambda n: (first.get(n, len(self.ts)), n))
             star = self.ts.find_punct("*", select_i or 0, where_open)
             located = {n: star for n in names}
@@ -236,29 +244,24 @@ class Solutions(Located):
         return out
 
     def _answer_variables(self, names: list[str], located: dict, branches: list[Branch]) -> tuple[Var, ...]:
-        """The variables ``names`` as answer variables: bound in every branch (a time variable by a GRAPH of
-        the branch: its value is the timestamp of that graph, docs/semantics.md)."""
-        bound_per_branch = [b.bound_vars() for b in branches]
-        all_bound = set().union(*bound_per_branch) if bound_per_branch else set()
+        """The variables ``names`` as answer variables: bound by some branch (a time variable by a GRAPH of the
+        branch: its value is the timestamp of that graph, docs/semantics.md); unbound in the others, and where
+        the FILTERs dropped every branch that binds it."""
         out: list[Var] = []
         for n in names:
             v = Var(n)
-            if v not in all_bound:
+            if v not in self.in_scope and not any(v in b.bound_vars() for b in branches):
                 raise self.unsupported(
                     "unbound answer variable",
                     f"answer variable ?{n} does not occur in any triple pattern of the WHERE clause",
                     located[n],
                 )
-            missing = [k for k, bound in enumerate(bound_per_branch, 1) if v not in bound]
-            if missing:
-                raise self.unsupported(
-                    "answer variable unbound in a UNION branch",
-                    f"answer variable ?{n} is not bound in every UNION alternative (missing in branch "
-                    f"{missing[0]} of {len(branches)}); every alternative must bind every answer variable",
-                    located[n],
-                )
             out.append(v)
         return tuple(out)
+
+
+# aggregates whose value is an error once an argument is (SPARQL 1.1 §18.5.1); COUNT and SAMPLE skip errors
+_ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median")
 
 
 def _ungrouped(e, group: list[Var]) -> list[Var]:

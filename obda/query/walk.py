@@ -32,7 +32,7 @@ from obda.model.query import (
     Window,
     value_variables,
 )
-from obda.query import tokens as tk
+from obda.query import tokens as tk, unbound
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes
 from obda.query.functions import computed
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
@@ -60,6 +60,7 @@ class Converter(NormalForms, Solutions):
         self.pos = 0  # token cursor: constructs are searched for from here, in text order
         self.time_vars: frozenset[Var] = frozenset()
         self.windows: list[tuple[Window, int]] = []  # the NOW() comparisons of the FILTERs, with their token
+        self.in_scope: set[Var] = set()  # what some branch binds before FILTERs drop branches (SPARQL's scope)
         self.select_binds: list[tuple[str, object, int | None]] = []  # SELECT (expression AS ?v) without aggregates
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
@@ -263,8 +264,10 @@ class Converter(NormalForms, Solutions):
         if time is not None:
             raise self.unsupported("BIND in GRAPH", "BIND inside GRAPH ?t is not supported; bind the value outside "
                                    "the GRAPH block", at)
-        for b in branches:
-            bound = b.term_vars() | {a.time for a in b.atoms if a.time is not None}
+        in_group = set().union(*(b.bound_vars() for b in branches)) if branches else set()
+        out = []
+        for k, b in enumerate(branches, 1):
+            bound = b.bound_vars()
             if var in bound:
                 raise self.unsupported("BIND", f"BIND(… AS {var}): {var} is already bound before the BIND in its group "
                                        "(SPARQL forbids rebinding it); name the value with a new variable", var_at)
@@ -273,10 +276,20 @@ class Converter(NormalForms, Solutions):
                     raise self.unsupported("BIND", f"BIND reads the time variable {v}; arithmetic on application "
                                            "time is not supported (compare time variables in FILTER)",
                                            self.ts.find_var(v.name, start, end + 1))
-                if v not in bound:
+                if v not in in_group:
                     raise self.unsupported("BIND", f"BIND reads {v}, which no pattern before it in the group binds "
                                            "(its value would be unbound)", self.ts.find_var(v.name, start, end + 1))
-        return [Branch(b.atoms, b.filters, b.binds + ((var, expr),)) for b in branches]
+            # a branch leaving an input unbound: BOUND / COALESCE / IF folded; an error leaves ?var unbound there
+            missing = frozenset(v for v in value_variables(expr) if v not in bound)
+            try:
+                value = unbound.fold(expr, missing) if missing else expr
+            except FilterProblem as p:
+                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+            if value == unbound.ERROR or unbound.reads(value, missing):
+                out.append(b)
+            else:
+                out.append(Branch(b.atoms, b.filters, b.binds + ((var, value),)))
+        return out
 
     def _graph(self, part: CompValue, close_i: int) -> list[Branch]:
         """``GRAPH ?t { P }``: the atoms of P get time label ?t."""

@@ -31,10 +31,9 @@ from obda.catalog import check_entry, load_catalog
 from obda.errors import UnsupportedConstructError
 from obda.execution.query import ContinuousQuery
 from obda.execution.sinks import JsonLinesSink
-from obda.project import Project
 
-from integration.bag_oracle import BagOracle, bag_diff, copy_to_sqlite, load_csv_tables, sql_bag
-from integration.oracle import demo_database, norm
+from integration.bag_oracle import bag_diff, copy_to_sqlite, sql_bag
+from integration.oracle import norm
 
 FIXTURE = Path(__file__).resolve().parent / "multiplicity"
 PREFIX = ("PREFIX : <http://example.org/mult#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
@@ -180,13 +179,6 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def world():
-    project = Project.load(FIXTURE)
-    con = load_csv_tables(FIXTURE, project.sources)
-    return project, con, BagOracle.of_project(project, con)
-
-
 def executed(project, comp, tmp_path: Path, backend: str, spark=None) -> Counter:
     """The bag of a compiled query run by the executor over the fixture's files (copied: state is written)."""
     base = tmp_path / f"{backend}-project"
@@ -268,13 +260,6 @@ def test_bind_that_is_always_an_error_is_refused(world):
 
 ROOT = Path(__file__).resolve().parents[2]
 CATALOG = load_catalog(ROOT / "catalogs" / "functions.yaml")
-
-
-@pytest.fixture(scope="module")
-def demo_world():
-    project = Project.load(ROOT / "demo")
-    con = demo_database(project)
-    return project, con, BagOracle.of_project(project, con)
 
 
 @pytest.mark.parametrize("entry", CATALOG, ids=[e.name for e in CATALOG])
