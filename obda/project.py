@@ -227,10 +227,10 @@ class Project:
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
                                  **budget)[1]
             sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by)
-        elif query.order_by:  # a query over static data only: its answer table, ordered
+        elif query.order_by or query.limit is not None or query.offset:  # static data only: one table, ordered, cut
             from obda.mapping.aggregate import ordered_table
 
-            sql = ordered_table(sql, query.order_by)
+            sql = ordered_table(sql, query.order_by, query.limit, query.offset)
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),

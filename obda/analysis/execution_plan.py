@@ -30,7 +30,8 @@ class ExecutionPlan:
     ``forest``: the synopsis forest of the query run (``Q'`` for an aggregate).  ``report``: that
     query's :class:`~obda.analysis.AnalysisReport`, verdict strings per SELECT as given, or None (the
     analyser rejected it).  ``verdicts``: per forest member.  ``aggregate``: the aggregate plan, or
-    None.  ``order_by``: of a query over static data only (its answers are emitted once, as a table).
+    None.  ``order_by``, ``limit``, ``offset``: of a query over static data only (its answers are emitted once,
+    as a table).
     """
 
     forest: Forest
@@ -38,6 +39,8 @@ class ExecutionPlan:
     verdicts: tuple[str, ...]
     aggregate: object = None  # obda.analysis.aggregates.AggregatePlan
     order_by: tuple = ()
+    limit: int | None = None
+    offset: int = 0
 
     @property
     def risky(self) -> list[int]:
@@ -56,7 +59,9 @@ def plan_execution(query, sources: Sources, report=None, dialect: str = "spark")
     if isinstance(query, ExecutionPlan):
         return query
     aggregate = _aggregate_plan(query, sources, dialect, report)
-    order_by = query.query.order_by if isinstance(query, Compilation) and query.aggregation is None else ()
+    table = isinstance(query, Compilation) and query.aggregation is None  # the answers of static data: a table
+    order_by = query.query.order_by if table else ()
+    cut = (query.query.limit, query.query.offset) if table else (None, 0)
     if aggregate is not None:  # the executor runs Q' and aggregates its answers
         query, report = aggregate.characteristic, None
     if report is None:
@@ -67,7 +72,7 @@ def plan_execution(query, sources: Sources, report=None, dialect: str = "spark")
         raise report.forest_error
     else:  # verdicts only (or none): the forest is still planned
         forest = build_forest(query, sources, dialect)
-    return ExecutionPlan(forest, report, tuple(member_verdicts(report, forest)), aggregate, order_by)
+    return ExecutionPlan(forest, report, tuple(member_verdicts(report, forest)), aggregate, order_by, *cut)
 
 
 def member_verdicts(report, forest: Forest) -> list[str]:

@@ -570,6 +570,26 @@ class Answer:
     count: int = 1
 
 
+def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
+    """``answers`` (in order, each ``count`` times) without the first ``offset`` and at most ``limit`` after them:
+    SPARQL's OFFSET and LIMIT over the answer table, duplicates included."""
+    out: list[Answer] = []
+    skip, left = offset, limit
+    for a in answers:
+        n = a.count
+        dropped = min(skip, n)
+        skip -= dropped
+        n -= dropped
+        if left is not None:
+            n = min(n, left)
+            left -= n
+        if n:
+            out.append(Answer(a.emitted_at, a.values, n))
+        if left == 0:
+            break
+    return out
+
+
 def _ordered(tuples) -> list[tuple]:
     """Output tuples in a deterministic order: their natural order, by ``repr`` where values do not compare."""
     try:

@@ -14,7 +14,7 @@ from typing import Callable
 from obda.errors import CheckpointError, ExecutionError, ObdaError
 from obda.execution import checkpoint
 from obda.execution.constraints import ConstraintWatch
-from obda.execution.engine import QueryEngine
+from obda.execution.engine import QueryEngine, cut
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
 from obda.execution import views as view_rows
@@ -108,6 +108,7 @@ class ContinuousQuery(SparkSteps):
         self._master = master
         self._spark_conf = dict(spark_conf or {})  # settings of the session this query starts (--conf)
         self.order_by = plan.order_by  # ORDER BY of a query over static data only (answers emitted as one table)
+        self.cut = (plan.limit, plan.offset)  # its LIMIT and OFFSET
         self.plan: Forest = plan.forest
         self.report = plan.report
         self.verdicts = list(plan.verdicts)
@@ -446,6 +447,8 @@ class ContinuousQuery(SparkSteps):
 
                 at = {c: i for i, c in enumerate(self.plan.columns)}
                 answers = sorted_by(answers, self.order_by, lambda a, name: a.values[at[name]])
+            if self.cut != (None, 0):
+                answers = cut(answers, *self.cut)
             self.runtime.metrics.rows_out += sum(a.count for a in answers)
             self.emit(answers)
 

@@ -53,10 +53,17 @@ def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, w
     return ordered(sel, order_by)
 
 
-def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...]) -> exp.Select:
-    """The answer table of a query over static data only, ordered: ``SELECT * FROM (union) AS q ORDER BY …``."""
+def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...], limit: int | None = None,
+                  offset: int = 0) -> exp.Select:
+    """The answer table of a query over static data only, ordered and cut:
+    ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``."""
     sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
-    return ordered(exp.select("*").from_(sub), order_by)
+    sel = ordered(exp.select("*").from_(sub), order_by)
+    if limit is not None:
+        sel = sel.limit(limit)
+    if offset:
+        sel = sel.offset(offset)
+    return sel
 
 
 def ordered(sel: exp.Select, order_by: tuple[tuple[str, bool], ...]) -> exp.Select:

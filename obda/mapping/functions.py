@@ -320,7 +320,7 @@ def term_kind(tv: TermValue) -> tuple[str, str | None]:
 
 
 def same_kind(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
-    """Whether two :func:`term_kind`\ s are one (tags compared without case): sameTerm can then hold."""
+    """Whether two term kinds (:func:`term_kind`) are one (tags compared without case): sameTerm can then hold."""
     return a[0] == b[0] and (a[1] or "").lower() == (b[1] or "").lower()
 
 

@@ -467,6 +467,9 @@ class Query:
     # answer (``--final``), never its changelog (application-time order); the answers of a query over static
     # data only (no GRAPH), which are emitted once. A continuous query without aggregates has none.
     order_by: tuple[tuple[str, bool], ...] = ()
+    # LIMIT / OFFSET of a query over static data only (its answer table, after ORDER BY and DISTINCT)
+    limit: int | None = None
+    offset: int = 0
 
     @property
     def columns(self) -> tuple[str, ...]:

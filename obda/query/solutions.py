@@ -105,17 +105,22 @@ class Solutions(Located):
                 "answer table of an aggregate query, or of a query over static data only)",
                 self.ts.find_words("ORDER BY", where_close),
             )
-        if q.limitoffset:
+        if q.limitoffset and (self.time_vars or aggregate):
             kw = "LIMIT" if q.limitoffset.limit is not None else "OFFSET"
             i = self.ts.find_word(("LIMIT", "OFFSET"), where_close)
             if i is not None:
                 kw = self.ts[i].text.upper()
-            raise self.unsupported(
-                kw, f"{kw} is not supported for continuous queries: the answer stream has no end to count from", i
-            )
-        if q.valuesClause:
-            raise self.unsupported("VALUES", "VALUES is not supported; use FILTER with = and ||",
-                                   self.ts.find_word("VALUES", where_close))
+            why = ("the answer stream has no end to count from (LIMIT and OFFSET cut the answer table of a query "
+                   "over static data only)" if self.time_vars else
+                   "an aggregate query's answer is a changelog of its groups, not a table to cut")
+            raise self.unsupported(kw, f"{kw} is not supported for continuous queries: {why}", i)
+
+    def _limit_offset(self, q: CompValue) -> tuple[int | None, int]:
+        """LIMIT and OFFSET of a query over static data only: (limit or None, offset)."""
+        if not q.limitoffset:
+            return None, 0
+        limit, offset = q.limitoffset.limit, q.limitoffset.offset
+        return (None if limit is None else int(limit)), (0 if offset is None else int(offset))
 
     def _order_by(self, q: CompValue, where_close: int, columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
         """ORDER BY answer columns: (column, descending) pairs."""

@@ -37,6 +37,7 @@ from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes
 from obda.query.functions import computed
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
 from obda.query.solutions import Solutions
+from obda.query.values import InlineData
 
 _QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
 
@@ -45,11 +46,10 @@ _UNSUPPORTED_PARTS = {
     "OptionalGraphPattern": ("OPTIONAL", "OPTIONAL", "OPTIONAL is non-monotonic and not supported"),
     "MinusGraphPattern": ("MINUS", "MINUS", "MINUS is non-monotonic and not supported"),
     "ServiceGraphPattern": ("SERVICE", "SERVICE", "SERVICE (federated query) is not supported"),
-    "InlineData": ("VALUES", "VALUES", "VALUES is not supported; use FILTER with = and ||"),
 }
 
 
-class Converter(NormalForms, Solutions):
+class Converter(NormalForms, Solutions, InlineData):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
     def __init__(self, text: str, file: str | None, base: str | None):
@@ -102,6 +102,12 @@ class Converter(NormalForms, Solutions):
 
         self.pos = where_open + 1 if where_open is not None else 0
         branches = self._group(q.where, None, where_open if where_open is not None else 0)
+        if q.valuesClause:  # a trailing VALUES: joined with the WHERE clause's solutions
+            branches = self._join_values(branches, q.valuesClause, self.ts.find_word("VALUES", where_close))
+        if any(not b.atoms for b in branches):
+            raise self.unsupported("no triple pattern", "a part of the WHERE clause (a UNION alternative, or the "
+                                   "whole) has no triple pattern, only VALUES, BIND or FILTER: obda answers from the "
+                                   "mapped data, and a table of constants alone is not a query over it", where_open)
 
         self._check_modifiers(q, where_close, aggregate)
         branches = self._rename(branches, renames)
@@ -116,6 +122,7 @@ class Converter(NormalForms, Solutions):
         else:
             projection = self._projection(q, branches, select_i, where_open, where_close)
         columns = aggregation.columns if aggregation is not None else tuple(v.name for v in projection)
+        limit, offset = self._limit_offset(q)
         return Query(
             projection=projection,
             branches=tuple(b.to_cq() for b in branches),
@@ -126,6 +133,8 @@ class Converter(NormalForms, Solutions):
             aggregation=aggregation,
             window=self._window(aggregate),
             order_by=self._order_by(q, where_close, columns),
+            limit=limit,
+            offset=offset,
         )
 
     def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
@@ -211,15 +220,21 @@ class Converter(NormalForms, Solutions):
                                    self.ts.find_word("SELECT", open_i, close_i))
         branches = [Branch()]
         filters: list[PendingFilter] = []
+        inline: list[tuple[CompValue, int | None]] = []  # VALUES blocks
         for part in gp.part or []:
             name = part.name
             if name == "TriplesBlock":
                 end = self._block_end(self.pos, close_i)
-                atoms = self._triples(part["triples"], time, self.pos, end)
-                branches = [b.join(Branch(atoms)) for b in branches]
+                alternatives = [Branch(atoms) for atoms in self._triples(part["triples"], time, self.pos, end)]
+                branches = self._limit(product(branches, alternatives), self.pos)
                 self.pos = end
             elif name == "Bind":
                 branches = self._bind(part, branches, time, close_i)
+            elif name == "InlineData":  # joined with the group's other elements, before its FILTERs
+                at = self.ts.find_word("VALUES", self.pos, close_i)
+                block = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
+                self.pos = (self.ts.matching(block) if block is not None else self.pos) + 1
+                inline.append((part, at))
             elif name == "Filter":
                 f = self._filter(part, close_i)
                 if f is not None:  # None: the FILTER was a window only
@@ -239,6 +254,8 @@ class Converter(NormalForms, Solutions):
                 raise self.unsupported(construct, message, self.ts.find_word(kw, self.pos, close_i))
             else:
                 raise self.unsupported(name, f"{name} is not supported", self.pos)
+        for part, at in inline:
+            branches = self._join_values(branches, part, at)
         branches = self._apply_filters(branches, filters, time)
         self.pos = close_i + 1
         return branches
@@ -319,37 +336,39 @@ class Converter(NormalForms, Solutions):
 
     # ------------------------------------------------------------------ triples
 
-    def _triples(self, blocks, time: Var | None, start: int, end: int) -> tuple[Atom, ...]:
-        """Atoms of a triples block (rdflib has already expanded ``;`` ``,`` and ``[ ]``)."""
+    def _triples(self, blocks, time: Var | None, start: int, end: int) -> list[tuple[Atom, ...]]:
+        """The alternatives of a triples block (rdflib has already expanded ``;`` ``,`` and ``[ ]``): one tuple of
+        atoms, or several where an alternative path ``:p|:q`` makes a bag union (SPARQL 1.1 §18.4)."""
         flat: list[Identifier] = [x for block in blocks for x in block]
         roles = tk.triple_roles(self.ts, start, end)
-        atoms: list[Atom] = []
+        out: list[tuple[Atom, ...]] = [()]
         for k in range(0, len(flat), 3):
             s, p, o = flat[k], flat[k + 1], flat[k + 2]
-            for s2, p2, o2 in self._expand_path(s, p, o, roles):
-                atoms.append(self._atom(s2, p2, o2, time, roles))
-        return tuple(atoms)
+            here = [tuple(self._atom(s2, p2, o2, time, roles) for s2, p2, o2 in chain)
+                    for chain in self._path_chains(s, p, o, roles)]
+            out = [a + b for a in out for b in here]
+            self._limit(out, start)
+        return out
 
-    def _expand_path(self, s, p, o, roles) -> list[tuple]:
-        """A sequence path ``s :p/:q o`` becomes ``s :p _:b . _:b :q o``; other paths are rejected."""
+    def _path_chains(self, s, p, o, roles) -> list[list[tuple]]:
+        """The triple patterns of ``s p o`` for each alternative of path ``p``: a sequence ``:p/:q`` is
+        ``s :p _:b . _:b :q o``, an inverse ``^:p`` is ``o :p s``, an alternative ``:p|:q`` two patterns (a bag
+        union); repetition paths and negated property sets are refused."""
         if not isinstance(p, Path):
-            return [(s, p, o)]
-        preds = self._path_steps(p, roles)
-        nodes = [s] + [self._fresh_bnode() for _ in preds[1:]] + [o]
-        return [(nodes[k], pred, nodes[k + 1]) for k, pred in enumerate(preds)]
-
-    def _path_steps(self, p, roles) -> list[URIRef]:
-        """The IRIs of a pure sequence path, in order; any other path operator is an error."""
-        if not isinstance(p, Path):
-            return [p]
-        if isinstance(p, SequencePath):
-            return [step for arg in p.args for step in self._path_steps(arg, roles)]
+            return [[(s, p, o)]]
+        if isinstance(p, InvPath):
+            return self._path_chains(o, p.arg, s, roles)
         if isinstance(p, AlternativePath):
-            op, what = "|", "alternative paths"
-        elif isinstance(p, MulPath):
+            return [chain for arg in p.args for chain in self._path_chains(s, arg, o, roles)]
+        if isinstance(p, SequencePath):
+            nodes = [s] + [self._fresh_bnode() for _ in p.args[1:]] + [o]
+            out: list[list[tuple]] = [[]]
+            for k, arg in enumerate(p.args):
+                steps = self._path_chains(nodes[k], arg, nodes[k + 1], roles)
+                out = [a + b for a in out for b in steps]
+            return out
+        if isinstance(p, MulPath):
             op, what = p.mod, "repetition paths"
-        elif isinstance(p, InvPath):
-            op, what = "^", "inverse paths"
         elif isinstance(p, NegatedPath):
             op, what = "!", "negated property sets"
         else:  # pragma: no cover - rdflib has no other path kinds
@@ -357,7 +376,8 @@ class Converter(NormalForms, Solutions):
         i = self._role_token(roles, {tk.PATH_OP}, lambda t: t.text == op)
         raise self.unsupported(
             f"property path {op}",
-            f"property path operator {op} ({what}) is not supported; only sequences p/q are",
+            f"property path operator {op} ({what}) is not supported; sequences p/q, inverses ^p and alternatives "
+            "p|q are",
             i,
         )
 

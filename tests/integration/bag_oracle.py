@@ -168,10 +168,17 @@ class BagOracle:
         query's projection)."""
         res = self.store.query(interval_as_difference(oracle_query_text(text)))
         names = [v.value for v in res.variables] if columns is None else list(columns)
-        out: Counter = Counter()
+        return Counter(self._rows(res, names))
+
+    def ordered(self, text: str, columns: Sequence[str]) -> list[tuple]:
+        """The answers of the SPARQL ``text`` as a list, in the order pyoxigraph gives them (ORDER BY, LIMIT)."""
+        res = self.store.query(interval_as_difference(oracle_query_text(text)))
+        return list(self._rows(res, list(columns)))
+
+    @staticmethod
+    def _rows(res, names):
         for sol in res:
-            out[tuple(None if sol[c] is None else norm(_from_ox(sol[c])) for c in names)] += 1
-        return out
+            yield tuple(None if sol[c] is None else norm(_from_ox(sol[c])) for c in names)
 
 
 # --------------------------------------------------------------------------- morph-kgc (side virtualenv)

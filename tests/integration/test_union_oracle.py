@@ -148,11 +148,11 @@ def test_what_a_union_cannot_leave_unbound_is_refused_and_located(world, query, 
     assert e.value.location is not None and e.value.location.line is not None
 
 
-CATALOG = load_catalog(ROOT / "catalogs" / "union.yaml")
+CATALOG = load_catalog(ROOT / "catalogs" / "patterns.yaml")
 
 
 @pytest.mark.parametrize("entry", CATALOG, ids=[e.name for e in CATALOG])
-def test_union_catalog_verdict_and_bag(demo_world, entry):
+def test_patterns_catalog_verdict_and_bag(demo_world, entry):
     """Each catalog entry: its expected verdict, and its SQL's bag on the demo's generated data equals
     pyoxigraph's."""
     project, con, oracle = demo_world
