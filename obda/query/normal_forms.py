@@ -24,11 +24,10 @@ from obda.query.expressions import (
     expression_variables,
     has_now,
     time_comparison_problem,
-    to_dnf,
-    to_exclusive_dnf,
     window_condition,
 )
 from obda.query import unbound
+from obda.query.dnf import to_dnf, to_exclusive_dnf
 from obda.query.functions import time_function_problem
 from obda.query.locations import Located
 

@@ -362,7 +362,7 @@ def check_against_rdflib(query: GeneratedQuery, data) -> None:
         assert all(n == 1 for n in expected.values())
     else:
         # exact bags, || included: each solution satisfies exactly one alternative
-        # (obda.query.expressions.to_exclusive_dnf), so it is answered once, as in SPARQL.
+        # (obda.query.dnf.to_exclusive_dnf), so it is answered once, as in SPARQL.
         assert got == expected
 
 
