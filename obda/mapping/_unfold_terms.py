@@ -475,12 +475,30 @@ def _describe(tv: TermValue) -> str:
     return "".join(p if isinstance(p, str) else "{" + p.val.key() + "}" for p in tv.parts)
 
 
+def term_kind(tv: TermValue) -> tuple[str, str | None]:
+    """What a term is — ``iri``, ``bnode`` or ``literal`` — and a literal's type: its datatype (a simple literal's
+    is xsd:string) or ``@tag``, as the term map fixes them."""
+    if tv.term_type is TermType.BLANK_NODE:
+        return "bnode", None
+    if tv.term_type is not TermType.LITERAL:
+        return "iri", None
+    return "literal", ("@" + (tv.language or "") if tv.language or tv.datatype == RDF_LANGSTRING
+                       else (tv.datatype or XSD + "string"))
+
+
+def same_kind(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
+    """Whether two term kinds (:func:`term_kind`) are one (tags compared without case): sameTerm can then hold."""
+    return a[0] == b[0] and (a[1] or "").lower() == (b[1] or "").lower()
+
+
 def equal_terms(a: TermValue, b: TermValue) -> list[Expr]:
     """Conditions under which two RDF terms are the same term; raises Unsat if never."""
     label = f"{_describe(a)} can never equal {_describe(b)}"
     if a.term_type is not b.term_type:
         raise Unsat(f"{label} ({a.term_type.value} vs {b.term_type.value})")
-    if a.term_type is TermType.LITERAL:
+    if a.term_type is TermType.LITERAL:  # the same term: the same datatype (or tag), then the same value
+        if not same_kind(term_kind(a), term_kind(b)):
+            raise Unsat(f"{label} (another datatype or language tag: {term_kind(a)[1]} vs {term_kind(b)[1]})")
         return compare_literals("=", a, b)
     pa, pb = list(a.parts), list(b.parts)
     if a.is_constant and b.is_constant:

@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_ir import Arith, Expr, from_sqlglot
-from obda.mapping._unfold_terms import (
+from obda.mapping._unfold_terms import (  # noqa: F401  (term_kind, same_kind: re-exported)
     RDF_LANGSTRING,
     Slot,
     TermValue,
@@ -37,6 +37,8 @@ from obda.mapping._unfold_terms import (
     concat_sql,
     literal_sql,
     projection_sql,
+    same_kind,
+    term_kind,
 )
 from obda.model.mapping import TermType
 from obda.model.query import XSD, Arithmetic, Call, Term
@@ -306,22 +308,6 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             node = {"ABS": exp.Abs, "CEIL": exp.Ceil, "FLOOR": exp.Floor}[fn](this=arg)
         return _light(node), dt
     raise UnsupportedConstructError(fn, f"{label}: function {fn} is not supported")
-
-
-def term_kind(tv: TermValue) -> tuple[str, str | None]:
-    """What a term is — ``iri``, ``bnode`` or ``literal`` — and a literal's type: its datatype (a simple literal's
-    is xsd:string) or ``@tag``, as the term map fixes them."""
-    if tv.term_type is TermType.BLANK_NODE:
-        return "bnode", None
-    if tv.term_type is not TermType.LITERAL:
-        return "iri", None
-    return "literal", ("@" + (tv.language or "") if tv.language or tv.datatype == RDF_LANGSTRING
-                       else (tv.datatype or _STRING))
-
-
-def same_kind(a: tuple[str, str | None], b: tuple[str, str | None]) -> bool:
-    """Whether two term kinds (:func:`term_kind`) are one (tags compared without case): sameTerm can then hold."""
-    return a[0] == b[0] and (a[1] or "").lower() == (b[1] or "").lower()
 
 
 def _term_kind(e, term, label: str) -> tuple[str, str | None, Expr | None]:

@@ -1,4 +1,5 @@
-"""Inverse and alternative property paths, VALUES, LIMIT / OFFSET (issue 27): obda's answers equal pyoxigraph's.
+"""Inverse and alternative property paths, VALUES, LIMIT / OFFSET, matching on RDF terms (issue 27): obda's answers
+equal pyoxigraph's.
 
 Bag cases run as obda's SQL on DuckDB, on the local executor and (stream cases) on Spark, each equal to the W3C
 bag oracle (``bag_oracle.py``: pyoxigraph over the independently materialised, closed dataset). Ordered cases
@@ -53,6 +54,15 @@ CASES = [
          "SELECT ?x ?d WHERE { { ?x :worksIn ?d } UNION { ?x :headOf ?d } }"),
     Case("alternative_in_graph", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value|:level ?v } }", "bounded", 11),
     Case("inverse_in_graph", "SELECT ?p ?a WHERE { GRAPH ?t { ?p ^:raisedBy ?a } }", "bounded", 5),
+    # --- matching is on RDF terms: a constant or a BIND's value joins a literal of its datatype (or tag) only
+    Case("constant_of_other_datatype", "SELECT ?x WHERE { ?x :age 34.0 }", "bounded", 0),
+    Case("constant_of_its_datatype", "SELECT ?x WHERE { ?x :age 34 }", "bounded", 1),
+    Case("bind_joined_other_datatype", "SELECT ?x ?a WHERE { { BIND(34.0 AS ?a) } { ?x :age ?a } }", "bounded", 0),
+    Case("bind_joined_its_datatype", "SELECT ?x ?a WHERE { { BIND(34 AS ?a) } { ?x :age ?a } }", "bounded", 1),
+    Case("plain_constant_not_tagged", 'SELECT ?x WHERE { ?x :label "Research" }', "bounded", 0),
+    Case("tag_without_case", 'SELECT ?x WHERE { ?x :label "Research"@EN }', "bounded", 1),
+    Case("stream_constant", "SELECT ?r WHERE { GRAPH ?t { ?r :value 20 } }", "bounded", 2),
+    Case("stream_constant_other_datatype", "SELECT ?r WHERE { GRAPH ?t { ?r :value 20.0 } }", "bounded", 0),
     # --- VALUES: a join with a table of constants (same term, UNDEF matches anything)
     Case("values_in_group", "SELECT ?x ?a WHERE { ?x :age ?a VALUES ?a { 34 45 34.0 } }", "bounded", 2),
     Case("values_duplicate_rows", f"SELECT ?x ?a WHERE {{ VALUES (?x) {{ ({P1}) ({P1}) }} ?x :age ?a }}",
