@@ -5,20 +5,14 @@ executor (the synopsis forest, one pass over the fixture's files, every answer l
 stream queries, (3) on Spark; each bag must equal the W3C bag oracle's (``bag_oracle.py``: pyoxigraph over the independently materialised,
 closed dataset). Every case also states the verdict it must get (docs/analysis.md, Rules 5–7).
 
-Fixture data (``multiplicity/data``): person(id, name, age) 1 Ann 34 | 2 Bob 45 | 3 Cid 29 | 4 Dee 52 |
-5 Eve 41 | 6 Fay 38 | 7 Gus 27 | 8 Hal 60; names also for dept/1..3 and from tag (``Bobby``,
-``Operations``); reading(sensor, value, ts): 10:00 (1,20) x2 (2,30) (2,31) | 10:01 (1,20) (3,25) x3 |
-10:02 (2,30); alarm(person, level, ts): 10:00 (1,2) x2 (4,3) | 10:01 (1,2) (9,1) | 10:02 (3,3) x2.
+Fixture data: ``oracle_cases.py``.
 """
 
 from __future__ import annotations
 
-import json
 import re
-import shutil
 import sqlite3
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,35 +20,15 @@ import sqlglot
 
 import obda
 import obda.errors
-from obda.analysis import plan_execution
-from obda.catalog import check_entry, load_catalog
+from obda.catalog import load_catalog
 from obda.errors import UnsupportedConstructError
-from obda.execution.query import ContinuousQuery
-from obda.execution.sinks import JsonLinesSink
 
 from integration.bag_oracle import bag_diff, copy_to_sqlite, sql_bag
 from integration.oracle import norm
+from integration.oracle_cases import (PREFIX, Case, check_catalog_entry, check_spark, check_sql_and_local,
+                                      spark_cases)
 
-FIXTURE = Path(__file__).resolve().parent / "multiplicity"
-PREFIX = ("PREFIX : <http://example.org/mult#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
-          "PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#>\n")
 D = "http://example.org/mult/data/"
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    query: str
-    verdict: str
-    size: int  # answers (with multiplicity) the oracle gives: the case must not be vacuous
-
-    @property
-    def text(self) -> str:
-        return PREFIX + self.query
-
-    @property
-    def stream(self) -> bool:
-        return "GRAPH" in self.query
 
 
 CASES = [
@@ -179,30 +153,9 @@ CASES = [
 ]
 
 
-def executed(project, comp, tmp_path: Path, backend: str, spark=None) -> Counter:
-    """The bag of a compiled query run by the executor over the fixture's files (copied: state is written)."""
-    base = tmp_path / f"{backend}-project"
-    shutil.copytree(FIXTURE, base)
-    out = tmp_path / f"{backend}.jsonl"
-    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=base, sink=JsonLinesSink(out),
-                        backend=backend, spark=spark, allow_unbounded=True)
-    q.run_until_exhausted()
-    q.close()
-    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
-    return Counter(tuple(norm(r["binding"].get(c)) for c in comp.columns) for r in records)
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
-    project, con, oracle = world
-    comp = project.compile(case.text)
-    want = oracle.answers(case.text, list(comp.columns))
-    assert sum(want.values()) == case.size, f"{case.id}: the oracle gives {sorted(want.items())}"
-    got = sql_bag(con, comp.to_sql("duckdb"))
-    assert got == want, f"{case.id}: SQL (DuckDB)\n" + bag_diff(got, want)
-    assert obda.analyze(comp, project.sources).verdict == case.verdict
-    got = executed(project, comp, tmp_path, "local")
-    assert got == want, f"{case.id}: local executor\n" + bag_diff(got, want)
+    check_sql_and_local(world, case, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -232,13 +185,9 @@ def test_sql_of_every_dialect(world, lite, case):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", [c for c in CASES if c.stream], ids=[c.id for c in CASES if c.stream])
+@pytest.mark.parametrize("case", **spark_cases(CASES))
 def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
-    project, _, oracle = world
-    comp = project.compile(case.text)
-    want = oracle.answers(case.text, list(comp.columns))
-    got = executed(project, comp, tmp_path, "spark", spark)
-    assert got == want, f"{case.id}: Spark executor\n" + bag_diff(got, want)
+    check_spark(world, case, tmp_path, spark)
 
 
 def test_type_error_is_false_not_an_error(world):
@@ -266,15 +215,7 @@ CATALOG = load_catalog(ROOT / "catalogs" / "functions.yaml")
 def test_functions_catalog_verdict_and_bag(demo_world, entry):
     """Each construct's catalog entry: its expected verdict, and its SQL's bag on the demo's generated data
     equals pyoxigraph's (the entries use no existential axioms of the ontology)."""
-    project, con, oracle = demo_world
-    res = check_entry(project, entry)
-    assert res.error is None, res.error
-    assert res.verdict == entry.expected, f"{entry.name}: expected {entry.expected}, got {res.verdict} ({entry.why})"
-    comp = project.compile(entry.query)
-    want = oracle.answers(entry.query, list(comp.columns))
-    assert want, f"{entry.name}: vacuous on the demo data"
-    got = sql_bag(con, comp.to_sql("duckdb"))
-    assert got == want, f"{entry.name}\n" + bag_diff(got, want)
+    check_catalog_entry(demo_world, entry)
 
 
 def test_computed_comparison_that_does_not_separate_is_refused(world):

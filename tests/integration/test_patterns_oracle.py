@@ -4,42 +4,25 @@ equal pyoxigraph's.
 Bag cases run as obda's SQL on DuckDB, on the local executor and (stream cases) on Spark, each equal to the W3C
 bag oracle (``bag_oracle.py``: pyoxigraph over the independently materialised, closed dataset). Ordered cases
 (ORDER BY with LIMIT / OFFSET, a query over static data only) compare *lists*: the oracle's, DuckDB's and the
-executor's answer lines, in order. Fixture data: see ``test_functions_oracle.py``.
+executor's answer lines, in order. Fixture data: ``oracle_cases.py``.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-import obda
 from obda.analysis import plan_execution
 from obda.errors import UnsupportedConstructError
 from obda.execution.query import ContinuousQuery
 from obda.execution.sinks import JsonLinesSink
 
-from integration.bag_oracle import bag_diff, sql_bag
 from integration.oracle import norm
-from integration.test_functions_oracle import FIXTURE, PREFIX, executed
+from integration.oracle_cases import FIXTURE, PREFIX, Case, check_spark, check_sql_and_local, spark_cases
 
 P1 = "<http://example.org/mult/data/person/1>"
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    query: str
-    verdict: str
-    size: int  # answers (with multiplicity) the oracle gives: the case must not be vacuous
-    oracle_query: str = ""  # the query the oracle answers, where it differs (see "alternative_overlap")
-
-    @property
-    def stream(self) -> bool:
-        return "GRAPH" in self.query
 
 
 CASES = [
@@ -77,30 +60,17 @@ CASES = [
     Case("values_of_stream_iri", "SELECT ?a ?l WHERE { GRAPH ?t { ?a :level ?l } } VALUES ?a "
          "{ <http://example.org/mult/data/alarm/1> <http://example.org/mult/data/alarm/9> }", "bounded", 3),
 ]
-STREAM = [c for c in CASES if c.stream]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
-    project, con, oracle = world
-    comp = project.compile(PREFIX + case.query)
-    want = oracle.answers(PREFIX + (case.oracle_query or case.query), list(comp.columns))
-    assert sum(want.values()) == case.size, f"{case.id}: the oracle gives {sorted(want.items(), key=str)}"
-    got = sql_bag(con, comp.to_sql("duckdb"))
-    assert got == want, f"{case.id}: SQL (DuckDB)\n" + bag_diff(got, want)
-    assert obda.analyze(comp, project.sources).verdict == case.verdict
-    got = executed(project, comp, tmp_path, "local")
-    assert got == want, f"{case.id}: local executor\n" + bag_diff(got, want)
+    check_sql_and_local(world, case, tmp_path)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", STREAM, ids=[c.id for c in STREAM])
+@pytest.mark.parametrize("case", **spark_cases(CASES))
 def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
-    project, _, oracle = world
-    comp = project.compile(PREFIX + case.query)
-    want = oracle.answers(PREFIX + (case.oracle_query or case.query), list(comp.columns))
-    got = executed(project, comp, tmp_path, "spark", spark)
-    assert got == want, f"{case.id}: Spark executor\n" + bag_diff(got, want)
+    check_spark(world, case, tmp_path, spark)
 
 
 ORDERED = [  # a total order (ties would let engines differ, as SPARQL allows)

@@ -3,46 +3,21 @@
 Each query runs as obda's SQL on DuckDB, on the local executor and (stream queries) on Spark; each bag must
 equal pyoxigraph's over the independently materialised, closed dataset (``bag_oracle.py``). FILTERs and BINDs
 read a variable a branch leaves unbound as SPARQL does: ``BOUND`` false, ``COALESCE`` skips it, any other use an
-error (docs/semantics.md, "Unbound variables"). Fixture data: see ``test_functions_oracle.py``.
+error (docs/semantics.md, "Unbound variables"). Fixture data: ``oracle_cases.py``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections import Counter
-from dataclasses import dataclass
-
 import pytest
 
-import obda
-from obda.catalog import check_entry, load_catalog
+from obda.catalog import load_catalog
 from obda.errors import UnsupportedConstructError
 
-from integration.bag_oracle import bag_diff, sql_bag
 from integration.conftest import ROOT
-from integration.test_functions_oracle import PREFIX, executed
+from integration.oracle_cases import (PREFIX, Case, check_catalog_entry, check_spark, check_sql_and_local,
+                                      spark_cases)
 
 AGE_OR_NAME = "{ ?x :age ?a } UNION { ?x :name ?n }"
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    query: str
-    verdict: str
-    size: int  # answers (with multiplicity) the oracle gives: the case must not be vacuous
-
-    @property
-    def text(self) -> str:
-        return PREFIX + self.query
-
-    @property
-    def stream(self) -> bool:
-        return "GRAPH" in self.query
-
-    @property
-    def changelog(self) -> bool:  # a stream aggregate writes a changelog, not a bag: checked in SQL only
-        return self.stream and "GROUP BY" in self.query
 
 
 CASES = [
@@ -92,44 +67,15 @@ CASES = [
 ]
 
 
-def _value(v):
-    """A projected time comes back as ISO text from the executor, as a datetime from the oracle."""
-    if isinstance(v, str) and len(v) >= 19 and v[4] == "-" and v[10] == "T":
-        try:
-            return dt.datetime.fromisoformat(v.rstrip("Z")).replace(tzinfo=None)
-        except ValueError:
-            return v
-    return v
-
-
-def _bag(got: Counter) -> Counter:
-    return Counter({tuple(_value(v) for v in k): n for k, n in got.items()})
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
-    project, con, oracle = world
-    comp = project.compile(case.text)
-    want = oracle.answers(case.text, list(comp.columns))
-    assert sum(want.values()) == case.size, f"{case.id}: the oracle gives {sorted(want.items(), key=str)}"
-    got = sql_bag(con, comp.to_sql("duckdb"))
-    assert got == want, f"{case.id}: SQL (DuckDB)\n" + bag_diff(got, want)
-    assert obda.analyze(comp, project.sources).verdict == case.verdict
-    if case.changelog:
-        return
-    got = _bag(executed(project, comp, tmp_path, "local"))
-    assert got == want, f"{case.id}: local executor\n" + bag_diff(got, want)
+    check_sql_and_local(world, case, tmp_path)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("case", [c for c in CASES if c.stream and not c.changelog],
-                         ids=[c.id for c in CASES if c.stream and not c.changelog])
+@pytest.mark.parametrize("case", **spark_cases(CASES))
 def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
-    project, _, oracle = world
-    comp = project.compile(case.text)
-    want = oracle.answers(case.text, list(comp.columns))
-    got = _bag(executed(project, comp, tmp_path, "spark", spark))
-    assert got == want, f"{case.id}: Spark executor\n" + bag_diff(got, want)
+    check_spark(world, case, tmp_path, spark)
 
 
 @pytest.mark.parametrize("query, construct, words", [
@@ -155,12 +101,4 @@ CATALOG = load_catalog(ROOT / "catalogs" / "patterns.yaml")
 def test_patterns_catalog_verdict_and_bag(demo_world, entry):
     """Each catalog entry: its expected verdict, and its SQL's bag on the demo's generated data equals
     pyoxigraph's."""
-    project, con, oracle = demo_world
-    res = check_entry(project, entry)
-    assert res.error is None, res.error
-    assert res.verdict == entry.expected, f"{entry.name}: expected {entry.expected}, got {res.verdict} ({entry.why})"
-    comp = project.compile(entry.query)
-    want = oracle.answers(entry.query, list(comp.columns))
-    assert want, f"{entry.name}: vacuous on the demo data"
-    got = sql_bag(con, comp.to_sql("duckdb"))
-    assert got == want, f"{entry.name}\n" + bag_diff(got, want)
+    check_catalog_entry(demo_world, entry)

@@ -256,9 +256,20 @@ def report(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def run_selected(selected: dict[str, set[str]]) -> list:
+    """Run the tests ``selected`` (manifest folder -> test names), print the report, return the outcomes; every
+    selected test must be vendored."""
+    outs = [run(t) for manifest, names in selected.items()
+            for t in manifest_tests(SUITE / manifest / "manifest.ttl", names)]
+    print("\n" + report(outs))
+    found = Counter(o.test.manifest for o in outs)
+    assert found == Counter({m: len(n) for m, n in selected.items()}), f"not vendored: {found}"
+    return outs
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from w3c.test_w3c_functions import SELECTED
+    from w3c.test_w3c_functions import SELECTED as FUNCTIONS
+    from w3c.test_w3c_patterns import SELECTED as PATTERNS
 
-    outs = [run(t) for manifest, names in SELECTED.items() for t in manifest_tests(SUITE / manifest / "manifest.ttl", names)]
-    print(report(outs))
+    run_selected({**FUNCTIONS, **PATTERNS})
