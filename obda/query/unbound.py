@@ -16,6 +16,7 @@ one comparison of a FILTER is there: a comparison, a constant (True / False) or 
 from __future__ import annotations
 
 from obda.model.query import XSD, Arithmetic, Call, Comparison, Literal, Shifted, Var, value_variables
+from obda.query.expressions import FilterProblem, Hint
 
 ERROR = "error"  # the value of an expression that is an error wherever it is evaluated
 _TRUE = Literal("true", XSD + "boolean")
@@ -74,8 +75,6 @@ def _connective(name: str, args: tuple):
     if not rest:
         return neutral
     if ERROR in rest:  # false && error is false, true && error an error: not a value obda can write
-        from obda.query.expressions import FilterProblem, Hint
-
         raise FilterProblem("unbound variable", f"{'&&' if name == 'AND' else '||'} inside a function, over a "
                             "variable that a UNION branch leaves unbound, is not supported; test it with BOUND() "
                             "first", Hint("punct", "&&" if name == "AND" else "||"))

@@ -48,8 +48,7 @@ class InlineData:
         return variables, out
 
     def _values_term(self, x, at: int | None):
-        if isinstance(x, CompValue) and "string" in x:  # a literal rdflib left as its parse node
-            x = RDFLiteral(x["string"], lang=x.get("lang"), datatype=x.get("datatype"))
+        """A value of a VALUES row (rdflib has resolved its names and literals) as a model term."""
         if not isinstance(x, (URIRef, RDFLiteral)) or isinstance(x, Variable):
             raise self.unsupported("VALUES", f"VALUES holds IRIs, literals and UNDEF, not {x}", at)
         return self.term(x)
