@@ -19,6 +19,7 @@ import pytest
 from execution.exec_harness import counter_of, drive
 from obda.analysis import analyze, plan_execution
 from obda.model.sources import Sources
+from seeds import seed_params
 
 BASE = dt.datetime(2024, 3, 1)
 SQL = ("SELECT r.sensor AS sensor, r.value AS value, a.severity AS severity FROM reading AS r, alarm AS a "
@@ -160,7 +161,7 @@ constraints:
     assert "ri has no 'before' bound" in one_sided.members[0].constrained.note
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", seed_params())
 def test_data_that_keeps_the_constraint_gives_every_answer(seed):
     rng = random.Random(seed)
     after, before = rng.randint(0, 4), rng.randint(0, 4)
@@ -172,7 +173,7 @@ def test_data_that_keeps_the_constraint_gives_every_answer(seed):
     assert rt.metrics.constraints["alarm_near_reading"]["in_use"]
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", seed_params())
 def test_violations_are_quarantined_exactly_and_explain_every_missing_answer(seed):
     rng = random.Random(1000 + seed)
     after, before = rng.randint(0, 4), rng.randint(0, 4)
@@ -421,7 +422,7 @@ def ca_violations(rows, k: int) -> set[tuple[str, int, int]]:
     return {("reading", r["ts"], r["sensor"]) for r in rows["reading"] if r["ts"] - first[r["sensor"]] > k}
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", seed_params())
 @pytest.mark.parametrize("late", [0.0, 0.15])
 def test_clustered_arrival_bounds_the_self_join_and_loses_exactly_the_quarantined_rows(seed, late):
     k = random.Random(seed).randint(1, 4)
@@ -509,7 +510,7 @@ def oa_violations(rows, k: int) -> set[tuple[str, int, int]]:
             if any(o["ts"] < r["ts"] - k and o["seq"] > r["seq"] for o in rs)}
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", seed_params())
 @pytest.mark.parametrize("late", [0.0, 0.15])
 def test_ordered_arrival_drops_state_and_loses_exactly_the_quarantined_rows(seed, late):
     k = random.Random(seed).randint(0, 4)
@@ -605,7 +606,7 @@ def seconds(iso: str | None) -> int | None:
     return None if iso is None else int((dt.datetime.fromisoformat(iso.replace("Z", "")) - BASE).total_seconds())
 
 
-@pytest.mark.parametrize("seed", range(50))
+@pytest.mark.parametrize("seed", seed_params())
 @pytest.mark.parametrize("duplicates", [0.0, 0.2])
 def test_a_stream_key_drops_joined_entries_and_loses_exactly_the_quarantined_rows(seed, duplicates):
     rows = key_generate(seed, steps=25, duplicates=duplicates)

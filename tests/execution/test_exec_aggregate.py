@@ -28,6 +28,7 @@ from execution.exec_harness import (
 from obda.errors import AnalysisError, ExecutionError
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
+from seeds import ALL, seed_sets
 
 BOUNDED_A = "0 < m1.a AND m1.a < 5"
 QUERIES = {
@@ -42,7 +43,6 @@ QUERIES = {
     "stream and static table": "SELECT r.name AS name, COUNT(*) AS n, SUM(m1.b) AS sb FROM s AS m1, r AS r "
                                "WHERE m1.a = r.id GROUP BY r.name",
 }
-SEEDS = range(50)
 
 
 def _norm(v):
@@ -94,9 +94,10 @@ def _check_seeds(tmp_path, name, seeds, spark=None):
     assert checked > len(seeds)
 
 
+@seed_sets()
 @pytest.mark.parametrize("name", list(QUERIES))
-def test_changelog_replayed_after_every_timestamp_equals_duckdb(tmp_path, name):
-    _check_seeds(tmp_path, name, SEEDS)
+def test_changelog_replayed_after_every_timestamp_equals_duckdb(tmp_path, name, seeds):
+    _check_seeds(tmp_path, name, seeds)
 
 
 @pytest.mark.spark
@@ -110,7 +111,7 @@ def test_spark_partial_aggregates_equal_duckdb(spark, tmp_path, name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(QUERIES))
 def test_spark_partial_aggregates_equal_duckdb_on_50_seeds(spark, tmp_path, name):
-    _check_seeds(tmp_path, name, SEEDS, spark)
+    _check_seeds(tmp_path, name, ALL, spark)
 
 
 @pytest.mark.spark
