@@ -127,10 +127,13 @@ def compile(
     """
     try:
         comp = _load_project(project).compile_file(query, max_members)
+        # the SQL first: a dialect that cannot spell a construct is an error before anything is printed
+        text = (json.dumps(comp.to_dict(dialect.value), indent=2, default=str) if format is Format.json
+                else comp.to_sql(dialect.value, pretty=True))
     except ObdaError as e:
         _fail(e, format is Format.json)
     if format is Format.json:
-        print(json.dumps(comp.to_dict(dialect.value), indent=2, default=str))
+        print(text)
         return
     out.print(f"[bold]-- {len(comp.members)} SPJ member(s), {'set (DISTINCT)' if comp.distinct else 'bag'} semantics[/]")
     for i, m in enumerate(comp.members):
@@ -140,7 +143,7 @@ def compile(
             out.print(f"[dim]--   {s.describe()}[/]", highlight=False)
     for r in comp.removed:
         out.print(f"[dim]-- removed: {r}[/]", highlight=False)
-    print(comp.to_sql(dialect.value, pretty=True))
+    print(text)
 
 
 @app.command()

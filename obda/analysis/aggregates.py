@@ -6,8 +6,8 @@ is kept in memory, so the number of groups counts: a grouping attribute that is 
 bounded makes the query unbounded (the answer itself grows).
 
 * **Functions** (Gray et al., as the paper classifies them): SUM, COUNT, MIN, MAX are
-  distributive, AVG algebraic, COUNT-DISTINCT and MEDIAN holistic; MIN, MAX and
-  COUNT-DISTINCT are duplicate-insensitive. SPARQL's SAMPLE keeps any one value of the
+  distributive, AVG algebraic, COUNT-DISTINCT, MEDIAN and SPARQL's GROUP_CONCAT holistic; MIN, MAX,
+  COUNT-DISTINCT and GROUP_CONCAT(DISTINCT) are duplicate-insensitive. SPARQL's SAMPLE keeps any one value of the
   group: distributive, duplicate-insensitive.
 * **Characteristic query** ``Q' = Π_{G ∪ A(F)} σ_P(…)`` and **reduced** ``Q'_R = Π_G σ_P(…)``,
   with ``Π = π`` when every function is duplicate-insensitive, ``π̇`` otherwise.
@@ -15,7 +15,7 @@ bounded makes the query unbounded (the answer itself grows).
   holistic function aggregates an unbounded attribute.
 * **Several streams** (Theorem 8.6, with 8.4 for the sufficiency of ``Q'``): bounded iff the
   grouping attributes are bounded, C1 ``Q'_R`` is bounded (the SPJ analysis of the
-  application-time criteria), C2 every COUNT-DISTINCT / MEDIAN attribute is bounded, and C3
+  application-time criteria), C2 every COUNT-DISTINCT / MEDIAN / GROUP_CONCAT attribute is bounded, and C3
   every MAX (MIN) of an unbounded ``S_i.A`` has ``MaxRef(S_i)`` (``MinRef(S_i)``) empty or
   equal, up to equality, to ``{S_i.A}``.
 
@@ -60,6 +60,8 @@ FUNCTIONS = {f.name: f for f in (
     Function("avg", ALGEBRAIC, True),
     Function("count_distinct", HOLISTIC, False),
     Function("median", HOLISTIC, True),
+    Function("group_concat", HOLISTIC, True),  # SPARQL only: the SQL front end refuses GROUP_CONCAT
+    Function("group_concat_distinct", HOLISTIC, False),
 )}
 
 _SQLGLOT = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg",
@@ -347,7 +349,7 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     if report.verdict == BOUNDED and widths and all(b.windowed for b in widths):
         width = describe_micros(max(b.width for b in widths))
         report = replace(report, memory="window, per solution: one entry per group (a count per value for "
-                                        "COUNT(DISTINCT)), and the interval join's rows of the last "
+                                        "COUNT(DISTINCT) and GROUP_CONCAT), and the interval join's rows of the last "
                                         f"{width} (the characteristic query's state)")
     window = comp.query.window
     if window is None:
@@ -408,6 +410,12 @@ def _judge(members: list[SpjMember], group: list[str], calls: list[tuple[Functio
                 conditions.append(Condition("C2: holistic aggregate over a bounded attribute", bounded,
                                             f"{text}: {shown} is {'bounded' if bounded else 'unbounded'}{where}"
                                             + ("" if bounded else ": a count per distinct value would grow")))
+            if function.name == "group_concat" and mq.infinite:
+                conditions.append(Condition(
+                    "GROUP_CONCAT of every solution over a stream", False,
+                    f"{text}: its value holds one string per solution of the group{where}, and a stream's "
+                    "solutions grow: the answer itself grows (GROUP_CONCAT(DISTINCT …) of a bounded attribute, "
+                    "or a window, keeps it bounded)"))
             elif function.name in ("max", "min") and not bounded and len(mq.infinite) > 1:
                 a = attrs[0]
                 stream = mq.stream_of.get(a.alias)
@@ -432,7 +440,7 @@ def _judge(members: list[SpjMember], group: list[str], calls: list[tuple[Functio
         verdict = NOT_SHOWN
     else:
         verdict = UNBOUNDED
-    memory = "constant: one entry per group (a count per value for COUNT(DISTINCT))" if verdict == BOUNDED else ""
+    memory = "constant: one entry per group (a count per value for COUNT(DISTINCT) and GROUP_CONCAT)" if verdict == BOUNDED else ""
     return AggregateReport(verdict, theorem, tuple(conditions), char, reduced, reduced_verdict, memory=memory)
 
 

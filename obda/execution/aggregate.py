@@ -19,7 +19,7 @@ zero, an incomparable value) leaves the column unbound and makes a HAVING compar
 SAMPLE is the smallest value (any value is allowed; the smallest agrees across backends).
 
 The state is one entry per group (bounded when the grouping attributes are) with, per
-aggregate, a few numbers, or a count per value for COUNT(DISTINCT) and MEDIAN (bounded when
+aggregate, a few numbers, or a count per value for COUNT(DISTINCT), MEDIAN and GROUP_CONCAT (bounded when
 the aggregated attribute is, condition C2).
 
 **When a line is written.** Every ``emitted_at`` is a closed **data timestamp**: a timestamp at which
@@ -64,7 +64,7 @@ from obda.execution.sinks import _json_scalar, micros_to_iso
 
 
 def _init(name: str):
-    if name in ("count_distinct", "median"):
+    if name in _HOLISTIC:
         return {}
     if name == "avg":
         return [0, 0]
@@ -91,11 +91,13 @@ def _update(name: str, acc, v, n: int):
         return v if acc is None or v > acc else acc
     if name == "sample":  # some value of the group: the smallest, as SQL's MIN and every backend
         return v if acc is None or v < acc else acc
-    acc[v] = acc.get(v, 0) + n  # count_distinct, median: a count per value
+    acc[v] = acc.get(v, 0) + n  # count_distinct, median, group_concat: a count per value
     return acc
 
 
-def _value(name: str, acc, sparql: bool = False):
+def _value(call: Aggregate, acc, sparql: bool = False):
+    """The value of aggregate ``call`` from its accumulator."""
+    name = call.function
     if name == "avg":
         if acc[1] == 0:
             return 0 if sparql else None  # SPARQL: AVG of the empty (global) group is 0
@@ -114,6 +116,9 @@ def _value(name: str, acc, sparql: bool = False):
         total = sum(acc.values())
         lo, hi = _nth(values, acc, (total - 1) // 2), _nth(values, acc, total // 2)
         return (lo + hi) / 2
+    if name.startswith("group_concat"):  # the strings in code-point order, as the SQL's ORDER BY (SPARQL: any order)
+        once = name.endswith("_distinct")
+        return call.separator.join(v for v in sorted(acc) for _ in range(1 if once else acc[v]))
     return acc
 
 
@@ -168,7 +173,7 @@ def _merge(name: str, acc, p):
     return _update(name, acc, p, 1)  # min, max, sample
 
 
-_HOLISTIC = ("count_distinct", "median")
+_HOLISTIC = ("count_distinct", "median", "group_concat", "group_concat_distinct")
 
 
 def _number(lit: Literal):
@@ -253,7 +258,7 @@ class Aggregator:
         self._group_index = {v: i for i, v in enumerate(plan.group_by)}
         self._call_index = {c.call: j for j, c in enumerate(plan.calls)}
         self._groups = plan.groups
-        self._reducers = [(c.function.name, _reducer(c.function.name)) for c in plan.calls]
+        self._reducers = [(c.call, _reducer(c.function.name)) for c in plan.calls]
         self._having = self._compiled(plan.having) if plan.having is not None else None
         self._items = [(it.name, self._compiled(it.expression)) for it in plan.items]
 
@@ -436,7 +441,7 @@ class Aggregator:
         if not panes and plan.group_by:
             return None  # a window expired the group's last solution
         per_call = zip(*(panes or {None: self._fresh()}).values())  # each aggregate's accumulator in every pane
-        values = [_value(name, combine(accs), plan.sparql) for (name, combine), accs in zip(self._reducers, per_call)]
+        values = [_value(call, combine(accs), plan.sparql) for (call, combine), accs in zip(self._reducers, per_call)]
         if self._having is not None and self._having(key, values) is not True:
             return None
         return {name: f(key, values) for name, f in self._items}

@@ -237,6 +237,8 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
                 query.location,
             )
         bound.append((v.name, tv))
+    if query.aggregation is not None:
+        _check_concatenated(query, m.bound)
     all_steps = tuple(steps) + tuple(s for _, st, _, _ in choice for s in st)
     expanded = cq.with_atoms(atom for atom, _, _, _ in choice)
     conds = simplify(m.conds, m.exempt)
@@ -265,6 +267,23 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         alias_tables=tuple((ren[e.alias], e.table) for e in entries),
     )
     return _Built(entries, conds, bound, ren, origin)
+
+
+def _check_concatenated(query: Query, bound: dict) -> None:
+    """GROUP_CONCAT concatenates simple strings (SPARQL 1.1 §18.5.1.7 builds it with CONCAT): an argument that a
+    member binds to another kind of term would make its group's value an error, and is refused."""
+    for c in query.aggregation.calls:
+        tv = bound.get(c.argument) if c.function.startswith("group_concat") else None
+        if tv is None or term_kind(tv) == ("literal", XSD + "string"):
+            continue
+        kind, dt = term_kind(tv)
+        what = {"iri": "an IRI", "bnode": "a blank node"}.get(kind) or (
+            f"a literal tagged {dt}" if dt.startswith("@") else f"an {dt.replace(XSD, 'xsd:')} literal")
+        raise UnsupportedConstructError(
+            "GROUP_CONCAT of a non-string",
+            f"{c}: {c.argument} is {what} in some solutions, and SPARQL concatenates simple strings only (the "
+            f"group's value would be an error); concatenate their text: BIND(STR({c.argument}) AS ?text) in the "
+            "pattern, then GROUP_CONCAT(?text)", c.location or query.location)
 
 
 def _atom_source(atom: Atom, a, aliases: tuple[str, ...]) -> AtomSource:

@@ -12,6 +12,8 @@ SPARQL 1.1 §18.5 decides where SQL differs:
 * ``SUM`` and ``AVG`` of the empty global group are 0 (``COALESCE``); ``COUNT`` is 0 in both;
 * ``SAMPLE`` returns some value of the group; obda's is the smallest (``MIN``), so that every
   engine and the executor agree;
+* ``GROUP_CONCAT`` joins the group's strings in an order SPARQL leaves open; obda's is the strings'
+  (``ORDER BY``, code points), so that every engine and the executor agree; the empty group's is ``""``;
 * ``/`` divides as decimals, and dividing by zero is an error, so unbound (``NULLIF``);
 * a HAVING comparison that errs is false, as SQL's NULL is;
 * a window ``FILTER(?t > NOW() - d)`` is ``WHERE q.t > CURRENT_TIMESTAMP - INTERVAL d``: NOW() is
@@ -88,6 +90,11 @@ def _value(e, glob: bool) -> exp.Expression:
         arg = _column(e.argument.name)
         if e.function == "count_distinct":
             return exp.Count(this=exp.Distinct(expressions=[arg]))
+        if e.function.startswith("group_concat"):
+            values = exp.Distinct(expressions=[arg]) if e.function.endswith("_distinct") else arg
+            concat = exp.GroupConcat(this=exp.Order(this=values, expressions=[exp.Ordered(this=arg.copy())]),
+                                     separator=exp.Literal.string(e.separator))
+            return exp.Coalesce(this=concat, expressions=[exp.Literal.string("")])
         call = _FUNCTIONS[e.function](this=arg)
         if glob and e.function in ("sum", "avg"):  # the empty global group: 0, not unbound
             return exp.Coalesce(this=call, expressions=[exp.Literal.number(0)])

@@ -6,11 +6,15 @@ output would not run.  There a comparison with a shifted time (an interval join'
 ``julianday(m.ts) <= julianday(e.ts, '+300 seconds')``, which also compares timestamps written in
 different textual forms (``2024-01-01T00:05:00Z`` and ``2024-01-01 00:05:00``) correctly.
 SQLite has no ``EXTRACT`` either (SPARQL's ``HOURS(?t)`` …): it reads the field from ``strftime``.
+SQLite before 3.44 has no ordered aggregate, and none takes DISTINCT with a separator: SPARQL's
+``GROUP_CONCAT``, in obda's order, is refused in that dialect (printed for the others).
 """
 
 from __future__ import annotations
 
 from sqlglot import exp
+
+from obda.errors import UnsupportedConstructError
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 _SECONDS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
@@ -22,6 +26,11 @@ def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False) -> str:
         tree = tree.copy().transform(_sqlite_comparison)
     if dialect == "sqlite" and tree.find(exp.Extract) is not None:
         tree = tree.copy().transform(_sqlite_extract)
+    if dialect == "sqlite" and tree.find(exp.GroupConcat) is not None:
+        raise UnsupportedConstructError(
+            "GROUP_CONCAT in SQLite", "GROUP_CONCAT's SQL orders the strings it joins (obda's order, the same in "
+            "every engine), and SQLite has no ordered aggregate before 3.44, nor a DISTINCT one with a separator; "
+            "print the SQL for spark, duckdb or postgres")
     return tree.sql(dialect=dialect, pretty=pretty)
 
 

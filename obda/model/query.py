@@ -12,6 +12,7 @@ unfolding (``obda.mapping``) can hash, compare and substitute them freely.
 
 from __future__ import annotations
 
+import json
 import operator
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Union
@@ -229,7 +230,8 @@ class CQ:
         return " ∧ ".join(parts)
 
 
-AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median")  # median: SQL only
+AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median",  # median: SQL only
+                       "group_concat", "group_concat_distinct")
 ARITHMETIC_OPS = ("+", "-", "*", "/")
 
 
@@ -237,11 +239,15 @@ ARITHMETIC_OPS = ("+", "-", "*", "/")
 class Aggregate:
     """A SPARQL set function over the solutions of a group: ``COUNT(*)`` has ``argument`` None.
 
-    ``function`` is one of :data:`AGGREGATE_FUNCTIONS` (``count_distinct`` is ``COUNT(DISTINCT ?x)``).
+    ``function`` is one of :data:`AGGREGATE_FUNCTIONS` (``count_distinct`` is ``COUNT(DISTINCT ?x)``,
+    ``group_concat_distinct`` ``GROUP_CONCAT(DISTINCT ?x)``); ``separator`` is GROUP_CONCAT's (SPARQL's
+    default: one space). ``location``: where the call is in the query text, for errors (not compared).
     """
 
     function: str
     argument: Var | None = None
+    separator: str = " "
+    location: Location | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.function not in AGGREGATE_FUNCTIONS:
@@ -250,6 +256,10 @@ class Aggregate:
     def __str__(self) -> str:
         if self.function == "count_distinct":
             return f"COUNT(DISTINCT {self.argument})"
+        if self.function.startswith("group_concat"):
+            distinct = "DISTINCT " if self.function.endswith("_distinct") else ""
+            sep = "" if self.separator == " " else f"; SEPARATOR={json.dumps(self.separator, ensure_ascii=False)}"
+            return f"GROUP_CONCAT({distinct}{self.argument}{sep})"
         return f"{self.function.upper()}({self.argument if self.argument is not None else '*'})"
 
 

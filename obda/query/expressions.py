@@ -295,6 +295,7 @@ _AGGREGATE_FUNCTION = {
     "Aggregate_Min": "min",
     "Aggregate_Max": "max",
     "Aggregate_Sample": "sample",
+    "Aggregate_GroupConcat": "group_concat",
 }
 _NUMERIC = {XSD + t for t in ("integer", "decimal", "double", "float", "int", "long", "short", "byte")}
 
@@ -330,13 +331,14 @@ def value_expression(e, term: Callable[[Identifier], Term], aggregates: bool = T
                 raise FilterProblem(f"{what} of an expression",
                                     f"{what} of an expression is not supported; aggregate a variable (bind it in the pattern)",
                                     Hint("word", what))
-            if distinct and function != "count":
-                raise FilterProblem(f"{what}(DISTINCT)", f"{what}(DISTINCT …) is not supported; only COUNT(DISTINCT ?x) is",
-                                    Hint("word", what))
+            if distinct and function not in ("count", "group_concat"):
+                raise FilterProblem(f"{what}(DISTINCT)", f"{what}(DISTINCT …) is not supported; only COUNT(DISTINCT ?x) "
+                                    "and GROUP_CONCAT(DISTINCT ?x) are", Hint("word", what))
+            if function == "group_concat":
+                separator = dict.get(e, "separator")  # CompValue.get answers a missing key with its name
+                return Aggregate(function + "_distinct" if distinct else function, term(arg),
+                                 " " if separator is None else str(separator))
             return Aggregate("count_distinct" if distinct else function, term(arg))
-        if name == "Aggregate_GroupConcat":
-            raise FilterProblem("GROUP_CONCAT", "GROUP_CONCAT is not supported (COUNT, SUM, AVG, MIN, MAX, SAMPLE are)",
-                                Hint("word", "GROUP_CONCAT"))
         if name in ("AdditiveExpression", "MultiplicativeExpression"):
             out = value_expression(e["expr"], term, aggregates)
             for op, other in zip(e["op"], e["other"]):

@@ -8,10 +8,13 @@ OFFSET and a trailing VALUES.  It reads the walk's ``ts``, ``time_vars``, ``sele
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Variable
 
 from obda.model.query import (
+    Aggregate,
     Aggregation,
     Arithmetic,
     Comparison,
@@ -173,7 +176,7 @@ class Solutions(Located):
             name = str(item["evar"])
             as_i = self.ts.find_var(name, sel, where_open)
             open_i = self._enclosing_paren(as_i, sel) or sel
-            expr = self._value(item["expr"], open_i, as_i or open_i)
+            expr = self._located_calls(self._value(item["expr"], open_i, as_i or open_i), open_i, as_i or open_i)
             self._check_grouped(expr, group, open_i, as_i or open_i)
             if Var(name) in bound or Var(name) in self.time_vars or name in [i.name for i in items]:
                 raise self.unsupported("SELECT expression", f"(… AS ?{name}): ?{name} is already bound; name the "
@@ -204,12 +207,13 @@ class Solutions(Located):
                                        "aggregating timestamps is not supported", at)
             missing = [k for k, b in enumerate(branches, 1) if c.argument not in b.term_vars()]
             if missing and c.function in _ERROR_PROPAGATING:
+                default = '""' if c.function.startswith("group_concat") else "0"
                 raise self.unsupported(
                     "aggregate of a sometimes unbound variable",
                     f"{c}: UNION branch {missing[0]} of {len(branches)} leaves {c.argument} unbound, and SPARQL makes "
-                    f"the {c.function.upper()} of a group an error (unbound) as soon as one of its solutions leaves "
-                    f"{c.argument} unbound; give it a value in every branch (BIND(COALESCE({c.argument}, 0) AS …)), "
-                    "or COUNT it", at)
+                    f"the {c.function.removesuffix('_distinct').upper()} of a group an error (unbound) as soon as one "
+                    f"of its solutions leaves {c.argument} unbound; give it a value in every branch "
+                    f"(BIND(COALESCE({c.argument}, {default}) AS …)), or COUNT it", at)
         return aggregation
 
     def _value(self, e, start: int, end: int):
@@ -217,6 +221,14 @@ class Solutions(Located):
             return value_expression(e, self.term)
         except FilterProblem as p:
             raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+
+    def _located_calls(self, e, start: int, end: int):
+        """``e`` with each GROUP_CONCAT call located (the unfolding refuses it over a term that is no string)."""
+        if isinstance(e, Aggregate) and e.function.startswith("group_concat"):
+            return replace(e, location=self.loc(self.ts.find_word("GROUP_CONCAT", start, end) or start))
+        if isinstance(e, Arithmetic):
+            return replace(e, left=self._located_calls(e.left, start, end), right=self._located_calls(e.right, start, end))
+        return e
 
     def _check_grouped(self, e, group: list[Var], start: int, end: int) -> None:
         """A variable outside every aggregate must be a grouping variable (SPARQL 1.1 §11.4)."""
@@ -265,8 +277,9 @@ class Solutions(Located):
         return tuple(out)
 
 
-# aggregates whose value is an error once an argument is (SPARQL 1.1 §18.5.1); COUNT and SAMPLE skip errors
-_ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median")
+# aggregates whose value is an error once an argument is (SPARQL 1.1 §18.5.1, as pyoxigraph answers); COUNT and
+# SAMPLE skip errors
+_ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median", "group_concat", "group_concat_distinct")
 
 
 def _ungrouped(e, group: list[Var]) -> list[Var]:

@@ -22,11 +22,11 @@ from execution.exec_harness import (Oracle, check_emitted_at, data_timestamps, d
 from obda.catalog import load_catalog
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
+from seeds import seed_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRIES = load_catalog(ROOT / "catalogs" / "aggregates.yaml")
 BOUNDED = [e for e in ENTRIES if e.expected == "bounded"]
-SEEDS = range(50)
 
 
 @pytest.fixture(scope="module")
@@ -100,21 +100,22 @@ def run_and_check(demo, tmp_path, entry, seeds, spark=None) -> tuple[int, int]:
     return checked, deletes
 
 
+@seed_sets()
 @pytest.mark.parametrize("entry", BOUNDED, ids=lambda e: e.name)
-def test_changelog_replayed_after_every_timestamp_equals_duckdb(demo, tmp_path, entry):
-    checked, deletes = run_and_check(demo, tmp_path, entry, SEEDS)
-    assert checked > len(SEEDS)
+def test_changelog_replayed_after_every_timestamp_equals_duckdb(demo, tmp_path, entry, seeds):
+    checked, deletes = run_and_check(demo, tmp_path, entry, seeds)
+    assert checked > len(seeds)
     if "HAVING" in entry.query or ("NOW()" in entry.query and "GROUP BY" in entry.query):
         assert deletes > 0  # a group leaves the answer when HAVING stops holding, or its window empties
 
 
 # the Spark backend in the default run: one entry per kind of aggregate plan — an interval join, a join after
 # maintenance, C3's MAX, a holistic window, a window AVG, HAVING, computed values, SAMPLE, a static join, the
-# global group (every entry: -m slow, and on more seeds below; the local backend runs every entry above)
+# global group, GROUP_CONCAT (every entry: -m slow, and on more seeds below; the local backend runs every entry above)
 SPARK_DEFAULT = {"alarms_near_readings_per_sensor", "hot_readings_after_maintenance_per_turbine",
                  "max_reading_after_maintenance_c3", "distinct_severities_last_5_minutes",
                  "mean_per_sensor_last_3_minutes", "busy_sensors_having", "mean_per_turbine_computed",
-                 "sample_reading_per_turbine", "power_per_site", "readings_overall"}
+                 "sample_reading_per_turbine", "power_per_site", "readings_overall", "hot_sensor_kinds_last_5_minutes"}
 
 
 @pytest.mark.spark
@@ -137,6 +138,7 @@ def test_catalog_has_the_shapes_the_issue_lists():
     texts = {e.name: " ".join(e.query.split()) for e in BOUNDED}
     assert any("HAVING" in t for t in texts.values())
     assert any("COUNT(DISTINCT" in t for t in texts.values())
+    assert any("GROUP_CONCAT(DISTINCT" in t for t in texts.values()) and any("GROUP_CONCAT(?" in t for t in texts.values())
     assert any("GROUP BY" not in t for t in texts.values())
     assert any("?t1 < ?t2" in t and "MAX(" in t for t in texts.values())
     assert any("SUM(?v) / COUNT(?v)" in t for t in texts.values())
