@@ -69,6 +69,7 @@ def _run_backlog(tmp_path: Path, rows: int, files: int, heap: str) -> None:
     _check_output(out, passing)
 
 
+@pytest.mark.slow  # 40 s; the default run spills and merges smaller batches (test_spilled_rows_come_back_merged_in_order)
 def test_a_backlog_whose_answers_exceed_the_driver_heap_is_written_in_full_and_in_order(tmp_path):
     """1M readings in one micro-batch (~950k answers) with a 512 MiB driver: the answers in one partition
     (the old collect) lose the task result; spilled and merged, every answer is written, in order."""

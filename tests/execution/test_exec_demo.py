@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from execution.exec_harness import Oracle, counter_of, drive, from_us, random_splits
+from seeds import seed_sets
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +19,6 @@ def _entries():
     return [e for e in load_catalog(path) if e.expected == "bounded"] if path.exists() else []
 
 
-SEEDS = 50  # the evidence: every bounded demo query equals the SQL on at least 50 seeds
 
 
 @pytest.fixture(scope="module")
@@ -28,14 +28,15 @@ def project():
     return Project.load(ROOT / "demo")
 
 
+@seed_sets()  # the evidence: every bounded demo query equals the SQL on 50 seeds (-m slow; 10 by default)
 @pytest.mark.parametrize("entry", _entries(), ids=lambda e: e.name)
-def test_demo_bounded_query_matches_duckdb(project, entry):
+def test_demo_bounded_query_matches_duckdb(project, entry, seeds):
     from obda.datagen import generate_rows
 
     compilation = project.compile(entry.query)
     sql = compilation.to_sql("spark")
     src = project.sources
-    for seed in range(SEEDS):
+    for seed in seeds:
         data = generate_rows(src, seed=seed, timestamps=12, rows_per_timestamp=(0, 4))
         rows = {t.name: [dict(zip([c.name for c in t.columns], r)) for r in data.rows(t.name)] for t in src.tables}
         streams = {t.name: sorted(rows[t.name], key=lambda r: r[t.timestamp]) for t in src.streams}

@@ -28,9 +28,9 @@ from obda.project import Project
 
 from execution.exec_harness import Oracle, counter_of, drive, from_us, random_splits
 from integration.test_bag_oracle import CASES
+from seeds import seed_sets
 
 FIXTURE = Path(__file__).resolve().parents[1] / "integration" / "multiplicity"
-SEEDS = 50
 
 
 def _typed(value: str, ctype: ColumnType):
@@ -64,13 +64,14 @@ def test_fixture_queries_read_views(world):
     assert any(len(v.parts) > 1 for c in comps for v in c.views)  # a union view
 
 
+@seed_sets()
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_executor_equals_sql_on_views(world, case):
+def test_executor_equals_sql_on_views(world, case, seeds):
     project, streams, statics, oracle = world
     comp = project.compile(case.text)
     sql = comp.to_sql("spark")
     final = oracle.answers(sql)
-    for seed in range(SEEDS):
+    for seed in seeds:
         snapshots: dict[dt.datetime, Counter] = {}
 
         def on_close(rt, out):
