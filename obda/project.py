@@ -202,7 +202,7 @@ class Project:
         """Parse a SPARQL query and check that it only uses terms of the ontology."""
         from obda.query import parse_query
 
-        query = parse_query(sparql, file=file)
+        query = parse_query(sparql, file=file, vocabulary=self.ontology)
         check_query_terms(query, self.ontology, sparql, file)
         return query
 

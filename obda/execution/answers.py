@@ -26,6 +26,16 @@ AT = "__at"
 TIE_BREAK = "the binding's values as text, variable by variable in column order, unbound first"
 
 
+def as_text(value):
+    """A value of a text column (:attr:`~obda.analysis.forest.model.Forest.text_columns`) as the text Spark's
+    ``CAST(value AS STRING)`` and the SQL engines give it (``true``, ``34``, ``20.5``); unbound stays unbound."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def value_column(i: int) -> str:
     """Name of the column holding the ``i``-th variable's value."""
     return f"__b{i}"

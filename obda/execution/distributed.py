@@ -425,8 +425,10 @@ class SparkForest:
                 continue
             count = j.count_expr()
             values = [value_column(k) for k in range(len(mf.member.items))]
+            text = self.forest.text_columns  # values of different kinds in different members: their text
             cols = ", ".join([f"{_q(cur.ts)} AS {_q(AT)}"] + [
-                f"{self._bind(st, it, nm)} AS {_q(v)}" for it, v in zip(mf.member.items, values)])
+                f"{f'CAST({self._bind(st, it, nm)} AS STRING)' if k in text else self._bind(st, it, nm)} AS {_q(v)}"
+                for k, (it, v) in enumerate(zip(mf.member.items, values))])
             if count is not None and not self.forest.distinct:
                 name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n"))
                 out.append(f"SELECT {', '.join(_q(c) for c in [AT] + values)} FROM {_q(name)} "

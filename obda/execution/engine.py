@@ -36,6 +36,7 @@ from typing import Callable, Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
 from obda.model.query import OPS
+from obda.execution.answers import as_text
 
 Counted = dict  # {tuple: int}
 
@@ -590,6 +591,13 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
     return out
 
 
+def _texts(bind: Callable[[tuple], tuple], columns: frozenset[int]) -> Callable[[tuple], tuple]:
+    """``bind`` with the values of ``columns`` (a query's text columns) as their text."""
+    if not columns:
+        return bind
+    return lambda values: tuple(as_text(v) if k in columns else v for k, v in enumerate(bind(values)))
+
+
 def _ordered(tuples) -> list[tuple]:
     """Output tuples in a deterministic order: their natural order, by ``repr`` where values do not compare."""
     try:
@@ -606,7 +614,8 @@ class QueryEngine:
         self.plan = plan
         self.members = [MemberEngine(mp, {}) for mp in plan.members]
         self.set_statics(statics)
-        self._binders = {id(m.plan): binder(m.plan.member.items, m.plan.out_attrs) for m in self.members}
+        self._binders = {id(m.plan): _texts(binder(m.plan.member.items, m.plan.out_attrs), plan.text_columns)
+                         for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
         if plan.keyed_by_time:  # answers keyed by their own timestamp: none repeats an earlier closed one

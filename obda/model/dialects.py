@@ -21,7 +21,15 @@ _SECONDS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60,
 
 
 def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False) -> str:
-    """``tree`` as ``dialect``'s SQL text (the tree itself is not changed)."""
+    """``tree`` as ``dialect``'s SQL text (the tree itself is not changed).
+
+    A member that projects nothing (the pattern of ``SELECT (COUNT(*) AS ?n)``, which counts its solutions)
+    selects the constant ``1 AS one``: SQL has no empty select list."""
+    if any(not s.expressions for s in tree.find_all(exp.Select)):
+        tree = tree.copy()
+        for s in tree.find_all(exp.Select):
+            if not s.expressions:
+                s.select(exp.alias_(exp.Literal.number(1), "one"), copy=False)
     if dialect == "sqlite" and any(_shifted(c.this) or _shifted(c.expression) for c in tree.find_all(*_COMPARISONS)):
         tree = tree.copy().transform(_sqlite_comparison)
     if dialect == "sqlite" and tree.find(exp.Extract) is not None:

@@ -42,7 +42,7 @@ from obda.query.walk import Converter
 MAX_NESTING = 16
 
 
-def parse_query(text: str, *, file: str | None = None, base: str | None = None) -> Query:
+def parse_query(text: str, *, file: str | None = None, base: str | None = None, vocabulary=None) -> Query:
     """Parse a SPARQL ``SELECT`` / ``SELECT DISTINCT`` query into a :class:`Query`.
 
     ``file`` is only used in error locations and ``Query.location``; ``base``
@@ -51,19 +51,21 @@ def parse_query(text: str, *, file: str | None = None, base: str | None = None) 
     :class:`UnsupportedConstructError` for constructs outside the supported
     fragment (see the module docstring).  An RSP-QL text (``REGISTER``, ``FROM NAMED WINDOW``, ``WINDOW``) is
     rewritten to this SPARQL first (:mod:`obda.query.rspql`); its errors point at the RSP-QL text.
+    ``vocabulary``: the :class:`~obda.model.ontology.Ontology` whose classes and properties a variable in
+    predicate position ranges over (without it, such a pattern is refused).
     """
     translation = rspql.translate(text, file)
     if translation is None:
-        return _parse_sparql(text, file, base)
+        return _parse_sparql(text, file, base, vocabulary)
     try:
-        query = _parse_sparql(translation.text, file, base)
+        query = _parse_sparql(translation.text, file, base, vocabulary)
     except ObdaError as e:
         raise translation.relocate(e) from None
     rspql.check(translation, query.aggregation is not None)  # located in the RSP-QL text already
     return replace(query, text=text, location=translation.locate(query.location))
 
 
-def _parse_sparql(text: str, file: str | None, base: str | None) -> Query:
+def _parse_sparql(text: str, file: str | None, base: str | None, vocabulary=None) -> Query:
     tokens = tk.tokenize(text)
     deep = tk.too_deep(tokens, MAX_NESTING)
     if deep is not None:  # rdflib's parser recurses per level: fail here, located, not with a RecursionError
@@ -78,7 +80,7 @@ def _parse_sparql(text: str, file: str | None, base: str | None) -> Query:
     except Exception as e:  # rdflib raises plain exceptions for some lexical errors
         raise QuerySyntaxError(f"SPARQL syntax error: {e}", Location(file)) from None
     try:
-        return Converter(text, file, base).convert(tree)
+        return Converter(text, file, base, vocabulary).convert(tree)
     except RecursionError:
         raise _nesting_error(*tk.deepest(tokens), file) from None
 

@@ -36,6 +36,7 @@ from obda.query import tokens as tk, unbound
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes
 from obda.query.functions import computed
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
+from obda.query.predicates import AnyPredicate
 from obda.query.solutions import Solutions
 from obda.query.values import InlineData
 
@@ -49,11 +50,12 @@ _UNSUPPORTED_PARTS = {
 }
 
 
-class Converter(NormalForms, Solutions, InlineData):
+class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
-    def __init__(self, text: str, file: str | None, base: str | None):
+    def __init__(self, text: str, file: str | None, base: str | None, vocabulary=None):
         self.text = text
+        self.vocabulary = vocabulary  # obda.model.ontology.Ontology: what a variable predicate ranges over
         self.file = file
         self.base = base
         self.ts = tk.TokenStream(text)
@@ -225,7 +227,8 @@ class Converter(NormalForms, Solutions, InlineData):
             name = part.name
             if name == "TriplesBlock":
                 end = self._block_end(self.pos, close_i)
-                alternatives = [Branch(atoms) for atoms in self._triples(part["triples"], time, self.pos, end)]
+                alternatives = [Branch(atoms, (), binds)
+                                for atoms, binds in self._triples(part["triples"], time, self.pos, end)]
                 branches = self._limit(product(branches, alternatives), self.pos)
                 self.pos = end
             elif name == "Bind":
@@ -336,19 +339,25 @@ class Converter(NormalForms, Solutions, InlineData):
 
     # ------------------------------------------------------------------ triples
 
-    def _triples(self, blocks, time: Var | None, start: int, end: int) -> list[tuple[Atom, ...]]:
-        """The alternatives of a triples block (rdflib has already expanded ``;`` ``,`` and ``[ ]``): one tuple of
-        atoms, or several where an alternative path ``:p|:q`` makes a bag union (SPARQL 1.1 §18.4)."""
+    def _triples(self, blocks, time: Var | None, start: int, end: int) -> list[tuple[tuple[Atom, ...], tuple]]:
+        """The alternatives of a triples block (rdflib has already expanded ``;`` ``,`` and ``[ ]``): one
+        ``(atoms, binds)``, or several where an alternative path ``:p|:q`` or a variable predicate
+        (:mod:`obda.query.predicates`, whose alternatives bind it) makes a bag union (SPARQL 1.1 §18.4)."""
         flat: list[Identifier] = [x for block in blocks for x in block]
         roles = tk.triple_roles(self.ts, start, end)
-        out: list[tuple[Atom, ...]] = [()]
+        out: list[tuple[tuple[Atom, ...], tuple]] = [((), ())]
         for k in range(0, len(flat), 3):
             s, p, o = flat[k], flat[k + 1], flat[k + 2]
-            here = [tuple(self._atom(s2, p2, o2, time, roles) for s2, p2, o2 in chain)
-                    for chain in self._path_chains(s, p, o, roles)]
-            out = [a + b for a in out for b in here]
+            if isinstance(p, Variable):
+                here = self._any_predicate(s, p, o, time, roles)
+            elif str(p) == RDF_TYPE and isinstance(o, Variable):
+                here = self._any_class(s, o, time, roles)
+            else:
+                here = [(tuple(self._atom(s2, p2, o2, time, roles) for s2, p2, o2 in chain), ())
+                        for chain in self._path_chains(s, p, o, roles)]
+            out = [(a + b, x + y) for a, x in out for b, y in here if _agree(x, y)]
             self._limit(out, start)
-        return out
+        return [(atoms, tuple(dict.fromkeys(binds))) for atoms, binds in out]
 
     def _path_chains(self, s, p, o, roles) -> list[list[tuple]]:
         """The triple patterns of ``s p o`` for each alternative of path ``p``: a sequence ``:p/:q`` is
@@ -388,12 +397,6 @@ class Converter(NormalForms, Solutions, InlineData):
         else:
             subj = self.term(s)
         obj: Term = o if isinstance(o, Var) else self.term(o)
-        if isinstance(p, Variable):
-            raise self.unsupported(
-                "variable predicate",
-                f"variable ?{p} in predicate position is not supported; use an ontology property or class",
-                self._role_token(roles, {tk.PREDICATE}, lambda t: t.var_name == str(p)),
-            )
         if isinstance(subj, Literal):
             raise self.unsupported(
                 "literal subject",
@@ -417,6 +420,12 @@ class Converter(NormalForms, Solutions, InlineData):
                 self._role_token(roles, {tk.OBJECT}, lambda tok: isinstance(obj, Var) and tok.var_name == obj.name),
             )
         return PropertyAtom(str(p), subj, obj, time)
+
+
+def _agree(binds: tuple, more: tuple) -> bool:
+    """Whether two alternatives' constant bindings agree (a predicate variable used twice takes one value)."""
+    known = dict(binds)
+    return all(known.get(v, c) == c for v, c in more)
 
 
 def _graph_variables(where) -> list[Variable]:

@@ -86,7 +86,9 @@ def rewrite(query: Query, ontology: Ontology) -> tuple[RewrittenCQ, ...]:
     fresh = _Fresh(query)
     out: list[RewrittenCQ] = []
     for i, branch in enumerate(query.branches):
-        kept = answer | branch.bind_inputs  # a BIND reads them: never folded into an anonymous individual
+        # a BIND reads them, or binds them (a pattern joining on the constant it binds): never folded into an
+        # anonymous individual
+        kept = answer | branch.bind_inputs | frozenset(v for v, _ in branch.binds)
         try:
             cqs = rewrite_cq(branch, kept, sat, fresh, MAX_CQS_PER_BRANCH)
         except RewritingError as e:

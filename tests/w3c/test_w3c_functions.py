@@ -33,6 +33,9 @@ KNOWN = {
     # column value writes its canonical lexical form (R2RML §10.2), so obda answers the same values (the right
     # rows: datatype(?v) = xsd:double) under another lexical form than the test's data
     "dawg-datatype-1": "a DOUBLE column keeps values, not lexical forms (R2RML natural mapping: canonical form)",
+    # ?s ?p ?o over a string and an integer property: the answer column holds numbers in one member and strings in
+    # another, so obda answers their text, "7" (Forest.text_columns, docs/semantics.md), where the test has 7
+    "if01": "an answer column of numbers and strings holds their text",
 }
 
 
@@ -50,13 +53,14 @@ def test_no_w3c_test_fails(outcomes):
 # simple, xsd:string and language-tagged strings: CONCAT, SUBSTR, STRLEN, UCASE, LCASE, CONTAINS; isIRI, isURI,
 # isLiteral, isBlank, LANG); the others are
 # refused with the reason the report prints: STRBEFORE / STRAFTER of a language-tagged literal (the value's type
-# would depend on the row), a dateTime with a time zone other than Z in the data of YEAR … SECONDS, a variable
-# predicate (STRSTARTS, STRENDS, IF, langMatches), STR of a custom datatype, + over strings, OPTIONAL (COALESCE)
+# would depend on the row), a dateTime with a time zone other than Z in the data of YEAR … SECONDS (and of
+# STRSTARTS, STRENDS, whose ?s ?p ?o reads it), STR of a custom datatype, + over strings, OPTIONAL (COALESCE)
 PASSING = {"abs01", "ceil01", "floor01", "round01", "ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1",
            "unminus-1", "dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004",
            "concat01", "substring01", "substring02", "length01", "ucase01", "lcase01", "contains01",
            "dawg-isBlank-1", "dawg-isLiteral-1", "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1",
-           "dawg-isIRI-1", "dawg-datatype-2", "dawg-datatype-3"}
+           "dawg-isIRI-1", "dawg-datatype-2", "dawg-datatype-3", "dawg-langMatches-1", "dawg-langMatches-2",
+           "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic"}
 
 
 def test_accepted_constructs_pass_their_tests(outcomes):

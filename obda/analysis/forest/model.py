@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from obda.model.sources import Table
+from obda.model.sources import ColumnType, Table
 
 FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
 
@@ -290,6 +290,21 @@ class Forest:
         live = [m for m in self.members if not m.unsatisfiable]
         return self.distinct and bool(live) and bool(set.intersection(*(set(m.keyed) for m in live)))
 
+    @property
+    def text_columns(self) -> frozenset[int]:
+        """The answer columns whose members give them values of different kinds (a number in one, a string in
+        another: a UNION's branches, a variable predicate's alternatives): one column of one type holds them as
+        their text, in the compiled SQL (the engines cast), in Spark and on the local backend alike."""
+        kinds: dict[int, set[str]] = {}
+        for m in self.members:
+            if m.unsatisfiable:
+                continue
+            for k, item in enumerate(m.member.items):
+                kind = _value_kind(m.member, item)
+                if kind is not None:
+                    kinds.setdefault(k, set()).add(kind)
+        return frozenset(k for k, found in kinds.items() if len(found) > 1)
+
     def stream_tables(self) -> list[Table]:
         seen: dict[str, Table] = {}
         for p in self.pipelines:
@@ -302,3 +317,21 @@ class Forest:
 
     def describe(self) -> dict:
         return {"distinct": self.distinct, "columns": list(self.columns), "members": [m.describe() for m in self.members]}
+
+
+def _value_kind(member: Member, item: OutItem) -> str | None:
+    """What an answer value of ``item`` is — ``number``, ``string`` or ``boolean`` — where the member's tables say
+    it (None: a computed value, or a timestamp, whose text the sinks write from its microseconds)."""
+    if item.kind == "concat":
+        return "string"
+    if item.kind == "const":
+        v = item.value
+        return None if v is None else "boolean" if isinstance(v, bool) else "string" if isinstance(v, str) else "number"
+    alias, column = item.attr
+    col = member.table(alias).column(column)
+    if col is None:
+        return None
+    if col.type.is_numeric:
+        return "number"
+    return None if col.type is ColumnType.TIMESTAMP else col.type.value
+
