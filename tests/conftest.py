@@ -36,3 +36,13 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def demo():
+    """The turbine demo project (demo/), loaded once."""
+    from pathlib import Path
+
+    from obda.project import Project
+
+    return Project.load(Path(__file__).resolve().parents[1] / "demo")

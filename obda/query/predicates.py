@@ -33,12 +33,8 @@ class AnyPredicate:
 
     def _any_predicate(self, s, p: Variable, o, time: Var | None, roles) -> list[tuple[tuple[Atom, ...], tuple]]:
         at = self._role_token(roles, {tk.PREDICATE}, lambda t: t.var_name == str(p))
-        var = Var(str(p))
-        if self.vocabulary is None:
-            raise self.unsupported("variable predicate", f"variable ?{p} in predicate position ranges over the "
-                                   "ontology's classes and properties: compile the query in a project", at)
-        if var in self.time_vars:
-            raise self.unsupported("variable predicate", f"?{p} names a GRAPH (a time) and cannot be a predicate", at)
+        var = self._vocabulary_variable(p, at, "variable predicate", f"variable ?{p} in predicate position",
+                                        "classes and properties", "a predicate")
         voc = self.vocabulary
         literal, iri = isinstance(o, RDFLiteral), isinstance(o, URIRef)
         properties = sorted((voc.data_properties if literal else set())
@@ -63,12 +59,18 @@ class AnyPredicate:
     def _any_class(self, s, o: Variable, time: Var | None, roles) -> list[tuple[tuple[Atom, ...], tuple]]:
         """``?s rdf:type ?c``: one alternative ``C(?s)`` with ``?c`` bound to ``<C>`` per class ``C``."""
         at = self._role_token(roles, {tk.OBJECT}, lambda t: t.var_name == str(o))
-        var = Var(str(o))
-        if self.vocabulary is None:
-            raise self.unsupported("variable class", f"the class ?{o} of rdf:type ranges over the ontology's "
-                                   "classes: compile the query in a project", at)
-        if var in self.time_vars:
-            raise self.unsupported("variable class", f"?{o} names a GRAPH (a time) and cannot be a class", at)
+        var = self._vocabulary_variable(o, at, "variable class", f"the class ?{o} of rdf:type", "classes", "a class")
         self.in_scope.add(var)
         return [((self._atom(s, URIRef(RDF_TYPE), URIRef(cls), time, roles),), ((var, IRI(cls)),))
                 for cls in sorted(self.vocabulary.classes)]
+
+    def _vocabulary_variable(self, v: Variable, at: int | None, construct: str, what: str, ranges: str,
+                             role: str) -> Var:
+        """``v`` as a variable that ranges over the vocabulary: refused without one, or when it names a time."""
+        if self.vocabulary is None:
+            raise self.unsupported(construct, f"{what} ranges over the ontology's {ranges}: compile the query in "
+                                   "a project", at)
+        var = Var(str(v))
+        if var in self.time_vars:
+            raise self.unsupported(construct, f"?{v} names a GRAPH (a time) and cannot be {role}", at)
+        return var

@@ -20,7 +20,6 @@ import dataclasses
 import datetime as dt
 import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -31,7 +30,6 @@ from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 from obda.model.sources import Sources
 
-ROOT = Path(__file__).resolve().parents[2]
 P = "PREFIX : <http://example.org/turbine#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
 B = dt.datetime(2024, 1, 1)
 SENSOR = "http://example.org/turbine/data/sensor/"
@@ -63,13 +61,6 @@ QUERIES = {q.name: q for q in (
     Query("global_unpopulated_class", P + 'SELECT (COUNT(?v) AS ?n) (SUM(?v) AS ?total) WHERE { GRAPH ?t { ?m :hasValue ?v . '
                                           '?m a :Site } }'),
 )}
-
-
-@pytest.fixture(scope="module")
-def demo():
-    from obda.project import Project
-
-    return Project.load(ROOT / "demo")
 
 
 def _run(demo, tmp_path, query: str, measurements: list[tuple], files_per_batch: int, spark=None):

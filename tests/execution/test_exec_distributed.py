@@ -147,13 +147,6 @@ def _demo_entries():
     return [e for e in load_catalog(ROOT / "catalogs" / "demo.yaml") if e.expected == "bounded"]  # SPJ queries
 
 
-@pytest.fixture(scope="module")
-def demo():
-    from obda.project import Project
-
-    return Project.load(ROOT / "demo")
-
-
 def _demo(spark, tmp_path, demo, entries, seeds, shared=False):
     from obda.datagen import generate_rows
 

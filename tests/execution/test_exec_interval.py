@@ -8,7 +8,6 @@ later row can join (``engine.expire``) — without that it grows with the stream
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +15,6 @@ from execution.exec_harness import demo_world, write_seed
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = 'PREFIX : <http://example.org/turbine#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n'
 # neither stream is ordered after the other: without the durations both would keep every past row
 BAND = PREFIX + """SELECT ?sensor ?v ?sev WHERE {
@@ -24,13 +22,6 @@ BAND = PREFIX + """SELECT ?sensor ?v ?sev WHERE {
   GRAPH ?t2 { ?a :raisedBy ?sensor ; :hasSeverity ?sev . }
   FILTER(?t2 <= ?t1 + "PT2M"^^xsd:dayTimeDuration && ?t1 <= ?t2 + "PT3M"^^xsd:dayTimeDuration)
 }"""
-
-
-@pytest.fixture(scope="module")
-def demo():
-    from obda.project import Project
-
-    return Project.load(ROOT / "demo")
 
 
 def _run(demo, tmp_path, text: str, timestamps: int, backend: str = "local", spark=None) -> ContinuousQuery:

@@ -14,18 +14,10 @@ from execution.exec_harness import Oracle, write_seed
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, JsonLinesSink
 
-ROOT = Path(__file__).resolve().parents[2]
 QUERY = """PREFIX : <http://example.org/turbine#>
 SELECT ?turbine (?cap AS ?capacity) ?model WHERE { ?turbine :hasCapacity ?cap ; :hasModel ?model }
 ORDER BY DESC(?capacity) ?model ?turbine
 """
-
-
-@pytest.fixture(scope="module")
-def demo():
-    from obda.project import Project
-
-    return Project.load(ROOT / "demo")
 
 
 def _world(demo, tmp_path: Path, seed: int):

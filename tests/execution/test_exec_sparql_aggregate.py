@@ -29,13 +29,6 @@ ENTRIES = load_catalog(ROOT / "catalogs" / "aggregates.yaml")
 BOUNDED = [e for e in ENTRIES if e.expected == "bounded"]
 
 
-@pytest.fixture(scope="module")
-def demo():
-    from obda.project import Project
-
-    return Project.load(ROOT / "demo")
-
-
 def norm(v):
     if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
         return round(float(v), 6)

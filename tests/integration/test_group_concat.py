@@ -6,22 +6,14 @@ a subquery, or VALUES alone: obda refuses all of them, for those constructs."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
 from obda.analysis.aggregates import analyze_aggregate
 from obda.errors import AnalysisError, UnsupportedConstructError
-from obda.project import Project
 
-ROOT = Path(__file__).resolve().parents[2]
 PREFIX = "PREFIX : <http://example.org/turbine#>\n"
 READINGS = "GRAPH ?t { ?m :measuredBy ?sensor ; :hasValue ?v . } ?turbine :hasSensor ?sensor . ?sensor :hasKind ?kind ."
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return Project.load(ROOT / "demo")
 
 
 def test_the_call_keeps_distinct_and_separator(demo):

@@ -37,13 +37,6 @@ FOUR_ASSETS = P + "SELECT * WHERE { ?a1 a :Asset . ?a2 a :Asset . ?a3 a :Asset .
 SITE_OR_TURBINE = P + "SELECT ?a\nWHERE {\n  { ?a a :Site } UNION { ?a a :Turbine }\n}\n"
 
 
-@pytest.fixture(scope="module")
-def demo():
-    from obda.project import Project
-
-    return Project.load(ROOT / "demo")
-
-
 def test_four_asset_product_compiles_fast_and_gives_the_sparql_bag(demo):
     import duckdb
     from obda.datagen import generate_rows

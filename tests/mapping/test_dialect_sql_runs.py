@@ -13,14 +13,8 @@ import pytest
 
 from obda.catalog import load_catalog
 from obda.datagen import generate_rows
-from obda.project import Project
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return Project.load(ROOT / "demo")
 
 
 def _load(demo, con, iso: str):

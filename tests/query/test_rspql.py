@@ -17,18 +17,12 @@ from rspql_pairs import HEAD, PAIRS  # noqa: E402
 from obda.analysis import analyze  # noqa: E402
 from obda.catalog import check_catalog, load_catalog  # noqa: E402
 from obda.errors import QuerySyntaxError, UnknownTermError, UnsupportedConstructError  # noqa: E402
-from obda.project import Project  # noqa: E402
 from obda.query import parse_query  # noqa: E402
 from obda.query.rspql import translate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 MARK = "¦"
 WIN = "FROM NAMED WINDOW :w ON :s [RANGE PT10M STEP PT1M]\n"
-
-
-@pytest.fixture(scope="module")
-def demo():
-    return Project.load(ROOT / "demo")
 
 
 def marked(text: str) -> tuple[str, int, int]:
