@@ -9,7 +9,9 @@ and the files of the tests listed in ``test_w3c_functions.py``):
    ``xsd:boolean`` → boolean, ``xsd:dateTime`` in UTC → timestamp, strings and language-tagged strings →
    string).  A generated R2RML triples map per table gives back the triple (``rr:column`` terms with the
    term type, datatype or language of the group), a generated ontology declares each predicate and class.
-   Another datatype is a string column with that ``rr:datatype``.  A triple obda cannot represent exactly —
+   Another datatype is a string column with that ``rr:datatype``. In an entailment manifest
+   (:data:`SCHEMA_MANIFESTS`) the data's schema triples — class and property axioms and declarations — are the
+   project's ontology instead, so that the answers the ontology entails come from obda's rewriting.  A triple obda cannot represent exactly —
    a non-canonical lexical form, a dateTime with a time zone other than ``Z`` — is left out, and a test whose
    query reads its predicate (or class) is *refused* with the reason.
 2. **Query.** The test's query is compiled by obda (``Project.compile``) and its DuckDB SQL run over the
@@ -32,7 +34,7 @@ from pathlib import Path
 
 import duckdb
 from rdflib import BNode, Graph, Literal, Namespace, URIRef
-from rdflib.namespace import RDF, XSD
+from rdflib.namespace import OWL, RDF, RDFS, XSD
 from rdflib.query import Result
 
 from obda.errors import ObdaError
@@ -51,6 +53,34 @@ _TYPES = {  # datatype -> (column type, SQL type, canonical lexical form of the 
     XSD.dateTime: ("timestamp", "TIMESTAMP", None),
     XSD.string: ("string", "VARCHAR", str),
 }
+
+
+# the manifests whose data holds an ontology (the entailment regimes'): its schema triples are the project's
+# ontology, not tables
+SCHEMA_MANIFESTS = {"entailment"}
+_SCHEMA_PREDICATES = {RDFS.subClassOf, RDFS.subPropertyOf, RDFS.domain, RDFS.range, OWL.inverseOf,
+                      OWL.equivalentClass, OWL.equivalentProperty, OWL.disjointWith, OWL.propertyDisjointWith,
+                      OWL.onProperty, OWL.someValuesFrom, OWL.allValuesFrom, OWL.intersectionOf, OWL.unionOf,
+                      OWL.complementOf, OWL.onClass, OWL.qualifiedCardinality, OWL.minQualifiedCardinality,
+                      OWL.maxQualifiedCardinality, OWL.cardinality, OWL.minCardinality, OWL.maxCardinality,
+                      OWL.hasValue, OWL.oneOf, OWL.members, OWL.disjointUnionOf, OWL.imports, RDF.first, RDF.rest,
+                      RDFS.label, RDFS.comment}
+_SCHEMA_TYPES = {OWL.Class, OWL.ObjectProperty, OWL.DatatypeProperty, OWL.AnnotationProperty, OWL.Ontology,
+                 OWL.NamedIndividual, OWL.Restriction, RDFS.Class, RDF.Property, OWL.TransitiveProperty,
+                 OWL.SymmetricProperty, OWL.AsymmetricProperty, OWL.ReflexiveProperty, OWL.IrreflexiveProperty,
+                 OWL.FunctionalProperty, OWL.InverseFunctionalProperty, OWL.AllDisjointClasses,
+                 OWL.AllDisjointProperties, RDFS.Datatype}
+
+
+def split_schema(g: Graph) -> Graph:
+    """Take the schema triples (class and property axioms, declarations) out of ``g``: they are returned as the
+    ontology's graph, and ``g`` keeps the data."""
+    schema = Graph()
+    for s, p, o in list(g):
+        if p in _SCHEMA_PREDICATES or (p == RDF.type and o in _SCHEMA_TYPES):
+            schema.add((s, p, o))
+            g.remove((s, p, o))
+    return schema
 
 
 class Refused(Exception):
@@ -136,6 +166,7 @@ def build(test: W3CTest, folder: Path):
     g = Graph()
     for d in test.data:
         g.parse(d, format="turtle" if d.suffix == ".ttl" else "nt")
+    schema = split_schema(g) if test.manifest in SCHEMA_MANIFESTS else Graph()
     groups: dict[tuple, list] = {}
     classes: dict[tuple, list] = {}
     incomplete: dict[str, str] = {}  # predicate -> why some of its triples are not in the tables
@@ -175,7 +206,7 @@ def build(test: W3CTest, folder: Path):
     owl = {"class": "owl:Class", "object": "owl:ObjectProperty", "data": "owl:DatatypeProperty",
            "both": "owl:ObjectProperty, owl:DatatypeProperty"}
     onto = "@prefix owl: <http://www.w3.org/2002/07/owl#> .\n" + "".join(
-        f"<{t}> a {owl[k]} .\n" for t, k in kinds.items())
+        f"<{t}> a {owl[k]} .\n" for t, k in kinds.items()) + schema.serialize(format="nt")
     (folder / "ontology.ttl").write_text(onto)
     (folder / "mapping.ttl").write_text("@prefix rr: <http://www.w3.org/ns/r2rml#> .\n" + "\n".join(maps))
     (folder / "sources.yaml").write_text("tables:\n" + "\n".join(tables) + "\n" if tables else "tables: {}\n")
@@ -272,5 +303,6 @@ if __name__ == "__main__":
     from w3c.test_w3c_functions import SELECTED as FUNCTIONS
     from w3c.test_w3c_patterns import SELECTED as PATTERNS
     from w3c.test_w3c_triples import SELECTED as TRIPLES
+    from w3c.test_w3c_entailment import SELECTED as ENTAILMENT
 
-    run_selected({**FUNCTIONS, **PATTERNS, **TRIPLES})
+    run_selected({**FUNCTIONS, **PATTERNS, **TRIPLES, **ENTAILMENT})
