@@ -238,7 +238,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
             )
         bound.append((v.name, tv))
     if query.aggregation is not None:
-        _check_concatenated(query, m.bound)
+        _check_aggregated(query, m.bound)
     all_steps = tuple(steps) + tuple(s for _, st, _, _ in choice for s in st)
     expanded = cq.with_atoms(atom for atom, _, _, _ in choice)
     conds = simplify(m.conds, m.exempt)
@@ -269,21 +269,37 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     return _Built(entries, conds, bound, ren, origin)
 
 
-def _check_concatenated(query: Query, bound: dict) -> None:
-    """GROUP_CONCAT concatenates simple strings (SPARQL 1.1 §18.5.1.7 builds it with CONCAT): an argument that a
+_NUMBERS = {XSD + t for t in ("integer", "decimal", "double", "float", "int", "long", "short", "byte",
+                                "nonNegativeInteger", "positiveInteger", "nonPositiveInteger", "negativeInteger",
+                                "unsignedInt", "unsignedLong", "unsignedShort", "unsignedByte")}
+
+
+def _check_aggregated(query: Query, bound: dict) -> None:
+    """SUM and AVG add numbers, GROUP_CONCAT concatenates simple strings (SPARQL 1.1 §18.5.1): an argument that a
     member binds to another kind of term would make its group's value an error, and is refused."""
     for c in query.aggregation.calls:
-        tv = bound.get(c.argument) if c.function.startswith("group_concat") else None
-        if tv is None or term_kind(tv) == ("literal", XSD + "string"):
+        tv = bound.get(c.argument) if c.argument is not None else None
+        if tv is None:
             continue
         kind, dt = term_kind(tv)
+        if c.function.startswith("group_concat"):
+            if (kind, dt) == ("literal", XSD + "string"):
+                continue
+            construct, needs = "GROUP_CONCAT of a non-string", "concatenates simple strings only"
+            fix = f"concatenate their text: BIND(STR({c.argument}) AS ?text) in the pattern, then GROUP_CONCAT(?text)"
+        elif c.function in ("sum", "avg"):
+            if kind == "literal" and dt in _NUMBERS:
+                continue
+            construct, needs = f"{c.function.upper()} of a non-number", "adds numbers only"
+            fix = (f"aggregate a variable every solution binds to a number (the UNION branch or the variable "
+                   f"predicate that binds {c.argument} to other terms is the one to leave out)")
+        else:
+            continue
         what = {"iri": "an IRI", "bnode": "a blank node"}.get(kind) or (
             f"a literal tagged {dt}" if dt.startswith("@") else f"an {dt.replace(XSD, 'xsd:')} literal")
         raise UnsupportedConstructError(
-            "GROUP_CONCAT of a non-string",
-            f"{c}: {c.argument} is {what} in some solutions, and SPARQL concatenates simple strings only (the "
-            f"group's value would be an error); concatenate their text: BIND(STR({c.argument}) AS ?text) in the "
-            "pattern, then GROUP_CONCAT(?text)", c.location or query.location)
+            construct, f"{c}: {c.argument} is {what} in some solutions, and SPARQL {needs} (the group's value would "
+            f"be an error); {fix}", c.location or query.location)
 
 
 def _atom_source(atom: Atom, a, aliases: tuple[str, ...]) -> AtomSource:

@@ -240,8 +240,9 @@ class Aggregate:
     """A SPARQL set function over the solutions of a group: ``COUNT(*)`` has ``argument`` None.
 
     ``function`` is one of :data:`AGGREGATE_FUNCTIONS` (``count_distinct`` is ``COUNT(DISTINCT ?x)``,
-    ``group_concat_distinct`` ``GROUP_CONCAT(DISTINCT ?x)``); ``separator`` is GROUP_CONCAT's (SPARQL's
-    default: one space). ``location``: where the call is in the query text, for errors (not compared).
+    ``group_concat_distinct`` ``GROUP_CONCAT(DISTINCT ?x)``; ``MIN``, ``MAX`` and ``SAMPLE`` of the distinct
+    values are those of the values); ``separator`` is GROUP_CONCAT's (SPARQL's default: one space).
+    ``location``: where the call is in the query text, for errors (not compared).
     """
 
     function: str

@@ -331,9 +331,11 @@ def value_expression(e, term: Callable[[Identifier], Term], aggregates: bool = T
                 raise FilterProblem(f"{what} of an expression",
                                     f"{what} of an expression is not supported; aggregate a variable (bind it in the pattern)",
                                     Hint("word", what))
+            if distinct and function in ("min", "max", "sample"):
+                distinct = False  # the same value over the distinct values: an extreme, some value of the group
             if distinct and function not in ("count", "group_concat"):
-                raise FilterProblem(f"{what}(DISTINCT)", f"{what}(DISTINCT …) is not supported; only COUNT(DISTINCT ?x) "
-                                    "and GROUP_CONCAT(DISTINCT ?x) are", Hint("word", what))
+                raise FilterProblem(f"{what}(DISTINCT)", f"{what}(DISTINCT …) is not supported; COUNT, GROUP_CONCAT, "
+                                    "MIN, MAX and SAMPLE take DISTINCT", Hint("word", what))
             if function == "group_concat":
                 separator = dict.get(e, "separator")  # CompValue.get answers a missing key with its name
                 return Aggregate(function + "_distinct" if distinct else function, term(arg),

@@ -223,9 +223,10 @@ class Solutions(Located):
             raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
 
     def _located_calls(self, e, start: int, end: int):
-        """``e`` with each GROUP_CONCAT call located (the unfolding refuses it over a term that is no string)."""
-        if isinstance(e, Aggregate) and e.function.startswith("group_concat"):
-            return replace(e, location=self.loc(self.ts.find_word("GROUP_CONCAT", start, end) or start))
+        """``e`` with each aggregate call located (the unfolding refuses one over terms it cannot aggregate)."""
+        if isinstance(e, Aggregate):
+            word = "GROUP_CONCAT" if e.function.startswith("group_concat") else e.function.split("_")[0].upper()
+            return replace(e, location=self.loc(self.ts.find_word(word, start, end) or start))
         if isinstance(e, Arithmetic):
             return replace(e, left=self._located_calls(e.left, start, end), right=self._located_calls(e.right, start, end))
         return e

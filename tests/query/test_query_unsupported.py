@@ -33,7 +33,7 @@ CASES = [
     ("NOT EXISTS", "SELECT ?x WHERE {\n  ?x a :C\n  FILTER ¦NOT EXISTS { ?x a :D }\n}"),
     ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(¦EXISTS { ?x a :D })\n}"),
     ("GROUP_CONCAT of an expression", "SELECT ?x (¦GROUP_CONCAT(STR(?v)) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
-    ("MAX(DISTINCT)", "SELECT ?x (¦MAX(DISTINCT ?v) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
+    ("AVG(DISTINCT)", "SELECT ?x (¦AVG(DISTINCT ?v) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("SUM(DISTINCT)", "SELECT ?x\n  (¦SUM(DISTINCT ?v) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("GROUP BY expression", "SELECT (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n¦GROUP BY (?v + 1)"),
     ("ungrouped variable", "SELECT ¦?x WHERE { ?x :v ?v }\n  GROUP BY ?v"),
