@@ -296,6 +296,14 @@ def report(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+def check_outcomes(outcomes: list, passing: set[str] = frozenset(), known: dict | None = None) -> None:
+    """No test fails but the ``known`` ones (name -> why), and every test of ``passing`` passes."""
+    failed = [o for o in outcomes if o.status == "failed" and o.test.name not in (known or {})]
+    assert not failed, report(failed)
+    passed = {o.test.name for o in outcomes if o.status == "passed"}
+    assert set(passing) <= passed, report([o for o in outcomes if o.test.name in set(passing) - passed])
+
+
 def run_selected(selected: dict[str, set[str]]) -> list:
     """Run the tests ``selected`` (manifest folder -> test names), print the report, return the outcomes; every
     selected test must be vendored."""
