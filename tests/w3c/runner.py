@@ -319,8 +319,6 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from w3c.test_w3c_functions import SELECTED as FUNCTIONS
     from w3c.test_w3c_patterns import SELECTED as PATTERNS
-    from w3c.test_w3c_triples import SELECTED as TRIPLES
-    from w3c.test_w3c_entailment import SELECTED as ENTAILMENT
-    from w3c.test_w3c_modifiers import SELECTED as MODIFIERS
+    from w3c.test_w3c_whole import SELECTED as WHOLE
 
-    run_selected({**FUNCTIONS, **PATTERNS, **TRIPLES, **ENTAILMENT, **MODIFIERS})
+    run_selected({**FUNCTIONS, **PATTERNS, **WHOLE})

@@ -1,0 +1,68 @@
+"""The W3C SPARQL evaluation tests of whole manifests (vendored under ``suite/``), run like the others
+(``runner.py``), printing passed / failed / refused per manifest:
+
+* ``data-r2/basic`` and ``triple-match``: basic graph patterns, mostly with a variable predicate (``?s ?p ?o``).
+  Before variable predicates (issue 27) 6 of these 31 tests passed; now all but ``bgp-no-match`` do, which is
+  refused: its class ``foaf:Womble`` has no triple in the data, so the generated ontology does not declare it.
+* ``sparql11/entailment``, with each test's schema triples as the project's ontology (``runner.SCHEMA_MANIFESTS``),
+  so that obda's OWL 2 QL rewriting answers what it entails: 20 of the 70 pass, among them every RDFS inference
+  test obda can state — ``rdfs:subPropertyOf`` (rdfs01, rdfs02, transitivity rdfs10), ``rdfs:subClassOf``
+  (rdfs04, transitivity rdfs09), ``rdfs:domain`` (rdfs06, with subPropertyOf rdfs03), ``rdfs:range`` (rdfs07) —
+  and SPARQL-DL's undistinguished variables (sparqldl-07..09).
+* ``data-r2/sort`` (ORDER BY; an ordered result is compared in order on its keys, ties in any order),
+  ``solution-seq`` (LIMIT / OFFSET) and ``sparql11/aggregates``.
+
+A failing test is a known difference (:data:`KNOWN`, with its reason); the refused ones name their construct:
+ASK, OPTIONAL, subqueries, a query over the schema itself (``?c rdfs:subClassOf :d``), a blank node as a class,
+ORDER BY of a variable that is not an answer column, GROUP BY an expression, SUM / AVG (DISTINCT), an aggregate
+over terms it cannot take, a term the ontology does not declare.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from w3c.runner import SUITE, check_outcomes, manifest_tests, run_selected
+
+MANIFESTS = ("triple-match", "basic", "entailment", "sort", "solution-seq", "aggregates")
+SELECTED = {m: {t.name for t in manifest_tests(SUITE / m / "manifest.ttl")} for m in MANIFESTS}
+BASIC = {"base-prefix-1", "base-prefix-2", "base-prefix-3", "base-prefix-4", "base-prefix-5", "bgp-no-match",
+         "list-1", "list-2", "list-3", "list-4", "prefix-name-1", "quotes-1", "quotes-2", "quotes-3", "quotes-4",
+         "spoo-1", "term-1", "term-2", "term-3", "term-4", "term-5", "term-6", "term-7", "term-8", "term-9",
+         "var-1", "var-2"}
+ENTAILMENT = {"lang", "owlds02", "plainLit", "rdf02", "rdf03", "rdf04", "rdfs01", "rdfs02", "rdfs03", "rdfs04",
+              "rdfs06", "rdfs07", "rdfs09", "rdfs10", "rdfs12", "sparqldl-01", "sparqldl-04", "sparqldl-07",
+              "sparqldl-08", "sparqldl-09"}
+MODIFIERS = {
+    "dawg-sort-1", "dawg-sort-2", "dawg-sort-4", "dawg-sort-5", "dawg-sort-6", "dawg-sort-9", "dawg-sort-10",
+    "limit-1", "limit-2", "limit-3", "limit-4", "offset-1", "offset-2", "offset-3", "offset-4", "slice-1",
+    "slice-2", "slice-3", "slice-4", "slice-5",
+    "agg01", "agg02", "agg03", "agg04", "agg05", "agg06", "agg07", "agg-sum-01", "agg-sum-02", "agg-avg-01",
+    "agg-avg-02", "agg-min-01", "agg-min-02", "agg-max-01", "agg-max-02", "agg-min-distinct", "agg-max-distinct",
+    "agg-count-distinct", "agg-multiple-having",
+}
+PASSING = SELECTED["triple-match"] | (BASIC - {"bgp-no-match"}) | ENTAILMENT | MODIFIERS
+KNOWN = {
+    # obda's answers are certain answers (docs/semantics.md, "Existential parts"): a variable the query does not
+    # project may be an anonymous individual, so Alice — a Parent, hence with some child — answers
+    # ?parent :hasChild ?child; the entailment regime binds every variable to a named individual
+    "parent2": "a variable that is not projected may be an anonymous individual (certain answers)",
+    # owl:sameAs is outside OWL 2 QL: obda reads it as a property of the data, without equality reasoning
+    "sparqldl-13": "owl:sameAs is not reasoned with (outside OWL 2 QL)",
+    # the sorted column holds integers, decimals and numbers of other XSD types the runner keeps as strings, or a
+    # blank node, an IRI and a number: values of several kinds are their text (docs/semantics.md), so they sort
+    # and compare as text, not in SPARQL's order of terms
+    "dawg-sort-7": "an answer column of numbers and strings holds their text",
+    "dawg-sort-8": "an answer column of numbers and strings holds their text",
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    return run_selected(SELECTED)
+
+
+def test_whole_manifests_pass_but_the_known_differences(outcomes):
+    check_outcomes(outcomes, PASSING, KNOWN)
+    refused = {o.test.name: o.detail for o in outcomes if o.status == "refused"}
+    assert "not declared in the ontology" in refused["bgp-no-match"]
