@@ -269,11 +269,6 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     return _Built(entries, conds, bound, ren, origin)
 
 
-_NUMBERS = {XSD + t for t in ("integer", "decimal", "double", "float", "int", "long", "short", "byte",
-                                "nonNegativeInteger", "positiveInteger", "nonPositiveInteger", "negativeInteger",
-                                "unsignedInt", "unsignedLong", "unsignedShort", "unsignedByte")}
-
-
 def _check_aggregated(query: Query, bound: dict) -> None:
     """SUM and AVG add numbers, GROUP_CONCAT concatenates simple strings (SPARQL 1.1 §18.5.1): an argument that a
     member binds to another kind of term would make its group's value an error, and is refused."""
@@ -288,7 +283,7 @@ def _check_aggregated(query: Query, bound: dict) -> None:
             construct, needs = "GROUP_CONCAT of a non-string", "concatenates simple strings only"
             fix = f"concatenate their text: BIND(STR({c.argument}) AS ?text) in the pattern, then GROUP_CONCAT(?text)"
         elif c.function in ("sum", "avg"):
-            if kind == "literal" and dt in _NUMBERS:
+            if kind == "literal" and category(dt) == "numeric":
                 continue
             construct, needs = f"{c.function.upper()} of a non-number", "adds numbers only"
             fix = (f"aggregate a variable every solution binds to a number (the UNION branch or the variable "

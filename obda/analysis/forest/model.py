@@ -22,6 +22,7 @@ parses SQL nor plans.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from sqlglot import exp
 
@@ -290,7 +291,7 @@ class Forest:
         live = [m for m in self.members if not m.unsatisfiable]
         return self.distinct and bool(live) and bool(set.intersection(*(set(m.keyed) for m in live)))
 
-    @property
+    @cached_property
     def text_columns(self) -> frozenset[int]:
         """The answer columns whose members give them values of different kinds (a number in one, a string in
         another: a UNION's branches, a variable predicate's alternatives): one column of one type holds them as
