@@ -410,12 +410,12 @@ def _judge(members: list[SpjMember], group: list[str], calls: list[tuple[Functio
                 conditions.append(Condition("C2: holistic aggregate over a bounded attribute", bounded,
                                             f"{text}: {shown} is {'bounded' if bounded else 'unbounded'}{where}"
                                             + ("" if bounded else ": a count per distinct value would grow")))
-            if function.name == "group_concat" and mq.infinite:
-                conditions.append(Condition(
-                    "GROUP_CONCAT of every solution over a stream", False,
-                    f"{text}: its value holds one string per solution of the group{where}, and a stream's "
-                    "solutions grow: the answer itself grows (GROUP_CONCAT(DISTINCT …) of a bounded attribute, "
-                    "or a window, keeps it bounded)"))
+                if function.name == "group_concat" and mq.infinite:
+                    conditions.append(Condition(
+                        "GROUP_CONCAT of every solution over a stream", False,
+                        f"{text}: its value holds one string per solution of the group{where}, and a stream's "
+                        "solutions grow: the answer itself grows (GROUP_CONCAT(DISTINCT …) of a bounded attribute, "
+                        "or a window, keeps it bounded)"))
             elif function.name in ("max", "min") and not bounded and len(mq.infinite) > 1:
                 a = attrs[0]
                 stream = mq.stream_of.get(a.alias)

@@ -136,7 +136,7 @@ class Compilation:
         return self.query.aggregation
 
     def to_sql(self, dialect: str = "spark", pretty: bool = False) -> str:
-        return sql_text(self.sql, dialect, pretty)
+        return sql_text(self.sql, dialect, pretty, self.query.location)
 
     def to_dict(self, dialect: str = "spark") -> dict:
         return {

@@ -14,14 +14,15 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from obda.errors import UnsupportedConstructError
+from obda.errors import Location, UnsupportedConstructError
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 _SECONDS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
 
 
-def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False) -> str:
-    """``tree`` as ``dialect``'s SQL text (the tree itself is not changed).
+def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False, location: Location | None = None) -> str:
+    """``tree`` as ``dialect``'s SQL text (the tree itself is not changed); ``location``: the query's, for the error
+    of a construct the dialect cannot spell.
 
     A member that projects nothing (the pattern of ``SELECT (COUNT(*) AS ?n)``, which counts its solutions)
     selects the constant ``1 AS one``: SQL has no empty select list."""
@@ -38,7 +39,7 @@ def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False) -> str:
         raise UnsupportedConstructError(
             "GROUP_CONCAT in SQLite", "GROUP_CONCAT's SQL orders the strings it joins (obda's order, the same in "
             "every engine), and SQLite has no ordered aggregate before 3.44, nor a DISTINCT one with a separator; "
-            "print the SQL for spark, duckdb or postgres")
+            "print the SQL for spark, duckdb or postgres", location)
     return tree.sql(dialect=dialect, pretty=pretty)
 
 

@@ -72,5 +72,6 @@ def test_every_dialect_prints_the_ordered_concatenation_but_sqlite_which_refuses
                                  "WHERE { ?site a :Site ; :hasName ?name . }")
     assert "STRING_AGG(DISTINCT q.name, ' / ' ORDER BY q.name)" in comp.to_sql("postgres")
     assert "LISTAGG(DISTINCT q.name, ' / ') WITHIN GROUP (ORDER BY q.name" in comp.to_sql("spark")
-    with pytest.raises(UnsupportedConstructError, match="SQLite has no ordered aggregate"):
+    with pytest.raises(UnsupportedConstructError, match="SQLite has no ordered aggregate") as e:
         comp.to_sql("sqlite")
+    assert e.value.location == comp.query.location and e.value.location.line is not None
