@@ -215,7 +215,8 @@ class Project:
         budget = {} if max_members is None else {"max_members": max_members}
         query = self.parse(sparql, file=file)
         rewritten = rewrite(query, self.ontology)
-        members, sql, removed, views = unfold(query, rewritten, self.mapping, self.sources, self.ontology, **budget)
+        unfolding = unfold(query, rewritten, self.mapping, self.sources, self.ontology, **budget)
+        members, sql, removed, views = unfolding[:4]
         characteristic = None
         if query.aggregation is not None:  # the unfolded pattern is the characteristic query, grouped
             from obda.mapping.aggregate import aggregate_select
@@ -239,6 +240,7 @@ class Project:
             removed=tuple(removed),
             views=views,
             characteristic=characteristic,
+            checks=_checks(unfolding),
         )
 
     def compile_file(self, path: str | Path, max_members: int | None = None) -> Compilation:
@@ -254,6 +256,12 @@ class Project:
             return None
         p = Path(relative)
         return p if p.is_absolute() else (self.settings.directory / p)
+
+
+def _checks(unfolding) -> tuple[Compilation, ...]:
+    """The compilations of an unfolding's check patterns (each with its own checks)."""
+    return tuple(Compilation(query=q, rewritten=(), members=u.members, sql=u.sql, removed=u.removed, views=u.views,
+                             checks=_checks(u)) for q, u in unfolding.checks)
 
 
 def check_query_terms(query: Query, ontology: Ontology, text: str, file: str | None) -> None:

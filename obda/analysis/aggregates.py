@@ -62,6 +62,8 @@ FUNCTIONS = {f.name: f for f in (
     Function("median", HOLISTIC, True),
     Function("group_concat", HOLISTIC, True),  # SPARQL only: the SQL front end refuses GROUP_CONCAT
     Function("group_concat_distinct", HOLISTIC, False),
+    Function("sum_distinct", HOLISTIC, False),  # SUM / AVG of the distinct values: a count per value, as COUNT's
+    Function("avg_distinct", HOLISTIC, False),
 )}
 
 _SQLGLOT = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg",
@@ -252,10 +254,11 @@ def calls_of(sel: exp.Select, ctx: _Ctx) -> list[AggregateCall]:
         for agg in e.find_all(exp.AggFunc):
             name = _SQLGLOT.get(type(agg))
             arg = agg.this
-            if isinstance(agg, exp.Count) and isinstance(arg, exp.Distinct):
-                name, arg = "count_distinct", arg.expressions[0] if len(arg.expressions) == 1 else None
+            if isinstance(agg, (exp.Count, exp.Sum, exp.Avg)) and isinstance(arg, exp.Distinct):
+                name, arg = f"{name}_distinct", arg.expressions[0] if len(arg.expressions) == 1 else None
                 if arg is None:
-                    raise ctx.error(f"COUNT(DISTINCT …) of several expressions is not supported: {agg.sql()}", agg)
+                    raise ctx.error(f"{name.split('_')[0].upper()}(DISTINCT …) of several expressions is not "
+                                    f"supported: {agg.sql()}", agg)
             if name is None:
                 raise ctx.error(f"aggregate function {agg.sql()} is not one the analysis knows "
                                 f"(COUNT, SUM, MIN, MAX, AVG, COUNT(DISTINCT), MEDIAN, SAMPLE)", agg)

@@ -122,6 +122,9 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
+            notes=tuple(f"check {c}: the answers of a query over static tables (OPTIONAL, MINUS, [NOT] EXISTS), "
+                        "computed once when the query opens and tested per row; it keeps no synopsis (rule A1)"
+                        for c in dict.fromkeys(s.checks)),
         ))
     return members
 

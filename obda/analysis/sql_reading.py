@@ -118,6 +118,49 @@ _AGGREGATES = ("a single aggregate SELECT is analysed by obda.analysis.aggregate
                "(`obda analyze --sql` picks it)")
 
 
+def key_check(node: exp.Expression) -> exp.In | None:
+    """The ``IN`` of ``[NOT] (…) IN (SELECT …)``: a check of a member's terms against another query's answers
+    (OPTIONAL's anti-join, MINUS, [NOT] EXISTS; docs/analysis.md, rule A1), or None."""
+    node = node.unnest()
+    if isinstance(node, exp.Not):
+        node = node.this.unnest()
+    return node if isinstance(node, exp.In) and node.args.get("query") is not None else None
+
+
+def _check_in(e: exp.Expression) -> exp.In:
+    e = e.unnest()
+    return (e.this.unnest() if isinstance(e, exp.Not) else e)  # type: ignore[return-value]
+
+
+def transform_outside_checks(e: exp.Expression, fn) -> exp.Expression:
+    """``e.copy().transform(fn)``, except the subquery of a check (:func:`key_check`), which has FROM aliases
+    and columns of its own and is kept as it is."""
+    check = key_check(e)
+    if check is None:
+        return e.copy().transform(fn)
+    query = check.args["query"]
+    detached = e.copy()
+    _check_in(detached).set("query", None)
+    out = detached.transform(fn)
+    _check_in(out).set("query", query.copy())
+    return out
+
+
+def _is_check_query(node: exp.Expression) -> bool:
+    return isinstance(node, exp.Subquery) and isinstance(node.parent, exp.In) and node.arg_key == "query"
+
+
+def _check_static(query: exp.Subquery, ctx: _Ctx) -> None:
+    """A check's subquery reads static tables only: their answers do not change while the query runs (rule A1)."""
+    for t in query.find_all(exp.Table):
+        table = ctx.sources.table(t.name) if isinstance(t.this, exp.Identifier) else None
+        if table is None:
+            raise ctx.error(f"unknown table {t.name!r} in the IN (subquery)", t)
+        if table.is_stream:
+            raise ctx.error(f"IN (subquery) over the stream {table.name!r} is outside the analysable class (a "
+                            "subquery over static tables only is a per-row check)", t)
+
+
 def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
     """Reject constructs outside the SPJ class with their name and position."""
     for key, what in (("group", "GROUP BY"), ("having", "HAVING"), ("limit", "LIMIT"), ("offset", "OFFSET"),
@@ -129,8 +172,11 @@ def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
     d = sel.args.get("distinct")
     if d is not None and d.args.get("on"):
         raise ctx.error("DISTINCT ON is outside the analysable class", d)
-    for node in sel.walk(prune=lambda n: ctx.view_of(n) is not None):
+    for node in sel.walk(prune=lambda n: ctx.view_of(n) is not None or _is_check_query(n)):
         if node is sel or ctx.view_of(node) is not None:
+            continue
+        if _is_check_query(node):
+            _check_static(node, ctx)
             continue
         if isinstance(node, exp.Window):
             raise ctx.error(f"window function {_snippet(node)} is outside the analysable class", node)
@@ -154,6 +200,7 @@ class SelectReading:
         self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
         self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
+        self.checks: list[str] = []  # [NOT] (…) IN (SELECT … static): checks against static answers (rule A1)
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 
     # FROM --------------------------------------------------------------------------------

@@ -104,7 +104,7 @@ def _member(m: SpjMember, checker: str) -> MemberReport:
     else:
         plan = decisive.plan.to_dict() if decisive.plan else {}
     hints: list[str] = []
-    notes: list[str] = []
+    notes: list[str] = list(m.notes)
     wit = next((v.witness for v in violations if v.witness), "")
     for v in violations:
         if v.hint and v.hint not in hints:

@@ -109,6 +109,15 @@ def _value(call: Aggregate, acc, sparql: bool = False):
         return 0  # SPARQL: SUM of the empty (global) group is 0
     if name == "count_distinct":
         return len(acc)
+    if name in ("sum_distinct", "avg_distinct"):  # over the distinct values, in order (the same float sum always)
+        if not acc:
+            return 0 if sparql else None  # SPARQL: SUM and AVG of the empty (global) group are 0
+        total = reduce(operator.add, sorted(acc))
+        if name == "sum_distinct":
+            return total
+        if sparql and isinstance(total, (int, Decimal)):
+            return Decimal(total) / Decimal(len(acc))
+        return total / len(acc)
     if name == "median":
         if not acc:
             return None
@@ -173,7 +182,7 @@ def _merge(name: str, acc, p):
     return _update(name, acc, p, 1)  # min, max, sample
 
 
-_HOLISTIC = ("count_distinct", "median", "group_concat", "group_concat_distinct")
+_HOLISTIC = ("count_distinct", "median", "group_concat", "group_concat_distinct", "sum_distinct", "avg_distinct")
 
 
 def _number(lit: Literal):

@@ -14,6 +14,7 @@ from typing import Callable
 from obda.errors import CheckpointError, ExecutionError, ObdaError
 from obda.execution import checkpoint
 from obda.execution.constraints import ConstraintWatch
+from obda.execution.checks import resolve_checks
 from obda.execution.engine import QueryEngine, cut
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
@@ -178,10 +179,26 @@ class ContinuousQuery(SparkSteps):
                     from obda.execution.kafka_offsets import attach
 
                     attach(self)  # brokers and topics checked (located), the marker per partition
+                if self.plan.checks:  # answered once, before any row is read (obda.execution.checks)
+                    self.plan = resolve_checks(self.plan, self._check_answers)
                 self.engine.set_statics(*self._load_statics())
                 self._restore()
                 self._opened = True
         return self
+
+    def _check_answers(self, forest: Forest) -> list[tuple]:
+        """The answers of a check's query (static tables only), on this query's backend, read once."""
+        child = ContinuousQuery(ExecutionPlan(forest, None, tuple("bounded" for _ in forest.members)),
+                                base_dir=self.base_dir, backend=self.backend, spark=self._spark, master=self._master,
+                                spark_conf=self._spark_conf)
+        try:
+            child.open()
+            answers = child.engine.static_only()
+        finally:
+            child.close()
+        read = {p.table.name for p in self.plan.static_pipelines()}
+        self._static_quarantine.extend(r for r in child._static_quarantine if r.get("stream") not in read)
+        return [a.values for a in answers]
 
     def _start_aggregate(self, plan, allow_unbounded: bool):
         from obda.execution.aggregate import Aggregator

@@ -192,6 +192,13 @@ def evaluate(e: exp.Expression, row: dict):
             if v is not None:
                 return v
         return None
+    if isinstance(e, exp.Tuple):
+        return tuple(evaluate(x, row) for x in e.expressions)
+    if isinstance(e, exp.In) and e.args.get("query") is None:  # a check's answers (obda.execution.checks)
+        v = evaluate(e.this, row)
+        if v is None or (type(v) is tuple and None in v):
+            return None
+        return v in _in_set(e)
     if isinstance(e, exp.Extract):
         v = evaluate(e.expression, row)
         return None if v is None else _extract(e.this, v)
@@ -200,6 +207,20 @@ def evaluate(e: exp.Expression, row: dict):
         args = [evaluate(e.args[k], row) for k in fn[0] if e.args.get(k) is not None]
         return None if any(a is None for a in args) else fn[1](*args)
     raise ExecutionError(f"local backend: unsupported expression {e.sql()!r}")
+
+
+_IN_SETS: dict[int, tuple[exp.In, frozenset]] = {}
+
+
+def _in_set(e: exp.In) -> frozenset:
+    """The values of an IN list, computed once per node (the node is kept so its id is not reused)."""
+    hit = _IN_SETS.get(id(e))
+    if hit is None or hit[0] is not e:
+        if len(_IN_SETS) > 256:
+            _IN_SETS.clear()
+        hit = (e, frozenset(evaluate(x, {}) for x in e.expressions))
+        _IN_SETS[id(e)] = hit
+    return hit[1]
 
 
 def _substring(s: str, pos: int, length: int | None = None) -> str:

@@ -635,3 +635,35 @@ class Seq(Expr):
 
     def to_sqlglot(self, amap=None):  # pragma: no cover - keys only
         raise TypeError("Seq is a comparison key, not SQL")
+
+
+class KeyIn(Expr):
+    """``[NOT] (t1, ...) IN (subquery)``: a check (OPTIONAL's anti-join, MINUS, [NOT] EXISTS) of a member's terms
+    against another query's answers.  The subquery is that query's SQL over static tables, with FROM aliases of
+    its own: fixed text, never renamed with the member's."""
+
+    __slots__ = ("terms", "negated", "query", "_qsql", "check")
+
+    def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression, check=None):
+        super().__init__()
+        self.terms, self.negated, self.query = terms, negated, query
+        self.check = check  # the obda.model.query.Exists it comes from (errors are located at it)
+        self._qsql = query.sql()
+
+    def _template(self) -> Template:
+        parts: list[Template] = [("NOT (" if self.negated else "(",)]
+        for i, t in enumerate(self.terms):
+            if i:
+                parts.append((", ",))
+            parts.append(t.template)
+        parts.append((f") IN ({self._qsql})",))
+        return _join(*parts)
+
+    def _rename(self, ren):
+        return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query, self.check)
+
+    def to_sqlglot(self, amap=None):
+        terms = [t.to_sqlglot(amap) for t in self.terms]
+        this = terms[0] if len(terms) == 1 else exp.Tuple(expressions=terms)
+        node = exp.In(this=this, query=exp.Subquery(this=self.query.copy()))
+        return exp.Not(this=node) if self.negated else node

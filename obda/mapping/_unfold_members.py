@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from obda.errors import MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion
+from obda.mapping._unfold_checks import check_entries
 from obda.mapping._unfold_instances import _constant_value, _Memo
 from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotNull, Raw, Seq, Shift, const
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
@@ -217,8 +218,9 @@ class _Built:
         return [(n, projection_sql(tv).to_sqlglot(self.ren) if tv is not None else exp.Null()) for n, tv in self.bound]
 
 
-def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, memo: _Memo) -> _Built:
-    """One SPJ member for a choice of (alternative atom, alternative steps, assertion, kind) per atom."""
+def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, memo: _Memo, checks=None) -> _Built:
+    """One SPJ member for a choice of (alternative atom, alternative steps, assertion, kind) per atom; ``checks``
+    (:class:`~obda.mapping._unfold_checks.Checks`) gives the conditions of the CQ's checks."""
     m = _Member(memo)
     for atom, _steps, a, kind in choice:
         _unfold_atom(m, atom, a, kind)
@@ -226,6 +228,10 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         m.bind(v, _bind_value(m, v, e))
     for f in cq.filters:
         _filter(m, f, cq)
+    for c in cq.checks:
+        cond = checks.condition(c, m.bound)
+        if cond is not None:
+            m.conds.append(cond)
     branch_vars = query.branches[branch].variables if 0 <= branch < len(query.branches) else frozenset()
     bound: list[tuple[str, TermValue | None]] = []
     for v in query.projection:
@@ -255,6 +261,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         bound = [(n, _rename_term(tv, ren)) for n, tv in bound]
         m.used = [Val(rename_aliases(u.expr, ren), u.type) for u in m.used]
         sources = [(atom, a, tuple(dict.fromkeys(ren.get(x, x) for x in al))) for atom, a, al in sources]
+    check_entries(conds)
     conds = conds + _not_null(m.used, conds, m.exempt)
     # renumber aliases m1..mk in FROM order (applied when the SQL is output)
     ren = {e.alias: f"m{i}" for i, e in enumerate(entries, 1)}
@@ -282,10 +289,10 @@ def _check_aggregated(query: Query, bound: dict) -> None:
                 continue
             construct, needs = "GROUP_CONCAT of a non-string", "concatenates simple strings only"
             fix = f"concatenate their text: BIND(STR({c.argument}) AS ?text) in the pattern, then GROUP_CONCAT(?text)"
-        elif c.function in ("sum", "avg"):
+        elif c.function in ("sum", "avg", "sum_distinct", "avg_distinct"):
             if kind == "literal" and category(dt) == "numeric":
                 continue
-            construct, needs = f"{c.function.upper()} of a non-number", "adds numbers only"
+            construct, needs = f"{c.function.split('_')[0].upper()} of a non-number", "adds numbers only"
             fix = (f"aggregate a variable every solution binds to a number (the UNION branch or the variable "
                    f"predicate that binds {c.argument} to other terms is the one to leave out)")
         else:

@@ -90,6 +90,9 @@ def _value(e, glob: bool) -> exp.Expression:
         arg = _column(e.argument.name)
         if e.function == "count_distinct":
             return exp.Count(this=exp.Distinct(expressions=[arg]))
+        if e.function in ("sum_distinct", "avg_distinct"):
+            call = _FUNCTIONS[e.function[:3]](this=exp.Distinct(expressions=[arg]))
+            return exp.Coalesce(this=call, expressions=[exp.Literal.number(0)]) if glob else call
         if e.function.startswith("group_concat"):
             values = exp.Distinct(expressions=[arg]) if e.function.endswith("_distinct") else arg
             concat = exp.GroupConcat(this=exp.Order(this=values, expressions=[exp.Ordered(this=arg.copy())]),

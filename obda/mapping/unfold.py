@@ -49,6 +49,7 @@ inlined branches, compatible choices), :mod:`obda.mapping._unfold_members` (one 
 from __future__ import annotations
 
 import gc
+from dataclasses import replace
 from contextlib import contextmanager
 from typing import Callable, NamedTuple, Sequence
 
@@ -68,6 +69,7 @@ from obda.mapping._unfold_candidates import (
     _signature,
     _Views,
 )
+from obda.mapping._unfold_checks import Checks
 from obda.mapping._unfold_instances import _Memo
 from obda.mapping._unfold_members import _build, _Built, _select
 from obda.mapping._unfold_optimize import canonical_key
@@ -78,7 +80,7 @@ from obda.model.mapping import Mapping
 from obda.model.ontology import Ontology
 from obda.model.query import CQ, Atom, Query, Var
 from obda.model.sources import Sources
-from obda.rewrite import AtomAlternative, expand_atom
+from obda.rewrite import AtomAlternative, RewrittenCQ, expand_atom, rewrite
 
 __all__ = ["unfold", "MAX_CQS", "MAX_MEMBERS", "MAX_NODES"]
 
@@ -146,9 +148,22 @@ def unfold(
         raise BudgetError(f"the query rewrites into {len(rewritten)} conjunctive queries (UNION and || alternatives, "
                           f"multiplied out, and the ontology's), more than the {max_cqs} the budget unfolds; split it "
                           "into several queries or nest fewer UNIONs", query.location, budget="cqs")
+    expand = expand or _default_expand(ontology)
+
+    def compile_check(pattern: Query, keep: tuple) -> "Unfolding":  # a check's query (obda.mapping._unfold_checks)
+        named = replace(pattern, projection=pattern.projection + keep)  # rewritten as the joining branch is
+        cqs = rewrite(named, ontology) if ontology is not None else tuple(
+            RewrittenCQ(i, b) for i, b in enumerate(pattern.branches))
+        return unfold(pattern, cqs, mapping, sources, ontology, expand=expand, max_members=max_members,
+                      max_nodes=max_nodes, max_cqs=max_cqs)
+
+    def is_stream(name: str) -> bool:
+        t = sources.table(name)
+        return t is not None and t.is_stream
+
     with _gc_paused():
-        return _unfold(query, rewritten, mapping, sources, expand or _default_expand(ontology),
-                       _Budget(query, max_members, max_nodes))
+        return _unfold(query, rewritten, mapping, sources, expand, _Budget(query, max_members, max_nodes),
+                       Checks(compile_check, is_stream))
 
 
 @contextmanager
@@ -171,12 +186,14 @@ def _gc_paused():
 
 
 class Unfolding(NamedTuple):
-    """What :func:`unfold` returns: the SPJ members, the whole UNION [ALL], why members were removed, the views."""
+    """What :func:`unfold` returns: the SPJ members, the whole UNION [ALL], why members were removed, the views,
+    and the unfolding of every check's pattern (OPTIONAL, MINUS, [NOT] EXISTS) by that pattern's query."""
 
     members: tuple[SqlMember, ...]
     sql: exp.Expression
     removed: tuple[str, ...]
     views: tuple[AtomView, ...]
+    checks: tuple[tuple[Query, "Unfolding"], ...] = ()
 
 
 class _Budget:
@@ -201,7 +218,8 @@ class _Budget:
         return tree
 
 
-def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Sources, expand_fn, budget: _Budget):
+def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Sources, expand_fn, budget: _Budget,
+            checks: Checks):
     memo = _Memo()
     cache: dict[Atom, tuple] = {}
 
@@ -249,7 +267,7 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
                     for atom, branches in zip(cq.atoms, per_atom)]
         for choice in _compatible_choices(_choose(per_atom), rcq.branch, removed):
             try:
-                b = _build(query, rcq.branch, cq, tuple(rcq.steps), choice, memo)
+                b = _build(query, rcq.branch, cq, tuple(rcq.steps), choice, memo, checks)
             except Unsat as e:
                 removed.append(f"{_describe_choice(rcq.branch, choice)}: unsatisfiable: {e}")
                 continue
@@ -271,4 +289,5 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
         for b in built[1:]:  # left-deep chain of fresh trees (exp.union would copy the growing chain)
             whole = exp.Union(this=whole, expression=_select(b, False), distinct=query.distinct)
     used = {s.view for m in members for s in m.origin.atom_sources if s.view}
-    return Unfolding(members, whole, tuple(removed), tuple(v for v in views.by_text.values() if v.name in used))
+    return Unfolding(members, whole, tuple(removed), tuple(v for v in views.by_text.values() if v.name in used),
+                     checks.compiled())

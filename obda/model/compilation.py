@@ -115,6 +115,9 @@ class Compilation:
     views: tuple = ()  # the per-atom views (obda.mapping AtomView) the members read, by name
     # an aggregate query (``query.aggregation``): the union of the members, which ``sql`` groups
     characteristic: exp.Expression | None = None
+    # the compilation of every check's pattern (OPTIONAL, MINUS, [NOT] EXISTS: obda.model.query.Exists), whose SQL
+    # the members' ``[NOT] (…) IN (…)`` conditions read
+    checks: tuple["Compilation", ...] = ()
 
     def view(self, name: str):
         for v in self.views:

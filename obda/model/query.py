@@ -180,6 +180,13 @@ class CQ:
     atoms: tuple[Atom, ...]
     filters: tuple[Comparison, ...] = ()
     binds: tuple[tuple[Var, "ValueExpression"], ...] = ()
+    # OPTIONAL's anti-join, MINUS, FILTER [NOT] EXISTS: conditions on another pattern's solutions (:class:`Exists`)
+    checks: tuple["Exists", ...] = ()
+
+    @property
+    def check_inputs(self) -> frozenset[Var]:
+        """The variables the checks compare with another pattern's (kept by rewriting, as answer variables)."""
+        return frozenset(v for c in self.checks for v in c.outer)
 
     @property
     def bind_inputs(self) -> frozenset[Var]:
@@ -195,7 +202,7 @@ class CQ:
                 out.add(a.time)
         for c in self.filters:
             out.update(c.variables)
-        return frozenset(out)
+        return frozenset(out | self.check_inputs)
 
     @property
     def time_variables(self) -> frozenset[Var]:
@@ -218,20 +225,47 @@ class CQ:
                 atoms.append(replace(a, subject=s(a.subject), object=s(a.object), time=time))
         filters = tuple(Comparison(c.op, s(c.left), s(c.right)) for c in self.filters)
         binds = tuple((s(v), substitute_expression(e, mapping)) for v, e in self.binds)
-        return CQ(tuple(atoms), filters, binds)
+        checks = tuple(replace(c, outer=tuple(mapping.get(v, v) for v in c.outer)) for c in self.checks)
+        return CQ(tuple(atoms), filters, binds, checks)
 
     def with_atoms(self, atoms: Iterable[Atom], filters: Iterable[Comparison] | None = None) -> "CQ":
-        """This CQ with other atoms (and filters); its BINDs are kept."""
-        return CQ(tuple(atoms), self.filters if filters is None else tuple(filters), self.binds)
+        """This CQ with other atoms (and filters); its BINDs and checks are kept."""
+        return CQ(tuple(atoms), self.filters if filters is None else tuple(filters), self.binds, self.checks)
 
     def __str__(self) -> str:
         parts = [str(a) for a in self.atoms] + [str(f) for f in self.filters]
         parts += [f"BIND({e} AS {v})" for v, e in self.binds]
+        parts += [str(c) for c in self.checks]
         return " ∧ ".join(parts)
 
 
+@dataclass(frozen=True)
+class Exists:
+    """A condition of a CQ on the solutions of another pattern (docs/semantics.md, "OPTIONAL, MINUS and NOT
+    EXISTS"): a solution of the CQ is kept when some solution of ``pattern`` (``negated``: none) agrees with it
+    on the shared variables.  ``pattern`` is a query of its own, ``SELECT DISTINCT`` the shared variables (its
+    projection, in the order of ``outer``, the CQ's variables they are compared with); its variables are its own.
+    ``construct`` (OPTIONAL, MINUS, NOT EXISTS, EXISTS) and ``location`` say where it comes from.  Two checks
+    are equal when they compare the same variables with the same pattern."""
+
+    pattern: "Query"
+    outer: tuple[Var, ...]
+    negated: bool = True
+    # the pattern's other variables that the query projects or filters on: named (never anonymous individuals)
+    # when the pattern is rewritten, as they are in the branch joining it (OPTIONAL's), so both agree
+    keep: tuple[Var, ...] = ()
+    construct: str = field(default="NOT EXISTS", compare=False)
+    location: Location = field(default_factory=Location, compare=False)
+
+    def __str__(self) -> str:
+        head = "NOT EXISTS" if self.negated else "EXISTS"
+        inner = "  ∪  ".join(f"{{{b}}}" for b in self.pattern.branches)
+        shared = " ".join(map(str, self.outer))
+        return f"{head}[{shared}] {inner}"
+
+
 AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median",  # median: SQL only
-                       "group_concat", "group_concat_distinct")
+                       "group_concat", "group_concat_distinct", "sum_distinct", "avg_distinct")
 ARITHMETIC_OPS = ("+", "-", "*", "/")
 
 
@@ -240,7 +274,8 @@ class Aggregate:
     """A SPARQL set function over the solutions of a group: ``COUNT(*)`` has ``argument`` None.
 
     ``function`` is one of :data:`AGGREGATE_FUNCTIONS` (``count_distinct`` is ``COUNT(DISTINCT ?x)``,
-    ``group_concat_distinct`` ``GROUP_CONCAT(DISTINCT ?x)``; ``MIN``, ``MAX`` and ``SAMPLE`` of the distinct
+    ``group_concat_distinct`` ``GROUP_CONCAT(DISTINCT ?x)``, ``sum_distinct`` / ``avg_distinct`` ``SUM`` / ``AVG``
+    of the group's distinct values; ``MIN``, ``MAX`` and ``SAMPLE`` of the distinct
     values are those of the values); ``separator`` is GROUP_CONCAT's (SPARQL's default: one space).
     ``location``: where the call is in the query text, for errors (not compared).
     """
@@ -255,8 +290,8 @@ class Aggregate:
             raise ValueError(f"unknown aggregate function {self.function!r}")
 
     def __str__(self) -> str:
-        if self.function == "count_distinct":
-            return f"COUNT(DISTINCT {self.argument})"
+        if self.function in ("count_distinct", "sum_distinct", "avg_distinct"):
+            return f"{self.function.split('_')[0].upper()}(DISTINCT {self.argument})"
         if self.function.startswith("group_concat"):
             distinct = "DISTINCT " if self.function.endswith("_distinct") else ""
             sep = "" if self.separator == " " else f"; SEPARATOR={json.dumps(self.separator, ensure_ascii=False)}"

@@ -193,10 +193,12 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
             return FilterProblem(agg, f"aggregate {agg} is not supported (continuous queries have no grouping)", Hint("word", agg))
         if name == "Builtin_NOTEXISTS":
             return FilterProblem(
-                "NOT EXISTS", "FILTER NOT EXISTS is non-monotonic and not supported", Hint("words", "NOT EXISTS")
+                "NOT EXISTS", "NOT EXISTS inside an expression is not supported; write FILTER NOT EXISTS { … } on its "
+                "own (a group's FILTERs all hold)", Hint("words", "NOT EXISTS")
             )
         if name == "Builtin_EXISTS":
-            return FilterProblem("EXISTS", "FILTER EXISTS is not supported; write the pattern in the query body", Hint("word", "EXISTS"))
+            return FilterProblem("EXISTS", "EXISTS inside an expression is not supported; write FILTER EXISTS { … } on "
+                                 "its own (a group's FILTERs all hold)", Hint("word", "EXISTS"))
         if name.startswith("Builtin_"):
             fn = name[len("Builtin_"):]
             return FilterProblem(
@@ -333,14 +335,11 @@ def value_expression(e, term: Callable[[Identifier], Term], aggregates: bool = T
                                     Hint("word", what))
             if distinct and function in ("min", "max", "sample"):
                 distinct = False  # the same value over the distinct values: an extreme, some value of the group
-            if distinct and function not in ("count", "group_concat"):
-                raise FilterProblem(f"{what}(DISTINCT)", f"{what}(DISTINCT …) is not supported; COUNT, GROUP_CONCAT, "
-                                    "MIN, MAX and SAMPLE take DISTINCT", Hint("word", what))
             if function == "group_concat":
                 separator = dict.get(e, "separator")  # CompValue.get answers a missing key with its name
                 return Aggregate(function + "_distinct" if distinct else function, term(arg),
                                  " " if separator is None else str(separator))
-            return Aggregate("count_distinct" if distinct else function, term(arg))
+            return Aggregate(function + "_distinct" if distinct else function, term(arg))
         if name in ("AdditiveExpression", "MultiplicativeExpression"):
             out = value_expression(e["expr"], term, aggregates)
             for op, other in zip(e["op"], e["other"]):

@@ -15,7 +15,7 @@ from typing import Iterable
 
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from obda.model.query import CQ, Atom, Comparison, Shifted, Var, Window
+from obda.model.query import CQ, Atom, Comparison, Exists, Shifted, Var, Window
 from obda.query.expressions import (
     FilterProblem,
     Hint,
@@ -43,9 +43,11 @@ class Branch:
     atoms: tuple[Atom, ...] = ()
     filters: tuple[Comparison, ...] = ()
     binds: tuple[tuple[Var, object], ...] = ()  # BIND(expression AS ?v), in text order
+    checks: tuple[Exists, ...] = ()  # OPTIONAL's anti-join, MINUS, FILTER [NOT] EXISTS (obda.query.negation)
 
     def join(self, other: "Branch") -> "Branch":
-        return Branch(self.atoms + other.atoms, self.filters + other.filters, self.binds + other.binds)
+        return Branch(self.atoms + other.atoms, self.filters + other.filters, self.binds + other.binds,
+                      self.checks + other.checks)
 
     def term_vars(self) -> set[Var]:
         return {t for a in self.atoms for t in a.terms if isinstance(t, Var)} | {v for v, _ in self.binds}
@@ -55,7 +57,7 @@ class Branch:
         return self.term_vars() | {a.time for a in self.atoms if a.time is not None}
 
     def to_cq(self) -> CQ:
-        return CQ(_dedup(self.atoms), _dedup(self.filters), self.binds)
+        return CQ(_dedup(self.atoms), _dedup(self.filters), self.binds, _dedup(self.checks))
 
 
 def _in_branch(alternative: tuple[Comparison, ...], bound: frozenset[Var]) -> tuple[Comparison, ...] | None:
@@ -221,7 +223,7 @@ class NormalForms(Located):
                     raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
                 alternatives = [a + c for a in alternatives for c in here]
                 self._limit(alternatives, f.start)
-            out.extend(Branch(b.atoms, b.filters + a, b.binds) for a in alternatives)
+            out.extend(Branch(b.atoms, b.filters + a, b.binds, b.checks) for a in alternatives)
             self._limit(out, filters[0].start)
         if not out:
             f = filters[0]

@@ -54,6 +54,15 @@ class Solutions(Located):
             out[name] = (new, i)
         return out
 
+    def _group_binds(self, q: CompValue, where_close: int) -> None:
+        """``GROUP BY (expression AS ?v)``: ``?v`` is computed per solution, as a BIND at the end of the WHERE
+        (SPARQL 1.1 §18.2.4.1, Group), then grouped by like any variable."""
+        group_i = self.ts.find_words("GROUP BY", where_close)
+        for g in (q.groupby.condition if q.groupby else []):
+            if isinstance(g, CompValue) and g.name == "GroupAs" and dict.get(g, "var") is not None:
+                i = self.ts.find_var(str(g["var"]), group_i or where_close)
+                self.select_binds.append((str(g["var"]), g["expr"], self._enclosing_paren(i, group_i or where_close)))
+
     def _select_binds(self, branches: list[Branch], where_close: int) -> list[Branch]:
         """``SELECT (expression AS ?v)`` without aggregates: ``?v`` is computed after the WHERE clause, as a BIND
         at its end (SPARQL 1.1 §18.2.4.4); the expression is one of obda.query.functions'."""
@@ -75,7 +84,7 @@ class Solutions(Located):
                         why = "is application time" if v in self.time_vars else "is not bound by the pattern"
                         raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which {why}",
                                                self.ts.find_var(v.name, at, end + 1) if at is not None else at)
-            branches = [Branch(b.atoms, b.filters, b.binds + ((var, value),)) for b in branches]
+            branches = [Branch(b.atoms, b.filters, b.binds + ((var, value),), b.checks) for b in branches]
         return branches
 
     def _rename(self, branches: list[Branch], renames: dict[str, tuple[str, int]]) -> list[Branch]:
@@ -94,7 +103,7 @@ class Solutions(Located):
         out = []
         for b in branches:
             cq = b.to_cq().substitute(mapping)
-            out.append(Branch(cq.atoms, cq.filters, cq.binds))
+            out.append(Branch(cq.atoms, cq.filters, cq.binds, cq.checks))
         return out
 
     def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:
@@ -149,10 +158,13 @@ class Solutions(Located):
         group: list[Var] = []
         group_i = self.ts.find_words("GROUP BY", where_close)
         for g in (q.groupby.condition if q.groupby else []):
+            if isinstance(g, CompValue) and g.name == "GroupAs" and dict.get(g, "var") is not None:
+                g = g["var"]  # computed by _group_binds
             g = unwrap(g)
             if not isinstance(g, Variable):
-                raise self.unsupported("GROUP BY expression", "GROUP BY an expression is not supported; group by "
-                                       "variables (bind the value in the pattern)", group_i)
+                raise self.unsupported("GROUP BY expression", "GROUP BY an expression without a name cannot be "
+                                       "selected, and obda keys the answer by its groups: write GROUP BY "
+                                       "(expression AS ?v) and select ?v", group_i)
             v = Var(str(g))
             at = self.ts.find_var(v.name, group_i or where_close)
             if v in self.time_vars:
@@ -280,7 +292,8 @@ class Solutions(Located):
 
 # aggregates whose value is an error once an argument is (SPARQL 1.1 §18.5.1, as pyoxigraph answers); COUNT and
 # SAMPLE skip errors
-_ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median", "group_concat", "group_concat_distinct")
+_ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median", "group_concat", "group_concat_distinct", "sum_distinct",
+                      "avg_distinct")
 
 
 def _ungrouped(e, group: list[Var]) -> list[Var]:

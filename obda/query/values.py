@@ -69,7 +69,7 @@ class InlineData:
                         filters.append(Comparison("=", Call("sameTerm", (v, value)), TRUE))
                     else:
                         binds.append((v, value))
-                out.append(Branch(b.atoms, tuple(filters), tuple(binds)))
+                out.append(Branch(b.atoms, tuple(filters), tuple(binds), b.checks))
             self._limit(out, at)
         return out
 

@@ -33,8 +33,9 @@ from obda.model.query import (
     value_variables,
 )
 from obda.query import tokens as tk, unbound
-from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes
+from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes, unwrap
 from obda.query.functions import computed
+from obda.query.negation import Negation, exists_filter, keep_named
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
 from obda.query.predicates import AnyPredicate
 from obda.query.solutions import Solutions
@@ -44,13 +45,11 @@ _QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery
 
 # Group parts that are never supported: parse-tree name → (construct, keyword, message).
 _UNSUPPORTED_PARTS = {
-    "OptionalGraphPattern": ("OPTIONAL", "OPTIONAL", "OPTIONAL is non-monotonic and not supported"),
-    "MinusGraphPattern": ("MINUS", "MINUS", "MINUS is non-monotonic and not supported"),
     "ServiceGraphPattern": ("SERVICE", "SERVICE", "SERVICE (federated query) is not supported"),
 }
 
 
-class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
+class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
     def __init__(self, text: str, file: str | None, base: str | None, vocabulary=None):
@@ -113,6 +112,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
 
         self._check_modifiers(q, where_close, aggregate)
         branches = self._rename(branches, renames)
+        if aggregate:
+            self._group_binds(q, where_close)
         branches = self._select_binds(branches, where_close)
 
         aggregation = None
@@ -125,9 +126,10 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
             projection = self._projection(q, branches, select_i, where_open, where_close)
         columns = aggregation.columns if aggregation is not None else tuple(v.name for v in projection)
         limit, offset = self._limit_offset(q)
+        named = frozenset(projection)
         return Query(
             projection=projection,
-            branches=tuple(b.to_cq() for b in branches),
+            branches=tuple(keep_named(b.to_cq(), named) for b in branches),
             distinct=self.distinct,
             text=self.text,
             prefixes=prefixes,
@@ -222,6 +224,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
                                    self.ts.find_word("SELECT", open_i, close_i))
         branches = [Branch()]
         filters: list[PendingFilter] = []
+        exists: list[tuple[list[Branch], bool, int | None]] = []  # FILTER [NOT] EXISTS (obda.query.negation)
         inline: list[tuple[CompValue, int | None]] = []  # VALUES blocks
         for part in gp.part or []:
             name = part.name
@@ -238,6 +241,19 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
                 block = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
                 self.pos = (self.ts.matching(block) if block is not None else self.pos) + 1
                 inline.append((part, at))
+            elif name == "Filter" and exists_filter(part["expr"]) is not None:
+                at = self.ts.find_word("FILTER", self.pos, close_i)
+                end = self._filter_end(at if at is not None else self.pos)
+                negated = exists_filter(part["expr"])
+                kw = "NOT EXISTS" if negated else "EXISTS"
+                inner = self._other_pattern(unwrap(part["expr"])["graph"], time, kw, at, close_i, in_scope=False)
+                exists.append((inner, negated, at))
+                self.pos = end + 1
+            elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
+                kw = "OPTIONAL" if name == "OptionalGraphPattern" else "MINUS"
+                at = self.ts.find_word(kw, self.pos, close_i)
+                inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=kw == "OPTIONAL")
+                branches = self._limit((self._optional if kw == "OPTIONAL" else self._minus)(branches, inner, at), at)
             elif name == "Filter":
                 f = self._filter(part, close_i)
                 if f is not None:  # None: the FILTER was a window only
@@ -259,6 +275,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
                 raise self.unsupported(name, f"{name} is not supported", self.pos)
         for part, at in inline:
             branches = self._join_values(branches, part, at)
+        if exists:
+            branches = self._exists(branches, exists)
         branches = self._apply_filters(branches, filters, time)
         self.pos = close_i + 1
         return branches
@@ -308,7 +326,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate):
             if value == unbound.ERROR or unbound.reads(value, missing):
                 out.append(b)
             else:
-                out.append(Branch(b.atoms, b.filters, b.binds + ((var, value),)))
+                out.append(Branch(b.atoms, b.filters, b.binds + ((var, value),), b.checks))
         return out
 
     def _graph(self, part: CompValue, close_i: int) -> list[Branch]:

@@ -88,7 +88,7 @@ def rewrite(query: Query, ontology: Ontology) -> tuple[RewrittenCQ, ...]:
     for i, branch in enumerate(query.branches):
         # a BIND reads them, or binds them (a pattern joining on the constant it binds): never folded into an
         # anonymous individual
-        kept = answer | branch.bind_inputs | frozenset(v for v, _ in branch.binds)
+        kept = answer | branch.bind_inputs | frozenset(v for v, _ in branch.binds) | branch.check_inputs
         try:
             cqs = rewrite_cq(branch, kept, sat, fresh, MAX_CQS_PER_BRANCH)
         except RewritingError as e:

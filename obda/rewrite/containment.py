@@ -78,7 +78,7 @@ def _matches(alpha: Atom, beta: Atom, sat: Saturation) -> list[list[tuple[Term, 
 
 def contained_in(sub: CQ, sup: CQ, answer: frozenset[Var], sat: Saturation) -> bool:
     """Whether ``sub ⊆ sup`` by a hierarchy-aware homomorphism ``sup → sub`` (see module doc)."""
-    if sub.binds != sup.binds:  # CQs of one branch share its BINDs, whose inputs are answer variables
+    if sub.binds != sup.binds or sub.checks != sup.checks:  # a branch's CQs share its BINDs and checks
         return False
     h: dict[Term, Term] = {v: v for v in answer}
     sub_filters = set(sub.filters) | {f.flipped() for f in sub.filters}

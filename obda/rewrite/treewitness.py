@@ -469,7 +469,7 @@ def rewrite_cq(
             new = apply_witnesses(atoms, cq.filters, chosen, choice, answer, bound, fresh)
             if new is None:
                 continue
-            new = CQ(new.atoms, new.filters, cq.binds)  # a BIND's inputs are answer variables: never substituted
+            new = CQ(new.atoms, new.filters, cq.binds, cq.checks)  # BIND and check inputs are kept: never substituted
             steps = _unique(tuple(s for g in choice for s in g.steps))
             out.append((new, steps))
             if len(out) > limit:

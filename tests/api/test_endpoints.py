@@ -139,7 +139,7 @@ def test_syntax_error_is_400_with_its_position(client, text, line, column):
 
 
 def test_unsupported_construct_names_it_and_its_position(client):
-    text = PREFIX + "SELECT ?x WHERE {\n  ?x a :Turbine .\n  OPTIONAL { ?x :hasName ?n }\n}"
+    text = PREFIX + "SELECT ?x WHERE {\n  ?x a :Sensor .\n  OPTIONAL { GRAPH ?t { ?m :measuredBy ?x } }\n}"
     body = problem(client.post("/v1/analyze", json={"query": text}, headers=AUTH), 422, "unsupported_construct")
     assert body["construct"] == "OPTIONAL" and body["location"]["line"] == 4
 

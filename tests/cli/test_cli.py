@@ -44,7 +44,7 @@ def test_compile_text_prints_sql(query):
 
 def test_compile_unsupported_construct_exit_2_with_position(tmp_path):
     q = tmp_path / "bad.rq"
-    q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?s WHERE {\n  ?s a :Sensor .\n  OPTIONAL { ?s :hasKind ?k }\n}\n")
+    q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?s WHERE {\n  ?s a :Sensor .\n  OPTIONAL { GRAPH ?t { ?m :measuredBy ?s } }\n}\n")
     r = runner.invoke(app, ["compile", str(q), "--project", str(DEMO), "--format", "json"])
     assert r.exit_code == 2
     err = json.loads(r.stdout)["error"]

@@ -27,14 +27,14 @@ def marked(text: str) -> tuple[str, int, int]:
 
 
 CASES = [
-    ("OPTIONAL", "SELECT ?x WHERE {\n  ?x a :C .\n  ¦OPTIONAL { ?x :p ?y }\n}"),
-    ("OPTIONAL", "SELECT ?x WHERE { ?x a :C . # OPTIONAL in a comment\n ?x :n \"OPTIONAL\" ¦optional { ?x :p ?y } }"),
-    ("MINUS", "SELECT ?x WHERE {\n  ?x a :C\n  ¦MINUS { ?x a :D }\n}"),
-    ("NOT EXISTS", "SELECT ?x WHERE {\n  ?x a :C\n  FILTER ¦NOT EXISTS { ?x a :D }\n}"),
-    ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(¦EXISTS { ?x a :D })\n}"),
+    # OPTIONAL, MINUS and [NOT] EXISTS run over static data (obda/query/negation.py); these stay refused
+    ("OPTIONAL", "SELECT ?x WHERE {\n  ?x a :C .\n  ¦OPTIONAL { GRAPH ?t { ?x :p ?y } }\n}"),
+    ("OPTIONAL", "SELECT ?x WHERE { ?x a :C . # OPTIONAL in a comment\n ?x :n \"OPTIONAL\" ¦optional { ?y :p ?z } }"),
+    ("MINUS", "SELECT ?x WHERE {\n  ?x a :C\n  ¦MINUS { GRAPH ?t { ?x a :D } }\n}"),
+    ("NOT EXISTS", "SELECT ?x WHERE {\n  ?x a :C\n  FILTER(?x != :a && ¦NOT EXISTS { ?x a :D })\n}"),
+    ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(?x != :a || ¦EXISTS { ?x a :D })\n}"),
     ("GROUP_CONCAT of an expression", "SELECT ?x (¦GROUP_CONCAT(STR(?v)) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
-    ("AVG(DISTINCT)", "SELECT ?x (¦AVG(DISTINCT ?v) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
-    ("SUM(DISTINCT)", "SELECT ?x\n  (¦SUM(DISTINCT ?v) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
+    ("COUNT(DISTINCT *)", "SELECT ?x\n  (¦COUNT(DISTINCT *) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("GROUP BY expression", "SELECT (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n¦GROUP BY (?v + 1)"),
     ("ungrouped variable", "SELECT ¦?x WHERE { ?x :v ?v }\n  GROUP BY ?v"),
     ("ungrouped variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n  GROUP BY ?x HAVING (¦?v > 1)"),

@@ -9,12 +9,16 @@
   test obda can state — ``rdfs:subPropertyOf`` (rdfs01, rdfs02, transitivity rdfs10), ``rdfs:subClassOf``
   (rdfs04, transitivity rdfs09), ``rdfs:domain`` (rdfs06, with subPropertyOf rdfs03), ``rdfs:range`` (rdfs07) —
   and SPARQL-DL's undistinguished variables (sparqldl-07..09).
+* ``data-r2/optional``, ``optional-filter``, ``sparql11/negation`` and ``exists``: OPTIONAL, MINUS and FILTER
+  [NOT] EXISTS; refused: a FILTER in OPTIONAL reading a variable of the enclosing group, NOT EXISTS inside an
+  expression, a pattern sharing no variable, GRAPH, shared variables whose terms come from two tables
+  (``subset-01``, ``set-equals-1``, ``full-minuend``: the executors test a check per row of one table).
 * ``data-r2/sort`` (ORDER BY; an ordered result is compared in order on its keys, ties in any order),
   ``solution-seq`` (LIMIT / OFFSET) and ``sparql11/aggregates``.
 
 A failing test is a known difference (:data:`KNOWN`, with its reason); the refused ones name their construct:
-ASK, OPTIONAL, subqueries, a query over the schema itself (``?c rdfs:subClassOf :d``), a blank node as a class,
-ORDER BY of a variable that is not an answer column, GROUP BY an expression, SUM / AVG (DISTINCT), an aggregate
+ASK, subqueries, a query over the schema itself (``?c rdfs:subClassOf :d``), a blank node as a class,
+ORDER BY of a variable that is not an answer column, a function obda does not compute (``xsd:integer()``), an aggregate
 over terms it cannot take, a term the ontology does not declare.
 """
 
@@ -24,7 +28,8 @@ import pytest
 
 from w3c.runner import SUITE, check_outcomes, manifest_tests, run_selected
 
-MANIFESTS = ("triple-match", "basic", "entailment", "sort", "solution-seq", "aggregates")
+MANIFESTS = ("triple-match", "basic", "entailment", "sort", "solution-seq", "aggregates", "optional", "optional-filter",
+             "negation", "exists")
 SELECTED = {m: {t.name for t in manifest_tests(SUITE / m / "manifest.ttl")} for m in MANIFESTS}
 BASIC = {"base-prefix-1", "base-prefix-2", "base-prefix-3", "base-prefix-4", "base-prefix-5", "bgp-no-match",
          "list-1", "list-2", "list-3", "list-4", "prefix-name-1", "quotes-1", "quotes-2", "quotes-3", "quotes-4",
@@ -39,9 +44,16 @@ MODIFIERS = {
     "slice-2", "slice-3", "slice-4", "slice-5",
     "agg01", "agg02", "agg03", "agg04", "agg05", "agg06", "agg07", "agg-sum-01", "agg-sum-02", "agg-avg-01",
     "agg-avg-02", "agg-min-01", "agg-min-02", "agg-max-01", "agg-max-02", "agg-min-distinct", "agg-max-distinct",
-    "agg-count-distinct", "agg-multiple-having",
+    "agg-count-distinct", "agg-multiple-having", "agg-sum-distinct", "agg-avg-distinct", "agg08b",
+    "agg-group-builtin",
 }
-PASSING = SELECTED["triple-match"] | (BASIC - {"bgp-no-match"}) | ENTAILMENT | MODIFIERS
+NEGATION = {  # OPTIONAL, MINUS, FILTER [NOT] EXISTS (obda/query/negation.py)
+    "dawg-optional-001", "dawg-optional-002", "dawg-union-001", "dawg-optional-complex-1",
+    "dawg-optional-filter-001", "dawg-optional-filter-002", "dawg-optional-filter-003",
+    "subset-by-exclusion-nex-1", "subset-by-exclusion-minus-1", "exists-01", "exists-02", "exists01", "exists04",
+    "exists05",
+}
+PASSING = SELECTED["triple-match"] | (BASIC - {"bgp-no-match"}) | ENTAILMENT | MODIFIERS | NEGATION
 KNOWN = {
     # obda's answers are certain answers (docs/semantics.md, "Existential parts"): a variable the query does not
     # project may be an anonymous individual, so Alice — a Parent, hence with some child — answers
@@ -54,6 +66,9 @@ KNOWN = {
     # and compare as text, not in SPARQL's order of terms
     "dawg-sort-7": "an answer column of numbers and strings holds their text",
     "dawg-sort-8": "an answer column of numbers and strings holds their text",
+    # the runner's tables hold an xsd:date as its text (runner.py types numbers, booleans and dateTimes only), so
+    # obda answers the date's lexical form where the expected result has a date
+    "temporal-proximity-by-exclusion-nex-1": "an xsd:date is held as its text by the runner's tables",
 }
 
 
@@ -66,3 +81,4 @@ def test_whole_manifests_pass_but_the_known_differences(outcomes):
     check_outcomes(outcomes, PASSING, KNOWN)
     refused = {o.test.name: o.detail for o in outcomes if o.status == "refused"}
     assert "not declared in the ontology" in refused["bgp-no-match"]
+    assert "come from two tables" in refused["full-minuend"]

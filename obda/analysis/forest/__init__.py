@@ -51,6 +51,7 @@ from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
 from obda.analysis.forest.views import view_pipelines
+from obda.analysis.sql_reading import key_check
 from obda.model.constraints import key_constraint
 from obda.model.sources import Sources
 
@@ -133,7 +134,23 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
             next_id += 1
     used = tuple(c.name for c in watched if any(c.name in mf.constraints + mf.orders + mf.consumes for mf in forests))
     return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)),
-                  tuple(watched), tuple(monitors), used)
+                  tuple(watched), tuple(monitors), used, _check_forests(source, pipelines, sources, dialect))
+
+
+def _check_forests(source, pipelines, sources: Sources, dialect) -> tuple[tuple[str, Forest], ...]:
+    """The forest of every check's query the pipelines' filters read (from the Compilation's checks, else from
+    the subquery itself), by the subquery's SQL text."""
+    compiled = {c.sql.sql(): c for c in getattr(source, "checks", ())}
+    out: dict[str, Forest] = {}
+    for p in pipelines:
+        for f in p.filters:
+            check = key_check(f)
+            if check is None:
+                continue
+            text = check.args["query"].this.sql()
+            if text not in out:
+                out[text] = build_forest(compiled.get(text, check.args["query"].this), sources, dialect)
+    return tuple(out.items())
 
 
 __all__ = [

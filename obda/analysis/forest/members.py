@@ -18,7 +18,7 @@ from sqlglot.optimizer.simplify import simplify
 from obda.analysis import computed
 from obda.analysis.elements import Attr as EAttr
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
-from obda.analysis.sql_reading import parse_sql
+from obda.analysis.sql_reading import key_check, parse_sql, transform_outside_checks
 from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
@@ -161,6 +161,14 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         return attr
 
     for c in conds:
+        check = key_check(c)
+        if check is not None:  # [NOT] (…) IN (static answers): per row, on the one FROM entry its terms read
+            owners = {resolve(col)[0] for col in check.this.find_all(exp.Column)}
+            if len(owners) != 1:
+                raise ExecutionError(f"the check {c.sql()[:120]!r} reads {len(owners)} FROM entries; a check "
+                                     "(OPTIONAL, MINUS, [NOT] EXISTS) compares the terms of one entry")
+            local[owners.pop()].append(_unqualify(c, resolve, is_ts))
+            continue
         cols = list(c.find_all(exp.Column))
         owners = {resolve(col)[0] for col in cols}
         if not owners:
@@ -249,7 +257,7 @@ def _unqualify(e: exp.Expression, resolve, is_ts=None) -> exp.Expression:
             return exp.cast(col, "TIMESTAMP") if is_ts is not None and _text_of(node) and is_ts(node) else col
         return node
 
-    return e.copy().transform(tr)
+    return transform_outside_checks(e, tr)
 
 
 def _text_of(node: exp.Column) -> bool:
@@ -266,7 +274,7 @@ def mark_timestamps(e: exp.Expression, is_ts) -> exp.Expression:
             return exp.cast(node.copy(), "TIMESTAMP")
         return node
 
-    return e.copy().transform(tr)
+    return transform_outside_checks(e, tr)
 
 
 def iso_text_sql(e: exp.Expression) -> exp.Expression:

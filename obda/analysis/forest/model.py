@@ -21,11 +21,14 @@ parses SQL nor plans.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import date, datetime
+from decimal import Decimal
 from functools import cached_property
 
 from sqlglot import exp
 
+from obda.analysis.sql_reading import key_check
 from obda.model.sources import ColumnType, Table
 
 FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
@@ -283,6 +286,9 @@ class Forest:
     constraints: tuple = ()  # the declared k-constraints on its streams, watched at run time (model.constraints)
     monitors: tuple[tuple[str, str, int], ...] = ()  # (constraint, table, pipeline id): the raw rows it watches
     constraints_used: tuple[str, ...] = ()  # those some member drops state by
+    # the checks' queries (OPTIONAL's anti-join, MINUS, [NOT] EXISTS), by the SQL text of the subquery their
+    # pipelines' ``[NOT] (…) IN (subquery)`` filters read: static queries, answered once when the query opens
+    checks: tuple[tuple[str, "Forest"], ...] = ()
 
     @property
     def keyed_by_time(self) -> bool:
@@ -305,6 +311,16 @@ class Forest:
                 if kind is not None:
                     kinds.setdefault(k, set()).add(kind)
         return frozenset(k for k, found in kinds.items() if len(found) > 1)
+
+    def bind_checks(self, values: dict[str, list[tuple]]) -> "Forest":
+        """This plan with every check's subquery replaced by its answers (``values``, by the subquery's SQL text:
+        :attr:`checks`), as ``[NOT] (…) IN (v1, …)`` filters (obda.execution.checks answers them)."""
+        pipelines = tuple(replace(p, filters=tuple(_bound_check(f, values) for f in p.filters)) for p in self.pipelines)
+        by_id = {p.id: p for p in pipelines}
+        members = tuple(replace(mf, pipelines={a: by_id.get(p.id, p) for a, p in mf.pipelines.items()})
+                        for mf in self.members)
+        joins = tuple(replace(j, conds=tuple(_bound_check(c, values) for c in j.conds)) for j in self.views.joins)
+        return replace(self, members=members, pipelines=pipelines, views=replace(self.views, joins=joins), checks=())
 
     def stream_tables(self) -> list[Table]:
         seen: dict[str, Table] = {}
@@ -336,3 +352,33 @@ def _value_kind(member: Member, item: OutItem) -> str | None:
         return "number"
     return None if col.type is ColumnType.TIMESTAMP else col.type.value
 
+
+def literal(v) -> exp.Expression:
+    """A Python answer value as an SQL constant both backends read back as the same value."""
+    if isinstance(v, bool):
+        return exp.Boolean(this=v)
+    if isinstance(v, (int, float, Decimal)):
+        return exp.Literal.number(str(v))
+    if isinstance(v, datetime):
+        return exp.cast(exp.Literal.string(v.isoformat(sep=" ")), "TIMESTAMP")
+    if isinstance(v, date):
+        return exp.cast(exp.Literal.string(v.isoformat()), "DATE")
+    return exp.Literal.string(str(v))
+
+
+def _bound_check(f: exp.Expression, values: dict[str, list[tuple]]) -> exp.Expression:
+    check = key_check(f)
+    if check is None:
+        return f
+    rows = [r for r in values[check.args["query"].this.sql()] if None not in r]  # NULL never matches
+    if not rows:
+        # nothing to agree with: the IN is false everywhere (the whole filter simplified: NOT false is true)
+        negated = isinstance(f.unnest(), exp.Not)
+        return exp.Boolean(this=negated)
+    items = [literal(r[0]) if len(r) == 1 else exp.Tuple(expressions=[literal(v) for v in r]) for r in rows]
+    out = f.copy()
+    key_check(out).set("query", None)
+    inner = out.unnest()
+    node = inner.this.unnest() if isinstance(inner, exp.Not) else inner
+    node.set("expressions", items)
+    return out

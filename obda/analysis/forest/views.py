@@ -16,6 +16,7 @@ from sqlglot import exp
 
 from obda.analysis.forest.members import mark_timestamps
 from obda.analysis.forest.model import JoinBranch, Pipeline
+from obda.analysis.sql_reading import transform_outside_checks
 from obda.errors import ExecutionError, Location
 from obda.model.sources import ColumnType, Sources, Table
 
@@ -65,7 +66,7 @@ def view_pipelines(p: Pipeline, view, sources: Sources, first_id: int):
                     return items[node.name].copy()
                 return node
 
-            return e.copy().transform(tr)
+            return transform_outside_checks(e, tr)
 
         if br.single:
             filters = tuple(c.copy() for c in br.conds) + tuple(sub(f) for f in p.filters)

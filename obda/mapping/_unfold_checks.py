@@ -1,0 +1,76 @@
+"""Checks: OPTIONAL's anti-join, MINUS and FILTER [NOT] EXISTS as conditions of a member.
+
+Private helper of :mod:`obda.mapping.unfold`.  A check (:class:`~obda.model.query.Exists`) holds a query of its
+own, ``SELECT DISTINCT`` the shared variables of another pattern; it is rewritten and unfolded once per
+compilation (:class:`Checks`), and every member whose CQ carries it gets the condition
+
+    [NOT] (term of ?a, term of ?b, ...) IN (that query's SQL)
+
+over the member's terms for the shared variables (:class:`~obda.mapping._unfold_ir.KeyIn`).  The other pattern
+must read static tables only (its answers do not change while the query runs): one reading a stream is refused,
+located at its keyword.  A pattern no mapping answers has no solution: NOT EXISTS is then always true (no
+condition) and EXISTS never (the member is unsatisfiable).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from obda.errors import UnsupportedConstructError
+from obda.mapping._unfold_ir import KeyIn
+from obda.mapping._unfold_terms import Unsat, projection_sql
+from obda.model.query import Exists, Query
+
+
+class Checks:
+    """The unfolding of every check's pattern, computed once (``compile(query)`` → an ``Unfolding``)."""
+
+    def __init__(self, compile: Callable[[Query, tuple], object], is_stream: Callable[[str], bool]):
+        self._compile, self._is_stream = compile, is_stream
+        self.done: dict[tuple[Query, tuple], object] = {}
+
+    def compiled(self) -> tuple:
+        """``(pattern query, its Unfolding)`` of every check unfolded."""
+        return tuple((q, u) for (q, _), u in self.done.items())
+
+    def unfolding(self, check: Exists):
+        u = self.done.get((check.pattern, check.keep))
+        if u is None:
+            u = self._compile(check.pattern, check.keep)
+            streams = sorted({t for m in u.members for _, t in m.origin.alias_tables if self._is_stream(t)})
+            if streams:
+                raise UnsupportedConstructError(
+                    check.construct, f"{check.construct} reads the stream {streams[0]} through the mappings; a "
+                    "pattern over stream data is not executed yet inside "
+                    f"{check.construct} (docs/semantics.md): keep it to static data", check.location)
+            self.done[(check.pattern, check.keep)] = u
+        return u
+
+    def condition(self, check: Exists, bound: dict) -> KeyIn | None:
+        """The member's condition for ``check`` (its terms ``bound`` by variable); None: always true."""
+        u = self.unfolding(check)
+        if not u.members:
+            if check.negated:
+                return None
+            raise Unsat(f"{check.construct}: the pattern has no solution (no mapping answers it)")
+        terms = []
+        for v in check.outer:
+            tv = bound.get(v)
+            if tv is None:
+                raise UnsupportedConstructError(
+                    check.construct, f"{check.construct} compares {v}, which this branch binds only in a FILTER or "
+                    "not at all; bind it with a triple pattern", check.location)
+            terms.append(projection_sql(tv))
+        return KeyIn(tuple(terms), check.negated, u.sql, check)
+
+
+def check_entries(conds: list) -> None:
+    """Refuse a check whose terms read two FROM entries of the member (after self-joins are merged): the
+    executors test a check per row of one entry."""
+    for c in conds:
+        if isinstance(c, KeyIn) and len(set(c.aliases())) > 1:
+            shared = ", ".join(map(str, c.check.outer))
+            raise UnsupportedConstructError(
+                c.check.construct, f"{c.check.construct} shares {shared} with the pattern, and their terms come from "
+                "two tables of it; a check compares the terms of one table (bind the shared variables with one "
+                "triple pattern, or share fewer variables)", c.check.location)

@@ -1,0 +1,128 @@
+"""OPTIONAL, MINUS and FILTER [NOT] EXISTS: patterns whose solutions decide about others (docs/semantics.md).
+
+A mixin of the tree walk (:mod:`obda.query.walk`).  Each construct is multiplied out into the branches the rest
+of obda already runs, plus *checks* (:class:`~obda.model.query.Exists`) on them (SPARQL 1.1 §18.5):
+
+* ``P OPTIONAL { Q }`` — LeftJoin(P, Q) = Join(P, Q) ∪ Diff(P, Q): for every branch ``p`` of P, the branches
+  ``p ⋈ q`` for every branch ``q`` of Q, and ``p`` itself with one check per shared-variable set: *no*
+  solution of those ``q`` agrees with it on the variables both bind (``q``'s other variables stay unbound).
+* ``P MINUS { Q }`` — ``p`` with the same checks; a ``q`` sharing no variable with ``p`` removes nothing.
+* ``FILTER NOT EXISTS { Q }`` / ``FILTER EXISTS { Q }`` — on every branch of the group (filter scope), the
+  check over the variables ``Q`` shares with the branch.
+
+The other pattern ``Q`` is read as any group; in this version it must be over static data (no ``GRAPH``):
+its answers do not change while the query runs, so a check is decided once per row (docs/semantics.md, rule
+"static Q").  A check is a query of its own (``SELECT DISTINCT`` the shared variables), rewritten and
+unfolded as any query.
+"""
+
+from __future__ import annotations
+
+from rdflib.plugins.sparql.parserutils import CompValue
+
+from dataclasses import replace
+
+from obda.model.query import CQ, Exists, Query, Var
+from obda.query.expressions import unwrap
+from obda.query.locations import Located
+from obda.query.normal_forms import Branch
+
+STATIC_ONLY = ("over stream data (GRAPH) is not executed yet: its answers would be final only once no later row "
+               "can change them (docs/semantics.md); write the {kw} part over static data, outside GRAPH")
+
+
+def exists_filter(expr) -> bool | None:
+    """``True`` for ``FILTER NOT EXISTS { … }`` alone (in parentheses or not), ``False`` for ``FILTER EXISTS { … }``,
+    else None."""
+    name = getattr(unwrap(expr), "name", None)
+    return {"Builtin_NOTEXISTS": True, "Builtin_EXISTS": False}.get(name)
+
+
+class Negation(Located):
+    """OPTIONAL, MINUS and [NOT] EXISTS for the tree walk (which provides ``_group``, ``ts``, ``pos``)."""
+
+    def _other_pattern(self, gp: CompValue, time: Var | None, kw: str, at: int | None, close_i: int,
+                       in_scope: bool) -> list[Branch]:
+        """The branches of the group after keyword ``kw`` (token ``at``); its variables join the scope of SELECT *
+        only for OPTIONAL (``in_scope``)."""
+        open_i = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
+        scope = set(self.in_scope)
+        inner = self._group(gp, time, open_i)
+        if not in_scope:
+            self.in_scope = scope
+        if any(a.time is not None for b in inner for a in b.atoms):
+            raise self.unsupported(kw, f"{kw} " + STATIC_ONLY.format(kw=kw), at)
+        return inner
+
+    def _check(self, group: list[Branch], shared: tuple[Var, ...], negated: bool, kw: str, at: int | None) -> Exists:
+        pattern = Query(projection=shared, branches=tuple(q.to_cq() for q in group), distinct=True,
+                        location=self.loc(at))
+        return Exists(pattern, shared, negated, construct=kw, location=self.loc(at))
+
+    def _by_shared(self, p: Branch, inner: list[Branch]) -> dict[tuple[Var, ...], list[Branch]]:
+        """The branches of the other pattern grouped by the variables each shares with ``p``."""
+        bound = p.bound_vars()
+        groups: dict[tuple[Var, ...], list[Branch]] = {}
+        for q in inner:
+            shared = tuple(sorted((q.bound_vars() & bound) - {v for v in q.bound_vars() if v.bnode}))
+            groups.setdefault(shared, []).append(q)
+        return groups
+
+    def _optional(self, branches: list[Branch], inner: list[Branch], at: int | None) -> list[Branch]:
+        out: list[Branch] = []
+        for p in branches:
+            out.extend(p.join(q) for q in inner)
+            checks = []
+            for shared, group in self._by_shared(p, inner).items():
+                if not shared:
+                    raise self.unsupported("OPTIONAL", "OPTIONAL shares no variable with the pattern before it, so "
+                                           "each solution would be extended by every solution of it, or kept alone "
+                                           "when it has none; join it on a variable", at)
+                checks.append(self._check(group, shared, True, "OPTIONAL", at))
+            out.append(Branch(p.atoms, p.filters, p.binds, p.checks + tuple(checks)))
+        return out
+
+    def _minus(self, branches: list[Branch], inner: list[Branch], at: int | None) -> list[Branch]:
+        out: list[Branch] = []
+        for p in branches:
+            # a branch of Q sharing no variable with p removes nothing (SPARQL 1.1 §18.5, Minus)
+            checks = tuple(self._check(group, shared, True, "MINUS", at)
+                           for shared, group in self._by_shared(p, inner).items() if shared)
+            out.append(Branch(p.atoms, p.filters, p.binds, p.checks + checks))
+        return out
+
+    def _exists(self, branches: list[Branch], pending: list[tuple[list[Branch], bool, int | None]]) -> list[Branch]:
+        """A group's FILTER [NOT] EXISTS, on every branch of the group (filter scope: the whole group)."""
+        out: list[Branch] = []
+        for p in branches:
+            checks: list[Exists] = []
+            for inner, negated, at in pending:
+                kw = "NOT EXISTS" if negated else "EXISTS"
+                groups = self._by_shared(p, inner)
+                if () in groups:
+                    raise self.unsupported(kw, f"FILTER {kw} {{ … }} shares no variable with its group: it would "
+                                           "test whether the pattern has any solution at all; join it on a variable", at)
+                if not negated and len(groups) > 1:
+                    raise self.unsupported(kw, "FILTER EXISTS over a UNION whose branches share different "
+                                           "variables with the group is not supported; write one FILTER EXISTS per "
+                                           "branch in a UNION of the group", at)
+                checks.extend(self._check(group, shared, negated, kw, at) for shared, group in groups.items())
+            out.append(Branch(p.atoms, p.filters, p.binds, p.checks + tuple(checks)))
+        return out
+
+
+def keep_named(cq: CQ, named: frozenset[Var]) -> CQ:
+    """``cq`` with every check keeping named the pattern variables in ``named`` or in the CQ's filters (what the
+    rewriting of the branch joining the pattern keeps named too), recursively into the checks' patterns."""
+    if not cq.checks:
+        return cq
+    named = named | frozenset(v for f in cq.filters for v in f.variables)
+    checks = []
+    for c in cq.checks:
+        inner = c.pattern
+        keep = tuple(sorted(v for v in set().union(*(b.variables for b in inner.branches)) & named
+                            if v not in c.outer and not v.bnode))
+        inner_named = frozenset(inner.projection) | frozenset(keep)
+        inner = replace(inner, branches=tuple(keep_named(b, inner_named) for b in inner.branches))
+        checks.append(replace(c, pattern=inner, keep=keep))
+    return replace(cq, checks=tuple(checks))

@@ -1,0 +1,47 @@
+"""Rule A1 (docs/analysis.md, "Anti-joins"): a check against a static query's answers — ``[NOT] (…) IN (SELECT
+… FROM static tables)``, what OPTIONAL, MINUS and [NOT] EXISTS unfold into — is a per-row filter: the verdict
+of a member with it is the verdict without it, bounded or not, and the polynomial and naive checkers agree.  A
+subquery over a stream is outside the analysable class, located."""
+
+from __future__ import annotations
+
+import pytest
+
+from obda.analysis import build_forest
+from obda.errors import AnalysisError
+
+KEYS = "(SELECT DISTINCT R.x FROM R WHERE R.y > 3)"
+
+QUERIES = [
+    "SELECT S.A FROM S",  # one stream: bounded
+    "SELECT S.A, T.E FROM S, T WHERE T.t2 < S.t1 AND S.A = T.D",  # a join over all the past: unbounded
+    "SELECT DISTINCT S.A FROM S",  # a set over an unbounded attribute
+    "SELECT DISTINCT S.A FROM S WHERE S.A > 0 AND S.A < 9",  # bounded attribute
+    "SELECT S.A, R.name FROM S, R WHERE S.B = R.x",  # a static join
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+@pytest.mark.parametrize("check", [f"NOT S.A IN {KEYS}", f"S.A IN {KEYS}", f"NOT (S.A, S.B) IN (SELECT R.x, R.y FROM R)"])
+def test_a_check_keeps_the_verdict_of_the_member_without_it(verdicts, sql, check):
+    with_check = sql + (" AND " if " WHERE " in sql else " WHERE ") + check
+    poly, naive, report = verdicts(with_check)
+    base_poly, base_naive, _ = verdicts(sql)
+    assert (poly, naive) == (base_poly, base_naive)
+    assert report.verdict == base_poly
+    assert all(any("rule A1" in n for n in m.notes) for m in report.members)  # the report says what the check holds
+
+
+def test_the_check_is_a_filter_on_the_entry_whose_terms_it_reads(sources):
+    forest = build_forest(f"SELECT S.A FROM S, R WHERE S.B = R.x AND NOT S.A IN {KEYS}", sources)
+    (pipe,) = [p for p in forest.pipelines if p.alias == "S"]
+    assert any("IN (SELECT DISTINCT R.x FROM R" in f.sql() for f in pipe.filters)
+    ((text, keys),) = forest.checks
+    assert text == "SELECT DISTINCT R.x FROM R WHERE R.y > 3"
+    assert keys.columns == ("x",) and keys.distinct
+
+
+def test_a_check_over_a_stream_is_refused_located(verdicts):
+    with pytest.raises(AnalysisError) as e:
+        verdicts("SELECT S.A FROM S WHERE NOT S.A IN (SELECT T.D FROM T)")
+    assert "stream 'T'" in str(e.value) and e.value.location.column > 30
