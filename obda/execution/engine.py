@@ -611,6 +611,7 @@ class QueryEngine:
 
     def __init__(self, plan: Forest, statics: dict[int, Counted]):
         """``statics``: pipeline id -> counted rows of the static table alias."""
+        self.check_entries = 0  # the checks' answers held for the run (set when the query opens)
         self.plan = plan
         self.members = [MemberEngine(mp, {}) for mp in plan.members]
         self.set_statics(statics)
@@ -646,7 +647,8 @@ class QueryEngine:
 
     @property
     def static_entries(self) -> int:
-        return sum(m.static_entries for m in self.members)
+        """The static tables' rows the members hold, and the answers of the checks (obda.execution.checks)."""
+        return sum(m.static_entries for m in self.members) + self.check_entries
 
     def _collect(self, mp: MemberForest, out: Counted, emitted_at, answers: list[Answer]) -> None:
         """Append the answers of ``out`` in a deterministic order (by the member's output tuple)."""

@@ -198,6 +198,7 @@ class ContinuousQuery(SparkSteps):
             child.close()
         read = {p.table.name for p in self.plan.static_pipelines()}
         self._static_quarantine.extend(r for r in child._static_quarantine if r.get("stream") not in read)
+        self.engine.check_entries += len(answers)  # state held for the whole run, reported with the statics'
         return [a.values for a in answers]
 
     def _start_aggregate(self, plan, allow_unbounded: bool):

@@ -81,6 +81,11 @@ def test_a_check_holds_at_most_its_budget_of_answers(world, tmp_path, monkeypatc
     comp = project.compile(PREFIX + "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } }")
     base = tmp_path / "project"
     shutil.copytree(FIXTURE, base)
+    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=base, backend="local")
+    q.run_until_exhausted()
+    assert q.engine.check_entries == 7  # the check's answers are state, reported with the static tables' rows
+    assert q.metrics.static_entries >= 7
+    q.close()
     monkeypatch.setattr(checks, "MAX_CHECK_VALUES", 3)  # the fixture has 7 people working in a department
     q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=base, backend="local")
     with pytest.raises(ExecutionError, match="has 7 answers, more than the 3"):
