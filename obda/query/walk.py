@@ -39,6 +39,7 @@ from obda.query.negation import Negation, exists_filter, keep_named
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
 from obda.query.predicates import AnyPredicate
 from obda.query.solutions import Solutions
+from obda.query.subselect import Subqueries
 from obda.query.values import InlineData
 
 _QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
@@ -49,7 +50,7 @@ _UNSUPPORTED_PARTS = {
 }
 
 
-class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation):
+class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subqueries):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
     def __init__(self, text: str, file: str | None, base: str | None, vocabulary=None):
@@ -220,8 +221,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation):
         close_i = self.ts.matching(open_i)
         self.pos = open_i + 1
         if gp.name == "SubSelect":
-            raise self.unsupported("subquery", "subqueries (nested SELECT) are not supported",
-                                   self.ts.find_word("SELECT", open_i, close_i))
+            return self._subselect(gp, time, open_i)
         branches = [Branch()]
         filters: list[PendingFilter] = []
         exists: list[tuple[list[Branch], bool, int | None]] = []  # FILTER [NOT] EXISTS (obda.query.negation)

@@ -84,6 +84,20 @@ CASES = [
     Case("classes_of", f"SELECT ?x ?c WHERE {{ ?x a ?c FILTER(?c != <{OWL}Thing>) }}", "bounded", 29),
     Case("in_graph", f"SELECT ?r ?p ?v WHERE {{ GRAPH ?t {{ ?r ?p ?v }} {VOCABULARY} }}", "bounded", 31,
          as_text=True),
+    # --- subqueries (obda/query/subselect.py): the inner pattern inlined, its unprojected variables its own
+    Case("subquery", "SELECT ?x ?d WHERE { ?x :age ?a { SELECT ?x ?d WHERE { ?x :worksIn ?d } } }", "bounded", 7),
+    Case("subquery_keeps_duplicates", "SELECT ?x WHERE { { SELECT ?x WHERE { ?x :visited ?p } } }", "bounded", 5),
+    Case("subquery_renames", "SELECT ?p ?dept WHERE { ?p :age ?a { SELECT (?x AS ?p) (?d AS ?dept) WHERE "
+         "{ ?x :worksIn ?d } } }", "bounded", 7),
+    Case("subquery_own_variables", "SELECT ?x ?d WHERE { ?x :worksIn ?d { SELECT ?x WHERE { ?x :headOf ?d } } }",
+         "bounded", 3),
+    Case("subquery_distinct_in_distinct", "SELECT DISTINCT ?d WHERE { { SELECT DISTINCT ?d WHERE { ?x :worksIn ?d } } }",
+         "bounded", 3),
+    Case("subquery_star_filtered", "SELECT * WHERE { { SELECT * WHERE { ?x :age ?a FILTER(?a > 40) } } }", "bounded", 4),
+    Case("subquery_in_union", "SELECT ?x WHERE { { SELECT ?x WHERE { ?x :headOf ?d } } UNION { ?x :visited ?p } }",
+         "bounded", 8),
+    Case("subquery_over_stream", "SELECT ?r ?v WHERE { { SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } } } }",
+         "bounded", 6),
 ]
 
 

@@ -60,7 +60,11 @@ CASES = [
     ("BIND", "SELECT ?x WHERE {\n  BIND(¦?v AS ?w) ?x :v ?v .\n}"),
     ("BIND of an aggregate", "SELECT ?x WHERE {\n  ?x :v ?v . ¦BIND(SUM(?v) AS ?w)\n}"),
     ("BIND in GRAPH", "SELECT ?x WHERE {\n  GRAPH ?t { ?x :v ?v . ¦BIND(?v AS ?w) }\n}"),
-    ("subquery", "SELECT ?x WHERE { ?x a :C {\n  ¦SELECT ?x WHERE { ?x a :D } } }"),
+    # a subquery is inlined (obda/query/subselect.py) unless it cannot be
+    ("subquery with aggregates", "SELECT ?x WHERE { ?x a :C {\n  ¦SELECT ?x (COUNT(*) AS ?n) WHERE { ?x a :D } GROUP BY ?x } }"),
+    ("LIMIT in a subquery", "SELECT ?x WHERE { ?x a :C { SELECT ?x WHERE { ?x a :D }\n ¦LIMIT 2 } }"),
+    ("DISTINCT in a subquery", "SELECT ?x WHERE { ?x a :C { SELECT ¦DISTINCT ?x WHERE { ?x a :D } } }"),
+    ("subquery", "SELECT ?x WHERE { ?x a :C { SELECT ?x (STR(?x) AS ¦?s) WHERE { ?x a :D } } }"),
     ("SELECT expression", "SELECT ?x (¦?u * 2 AS ?w) WHERE { ?x :v ?v }"),
     ("REDUCED", "SELECT ¦REDUCED ?x WHERE { ?x a :C }"),
     ("FROM", "SELECT ?x ¦FROM <http://g/> WHERE { ?x a :C }"),

@@ -165,7 +165,7 @@ def build(test: W3CTest, folder: Path):
     """The project folder (ontology, mapping, sources) and the DuckDB tables of a test's data."""
     g = Graph()
     for d in test.data:
-        g.parse(d, format="turtle" if d.suffix == ".ttl" else "nt")
+        g.parse(d, format={".ttl": "turtle", ".rdf": "xml"}.get(d.suffix, "nt"))
     schema = split_schema(g) if test.manifest in SCHEMA_MANIFESTS else Graph()
     groups: dict[tuple, list] = {}
     classes: dict[tuple, list] = {}
