@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import Attr, Predicate
-from obda.analysis.sql_reading import SelectReading, _Ctx, _snippet, key_check
+from obda.analysis.sql_reading import SelectReading, _Ctx, _snippet, check_terms, key_check
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import Location
 from obda.model.query import OPS
@@ -83,11 +83,13 @@ class Conditions(SelectReading):
             lo = self.comparison(node.this, ">=", node.args["low"], node)
             hi = self.comparison(node.this, "<=", node.args["high"], node)
             return self._f_neg(("and", [lo, hi]), neg)
-        if isinstance(node, exp.In) and key_check(node) is not None:
+        if isinstance(node, (exp.In, exp.Exists)) and key_check(node) is not None:
             # a check against static answers: a per-row filter without effect on boundedness (rule A1)
-            for col in node.this.find_all(exp.Column):
+            terms = check_terms(node)
+            for col in (terms.find_all(exp.Column) if terms is not None else ()):
                 self.column(col)
-            self.checks.append(("NOT " if neg else "") + f"{_snippet(node.this)} IN (…)")
+            self.checks.append(("NOT " if neg else "") + (f"{_snippet(terms)} IN (…)" if terms is not None
+                                                          else "EXISTS (…)"))
             return True
         if isinstance(node, exp.In):
             if node.args.get("query") is not None or node.args.get("unnest") is not None:

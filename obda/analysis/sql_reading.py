@@ -118,18 +118,32 @@ _AGGREGATES = ("a single aggregate SELECT is analysed by obda.analysis.aggregate
                "(`obda analyze --sql` picks it)")
 
 
-def key_check(node: exp.Expression) -> exp.In | None:
-    """The ``IN`` of ``[NOT] (…) IN (SELECT …)``: a check of a member's terms against another query's answers
-    (OPTIONAL's anti-join, MINUS, [NOT] EXISTS; docs/analysis.md, rule A1), or None."""
-    node = node.unnest()
-    if isinstance(node, exp.Not):
-        node = node.this.unnest()
-    return node if isinstance(node, exp.In) and node.args.get("query") is not None else None
+def key_check(node: exp.Expression) -> exp.In | exp.Exists | None:
+    """The ``IN`` of ``[NOT] (…) IN (SELECT …)``, or the ``EXISTS`` of ``[NOT] EXISTS (SELECT …)``: a check of a
+    member's terms (none for EXISTS) against another query's answers (OPTIONAL's anti-join, MINUS, [NOT] EXISTS;
+    docs/analysis.md, rule A1), or None."""
+    node = _check_node(node)
+    if isinstance(node, exp.In) and node.args.get("query") is not None:
+        return node
+    return node if isinstance(node, exp.Exists) and node.this is not None else None
 
 
-def _check_in(e: exp.Expression) -> exp.In:
+def _check_node(e: exp.Expression) -> exp.Expression:
     e = e.unnest()
-    return (e.this.unnest() if isinstance(e, exp.Not) else e)  # type: ignore[return-value]
+    return e.this.unnest() if isinstance(e, exp.Not) else e
+
+
+_QUERY_ARG = {exp.In: "query", exp.Exists: "this"}
+
+
+def check_query(check: exp.In | exp.Exists) -> exp.Expression:
+    """The SELECT or UNION a check (:func:`key_check`) reads."""
+    return check.args["query"].this if isinstance(check, exp.In) else check.this
+
+
+def check_terms(check: exp.In | exp.Exists) -> exp.Expression | None:
+    """The member's terms a check compares (a column expression or a tuple); None for [NOT] EXISTS."""
+    return check.this if isinstance(check, exp.In) else None
 
 
 def transform_outside_checks(e: exp.Expression, fn) -> exp.Expression:
@@ -138,19 +152,21 @@ def transform_outside_checks(e: exp.Expression, fn) -> exp.Expression:
     check = key_check(e)
     if check is None:
         return e.copy().transform(fn)
-    query = check.args["query"]
+    arg = _QUERY_ARG[type(check)]
+    query = check.args[arg]
     detached = e.copy()
-    _check_in(detached).set("query", None)
+    _check_node(detached).set(arg, None)
     out = detached.transform(fn)
-    _check_in(out).set("query", query.copy())
+    _check_node(out).set(arg, query.copy())
     return out
 
 
 def _is_check_query(node: exp.Expression) -> bool:
-    return isinstance(node, exp.Subquery) and isinstance(node.parent, exp.In) and node.arg_key == "query"
+    return ((isinstance(node, exp.Subquery) and isinstance(node.parent, exp.In) and node.arg_key == "query")
+            or (isinstance(node.parent, exp.Exists) and node.arg_key == "this"))
 
 
-def _check_static(query: exp.Subquery, ctx: _Ctx) -> None:
+def _check_static(query: exp.Expression, ctx: _Ctx) -> None:
     """A check's subquery reads static tables only: their answers do not change while the query runs (rule A1)."""
     for t in query.find_all(exp.Table):
         table = ctx.sources.table(t.name) if isinstance(t.this, exp.Identifier) else None

@@ -18,7 +18,7 @@ from typing import Callable
 
 from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_ir import KeyIn
-from obda.mapping._unfold_terms import Unsat, projection_sql
+from obda.mapping._unfold_terms import Unsat, projection_sql, same_kind, term_kind
 from obda.model.query import Exists, Query
 
 
@@ -54,12 +54,23 @@ class Checks:
                 return None
             raise Unsat(f"{check.construct}: the pattern has no solution (no mapping answers it)")
         terms = []
-        for v in check.outer:
+        for v, kinds in zip(check.outer, u.kinds):
             tv = bound.get(v)
             if tv is None:
                 raise UnsupportedConstructError(
                     check.construct, f"{check.construct} compares {v}, which this branch binds only in a FILTER or "
                     "not at all; bind it with a triple pattern", check.location)
+            # compatible solutions agree on the same RDF terms: a term of another kind or datatype never matches
+            same = [same_kind(term_kind(tv), k) for k in kinds]
+            if not any(same):
+                if check.negated:
+                    return None
+                raise Unsat(f"{check.construct}: {v} is {term_kind(tv)} here and never in the pattern")
+            if not all(same):
+                raise UnsupportedConstructError(
+                    check.construct, f"{check.construct}: the pattern binds {v} to terms of different kinds or "
+                    f"datatypes ({', '.join(sorted(str(k[1] or k[0]) for k in kinds))}); compare one kind: split "
+                    "the pattern's UNION or variable predicate", check.location)
             terms.append(projection_sql(tv))
         return KeyIn(tuple(terms), check.negated, u.sql, check)
 

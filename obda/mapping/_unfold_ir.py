@@ -651,6 +651,8 @@ class KeyIn(Expr):
         self._qsql = query.sql()
 
     def _template(self) -> Template:
+        if not self.terms:
+            return ((f"NOT EXISTS ({self._qsql})" if self.negated else f"EXISTS ({self._qsql})"),)
         parts: list[Template] = [("NOT (" if self.negated else "(",)]
         for i, t in enumerate(self.terms):
             if i:
@@ -664,6 +666,9 @@ class KeyIn(Expr):
 
     def to_sqlglot(self, amap=None):
         terms = [t.to_sqlglot(amap) for t in self.terms]
+        if not terms:  # no shared variable: whether the other query has an answer at all
+            node = exp.Exists(this=self.query.copy())
+            return exp.Not(this=node) if self.negated else node
         this = terms[0] if len(terms) == 1 else exp.Tuple(expressions=terms)
         node = exp.In(this=this, query=exp.Subquery(this=self.query.copy()))
         return exp.Not(this=node) if self.negated else node

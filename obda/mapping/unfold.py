@@ -73,7 +73,7 @@ from obda.mapping._unfold_checks import Checks
 from obda.mapping._unfold_instances import _Memo
 from obda.mapping._unfold_members import _build, _Built, _select
 from obda.mapping._unfold_optimize import canonical_key
-from obda.mapping._unfold_terms import Unsat
+from obda.mapping._unfold_terms import Unsat, term_kind
 from obda.mapping._unfold_views import AtomView
 from obda.model.compilation import SqlMember
 from obda.model.mapping import Mapping
@@ -194,6 +194,8 @@ class Unfolding(NamedTuple):
     removed: tuple[str, ...]
     views: tuple[AtomView, ...]
     checks: tuple[tuple[Query, "Unfolding"], ...] = ()
+    # per answer column, the kinds of term (obda.mapping._unfold_terms.term_kind) the members give it
+    kinds: tuple[frozenset, ...] = ()
 
 
 class _Budget:
@@ -289,5 +291,7 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
         for b in built[1:]:  # left-deep chain of fresh trees (exp.union would copy the growing chain)
             whole = exp.Union(this=whole, expression=_select(b, False), distinct=query.distinct)
     used = {s.view for m in members for s in m.origin.atom_sources if s.view}
+    kinds = tuple(frozenset(term_kind(tv) for b in built for n, tv in b.bound if n == v.name and tv is not None)
+                  for v in query.projection)
     return Unfolding(members, whole, tuple(removed), tuple(v for v in views.by_text.values() if v.name in used),
-                     checks.compiled())
+                     checks.compiled(), kinds)

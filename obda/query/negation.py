@@ -73,11 +73,7 @@ class Negation(Located):
         for p in branches:
             out.extend(p.join(q) for q in inner)
             checks = []
-            for shared, group in self._by_shared(p, inner).items():
-                if not shared:
-                    raise self.unsupported("OPTIONAL", "OPTIONAL shares no variable with the pattern before it, so "
-                                           "each solution would be extended by every solution of it, or kept alone "
-                                           "when it has none; join it on a variable", at)
+            for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution
                 checks.append(self._check(group, shared, True, "OPTIONAL", at))
             out.append(Branch(p.atoms, p.filters, p.binds, p.checks + tuple(checks)))
         return out
@@ -98,10 +94,7 @@ class Negation(Located):
             checks: list[Exists] = []
             for inner, negated, at in pending:
                 kw = "NOT EXISTS" if negated else "EXISTS"
-                groups = self._by_shared(p, inner)
-                if () in groups:
-                    raise self.unsupported(kw, f"FILTER {kw} {{ … }} shares no variable with its group: it would "
-                                           "test whether the pattern has any solution at all; join it on a variable", at)
+                groups = self._by_shared(p, inner)  # none shared: whether the pattern has a solution at all
                 if not negated and len(groups) > 1:
                     raise self.unsupported(kw, "FILTER EXISTS over a UNION whose branches share different "
                                            "variables with the group is not supported; write one FILTER EXISTS per "

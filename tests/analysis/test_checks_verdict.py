@@ -22,7 +22,8 @@ QUERIES = [
 
 
 @pytest.mark.parametrize("sql", QUERIES)
-@pytest.mark.parametrize("check", [f"NOT S.A IN {KEYS}", f"S.A IN {KEYS}", f"NOT (S.A, S.B) IN (SELECT R.x, R.y FROM R)"])
+@pytest.mark.parametrize("check", [f"NOT S.A IN {KEYS}", f"S.A IN {KEYS}", f"NOT (S.A, S.B) IN (SELECT R.x, R.y FROM R)",
+                                   "NOT EXISTS (SELECT 1 FROM R WHERE R.y > 3)"])
 def test_a_check_keeps_the_verdict_of_the_member_without_it(verdicts, sql, check):
     with_check = sql + (" AND " if " WHERE " in sql else " WHERE ") + check
     poly, naive, report = verdicts(with_check)

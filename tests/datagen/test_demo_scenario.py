@@ -214,7 +214,7 @@ def compiled(ontology, mapping, parsed):
     out = {}
     for name, q in parsed.items():
         rw = rewrite(q, ontology)
-        members, sql, removed, _views, _ = unfold(q, rw, mapping, SOURCES, ontology)
+        members, sql, removed, _views, *_ = unfold(q, rw, mapping, SOURCES, ontology)
         out[name] = (rw, members, sql, removed)
     return out
 

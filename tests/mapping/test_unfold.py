@@ -443,7 +443,7 @@ def test_duplicate_members_removed():
     # two rewritten CQs of the same branch that unfold to the same member: the second member is removed
     a, b = CQ((C("A", V("x")),), ()), CQ((C("B", V("x")),), ())
     for sources in (SOURCES, KEYED):
-        members, _, removed, _views, _ = unfold(Query((V("x"),), (a,)), [RCQ(0, a), RCQ(0, b)],
+        members, _, removed, _views, *_ = unfold(Query((V("x"),), (a,)), [RCQ(0, a), RCQ(0, b)],
                                              parse_mapping_text(mapping, "m.ttl"), parse_sources(sources))
         assert len(members) == 1 and len(removed) == 1 and "duplicate of member 1" in removed[0]
 

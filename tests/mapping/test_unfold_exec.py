@@ -235,7 +235,7 @@ def test_temporal_join_and_time_filter_against_direct_computation():
         (PropertyAtom(EX + "temperature", x, v, t1), PropertyAtom(EX + "pressure", x, p, t2)),
         (Comparison("<", t1, t2), Comparison(">=", t1, Literal("2024-01-01T10:00:02Z", XSD + "dateTime"))),
     )
-    members, whole, _, _views, _ = unfold(Query((x, v), (cq,)), [RCQ(0, cq)], parse_mapping_text(PREFIX + mapping),
+    members, whole, _, _views, *_ = unfold(Query((x, v), (cq,)), [RCQ(0, cq)], parse_mapping_text(PREFIX + mapping),
                                parse_sources(src))
     assert "m1.ts < m2.ts" in members[0].sql("duckdb")
     got = Counter(con.execute(whole.sql("duckdb")).fetchall())
@@ -420,7 +420,7 @@ def test_distinct_answers_equal_materialised_rdf_evaluation(seed):
     nonempty = 0
     for text in DIFF_QUERIES:
         q = parse_query(Q + text)
-        members, whole, _, _views, _ = unfold(q, [RCQ(i, b) for i, b in enumerate(q.branches)], mapping, sources)
+        members, whole, _, _views, *_ = unfold(q, [RCQ(i, b) for i, b in enumerate(q.branches)], mapping, sources)
         got = {tuple(_norm_sql(v) for v in r) for r in con.execute(whole.sql("duckdb")).fetchall()}
         want = oracle(ds, q)
         assert got == want, (text, got ^ want)
@@ -467,7 +467,7 @@ tables:
 
     def run(text):
         q = parse_query(Q + text)
-        members, whole, _, _views, _ = unfold(q, rewrite(q, ontology), parse_mapping_text(PREFIX + mapping), parse_sources(src),
+        members, whole, _, _views, *_ = unfold(q, rewrite(q, ontology), parse_mapping_text(PREFIX + mapping), parse_sources(src),
                                    ontology)
         return members, Counter(con.execute(whole.sql("duckdb")).fetchall())
 

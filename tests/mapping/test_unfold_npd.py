@@ -27,7 +27,7 @@ def test_npd_queries_unfold_to_valid_sql(name):
     mapping = load_mapping([NPD / "npd-v2-ql.r2rml.ttl"])
     ontology = load_ontology([NPD / "npd-v2-ql.owl"], mode="lenient")
     q = parse_query((NPD / "queries" / f"{name}.rq").read_text())
-    members, whole, removed, _views, _ = unfold(q, rewrite(q, ontology), mapping, sources, ontology)
+    members, whole, removed, _views, *_ = unfold(q, rewrite(q, ontology), mapping, sources, ontology)
     assert members
     for m in members:
         assert [s.alias_or_name for s in m.select.expressions] == [v.name for v in q.projection]

@@ -51,7 +51,7 @@ from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
 from obda.analysis.forest.views import view_pipelines
-from obda.analysis.sql_reading import key_check
+from obda.analysis.sql_reading import check_query, key_check
 from obda.model.constraints import key_constraint
 from obda.model.sources import Sources
 
@@ -147,9 +147,9 @@ def _check_forests(source, pipelines, sources: Sources, dialect) -> tuple[tuple[
             check = key_check(f)
             if check is None:
                 continue
-            text = check.args["query"].this.sql()
+            text = check_query(check).sql()
             if text not in out:
-                out[text] = build_forest(compiled.get(text, check.args["query"].this), sources, dialect)
+                out[text] = build_forest(compiled.get(text, check_query(check)), sources, dialect)
     return tuple(out.items())
 
 

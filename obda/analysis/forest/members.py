@@ -18,7 +18,7 @@ from sqlglot.optimizer.simplify import simplify
 from obda.analysis import computed
 from obda.analysis.elements import Attr as EAttr
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
-from obda.analysis.sql_reading import key_check, parse_sql, transform_outside_checks
+from obda.analysis.sql_reading import check_terms, key_check, parse_sql, transform_outside_checks
 from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
@@ -163,7 +163,10 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
     for c in conds:
         check = key_check(c)
         if check is not None:  # [NOT] (…) IN (static answers): per row, on the one FROM entry its terms read
-            owners = {resolve(col)[0] for col in check.this.find_all(exp.Column)}
+            terms = check_terms(check)
+            owners = {resolve(col)[0] for col in terms.find_all(exp.Column)} if terms is not None else set()
+            if not owners:  # [NOT] EXISTS: the same for every row; tested on the first entry's
+                owners = {next(iter(aliases))}
             if len(owners) != 1:
                 raise ExecutionError(f"the check {c.sql()[:120]!r} reads {len(owners)} FROM entries; a check "
                                      "(OPTIONAL, MINUS, [NOT] EXISTS) compares the terms of one entry")

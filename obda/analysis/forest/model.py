@@ -28,7 +28,7 @@ from functools import cached_property
 
 from sqlglot import exp
 
-from obda.analysis.sql_reading import key_check
+from obda.analysis.sql_reading import check_query, key_check
 from obda.model.sources import ColumnType, Table
 
 FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
@@ -370,11 +370,11 @@ def _bound_check(f: exp.Expression, values: dict[str, list[tuple]]) -> exp.Expre
     check = key_check(f)
     if check is None:
         return f
-    rows = [r for r in values[check.args["query"].this.sql()] if None not in r]  # NULL never matches
-    if not rows:
-        # nothing to agree with: the IN is false everywhere (the whole filter simplified: NOT false is true)
-        negated = isinstance(f.unnest(), exp.Not)
-        return exp.Boolean(this=negated)
+    rows = [r for r in values[check_query(check).sql()] if None not in r]  # NULL never matches
+    negated = isinstance(f.unnest(), exp.Not)
+    if not rows or isinstance(check, exp.Exists):
+        # [NOT] EXISTS: whether the query has an answer; IN nothing is false everywhere (NOT IN nothing true)
+        return exp.Boolean(this=negated != bool(rows))
     items = [literal(r[0]) if len(r) == 1 else exp.Tuple(expressions=[literal(v) for v in r]) for r in rows]
     out = f.copy()
     key_check(out).set("query", None)
