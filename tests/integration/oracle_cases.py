@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import obda
+import pytest
 from obda.analysis import plan_execution
 from obda.catalog import check_entry
 from obda.execution.query import ContinuousQuery
@@ -129,6 +130,22 @@ def _as_text(bag: Counter) -> Counter:
 
 def _sorted(bag: Counter, comp) -> Counter:
     return concatenations_sorted(bag, comp.query) if comp.query.aggregation is not None else bag
+
+
+def case_tests(cases: list[Case]):
+    """The two tests of a module of cases: the SQL on DuckDB and the local executor, then (stream cases) Spark,
+    each equal to pyoxigraph. A module assigns them to its own names, which pytest collects."""
+
+    @pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
+    def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
+        check_sql_and_local(world, case, tmp_path)
+
+    @pytest.mark.spark
+    @pytest.mark.parametrize("case", **spark_cases(cases))
+    def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
+        check_spark(world, case, tmp_path, spark)
+
+    return test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph
 
 
 def spark_cases(cases: list[Case]) -> dict:

@@ -13,7 +13,7 @@ import pytest
 
 from obda.errors import UnsupportedConstructError
 
-from integration.oracle_cases import PREFIX, Case, check_spark, check_sql_and_local, spark_cases
+from integration.oracle_cases import PREFIX, Case, case_tests
 
 CASES = [
     # --- OPTIONAL: the join, and the solutions no optional solution is compatible with, unbound there
@@ -67,15 +67,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
-    check_sql_and_local(world, case, tmp_path)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("case", **spark_cases(CASES))
-def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
-    check_spark(world, case, tmp_path, spark)
+test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES)
 
 
 def test_a_check_holds_at_most_its_budget_of_answers(world, tmp_path, monkeypatch):

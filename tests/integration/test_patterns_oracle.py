@@ -26,7 +26,7 @@ from obda.execution.sinks import JsonLinesSink
 from obda.query import parse_query
 
 from integration.oracle import norm
-from integration.oracle_cases import FIXTURE, PREFIX, Case, check_spark, check_sql_and_local, spark_cases
+from integration.oracle_cases import FIXTURE, PREFIX, Case, case_tests
 
 P1 = "<http://example.org/mult/data/person/1>"
 D1 = "<http://example.org/mult/data/dept/1>"
@@ -101,15 +101,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
-    check_sql_and_local(world, case, tmp_path)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("case", **spark_cases(CASES))
-def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
-    check_spark(world, case, tmp_path, spark)
+test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES)
 
 
 ORDERED = [  # a total order (ties would let engines differ, as SPARQL allows)

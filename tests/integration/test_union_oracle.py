@@ -14,8 +14,7 @@ from obda.catalog import load_catalog
 from obda.errors import UnsupportedConstructError
 
 from integration.conftest import ROOT
-from integration.oracle_cases import (PREFIX, Case, check_catalog_entry, check_spark, check_sql_and_local,
-                                      spark_cases)
+from integration.oracle_cases import PREFIX, Case, case_tests, check_catalog_entry
 
 AGE_OR_NAME = "{ ?x :age ?a } UNION { ?x :name ?n }"
 
@@ -70,15 +69,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
-    check_sql_and_local(world, case, tmp_path)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("case", **spark_cases(CASES))
-def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
-    check_spark(world, case, tmp_path, spark)
+test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES)
 
 
 @pytest.mark.parametrize("query, construct, words", [
