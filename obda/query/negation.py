@@ -71,6 +71,10 @@ class Negation(Located):
     def _optional(self, branches: list[Branch], inner: list[Branch], at: int | None) -> list[Branch]:
         out: list[Branch] = []
         for p in branches:
+            if not p.atoms:  # LeftJoin of the empty solution: Q's solutions, or one empty answer when it has none
+                raise self.unsupported("OPTIONAL", "OPTIONAL with no triple pattern before it in its group would "
+                                       "answer one empty solution when its pattern has none; write the pattern "
+                                       "without OPTIONAL (or put a triple pattern before it)", at)
             out.extend(p.join(q) for q in inner)
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution

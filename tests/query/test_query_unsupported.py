@@ -29,7 +29,7 @@ def marked(text: str) -> tuple[str, int, int]:
 CASES = [
     # OPTIONAL, MINUS and [NOT] EXISTS run over static data (obda/query/negation.py); these stay refused
     ("OPTIONAL", "SELECT ?x WHERE {\n  ?x a :C .\n  ¦OPTIONAL { GRAPH ?t { ?x :p ?y } }\n}"),
-    ("OPTIONAL", "SELECT ?x WHERE { ?x a :C . # OPTIONAL in a comment\n ?x :n \"OPTIONAL\" ¦optional { ?y :p ?z } }"),
+    ("OPTIONAL", "SELECT ?x WHERE { ?x a :C . # OPTIONAL in a comment\n ?x :n \"OPTIONAL\" ¦optional { GRAPH ?t { ?y :p ?z } } }"),
     ("MINUS", "SELECT ?x WHERE {\n  ?x a :C\n  ¦MINUS { GRAPH ?t { ?x a :D } }\n}"),
     ("NOT EXISTS", "SELECT ?x WHERE {\n  ?x a :C\n  FILTER(?x != :a && ¦NOT EXISTS { ?x a :D })\n}"),
     ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(?x != :a || ¦EXISTS { ?x a :D })\n}"),
