@@ -141,9 +141,15 @@ def compile(
         out.print(f"[dim]-- member {i + 1}: branch {o.branch}: {o.cq}[/]", highlight=False)
         for s in o.atom_sources:
             out.print(f"[dim]--   {s.describe()}[/]", highlight=False)
-    for r in comp.removed:
+    for r in comp.removed[:REMOVED_SHOWN]:
         out.print(f"[dim]-- removed: {r}[/]", highlight=False)
+    if len(comp.removed) > REMOVED_SHOWN:  # a variable predicate removes one alternative per unmapped property
+        out.print(f"[dim]-- … and {len(comp.removed) - REMOVED_SHOWN} more removed (--format json lists every "
+                  "one)[/]", highlight=False)
     print(text)
+
+
+REMOVED_SHOWN = 12  # why members were removed, printed by `obda compile` (the JSON output has them all)
 
 
 @app.command()

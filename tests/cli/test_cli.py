@@ -42,6 +42,21 @@ def test_compile_text_prints_sql(query):
     assert "SELECT" in r.stdout and "member" in r.stdout
 
 
+def test_compile_text_shows_the_first_removed_members_and_counts_the_rest(tmp_path):
+    """A variable predicate removes one alternative per property no mapping answers: the text lists the first
+    ones and counts the others; the JSON lists every one."""
+    from obda.cli import REMOVED_SHOWN
+
+    q = tmp_path / "any.rq"
+    q.write_text("SELECT ?p ?o WHERE { <http://example.org/turbine/data/sensor/1> ?p ?o }\n")
+    text = runner.invoke(app, ["compile", str(q), "--project", str(DEMO)])
+    doc = json.loads(runner.invoke(app, ["compile", str(q), "--project", str(DEMO), "--format", "json"]).stdout)
+    more = len(doc["removed"]) - REMOVED_SHOWN
+    assert more > 0 and text.exit_code == 0
+    assert text.stdout.count("-- removed:") == REMOVED_SHOWN
+    assert f"-- … and {more} more removed (--format json lists every one)" in text.stdout
+
+
 def test_compile_unsupported_construct_exit_2_with_position(tmp_path):
     q = tmp_path / "bad.rq"
     q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?s WHERE {\n  ?s a :Sensor .\n  OPTIONAL { GRAPH ?t { ?m :measuredBy ?s } }\n}\n")
