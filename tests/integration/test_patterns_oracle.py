@@ -91,6 +91,9 @@ CASES = [
          "{ ?x :worksIn ?d } } }", "bounded", 7),
     Case("subquery_own_variables", "SELECT ?x ?d WHERE { ?x :worksIn ?d { SELECT ?x WHERE { ?x :headOf ?d } } }",
          "bounded", 3),
+    # the inner ?a (a place) is not the outer ?a (an age): not selected, it is the subquery's own
+    Case("subquery_same_name_other_variable", "SELECT ?x ?a WHERE { ?x :age ?a { SELECT ?x WHERE { ?x :visited ?a } } }",
+         "bounded", 4),
     Case("subquery_distinct_in_distinct", "SELECT DISTINCT ?d WHERE { { SELECT DISTINCT ?d WHERE { ?x :worksIn ?d } } }",
          "bounded", 3),
     Case("subquery_star_filtered", "SELECT * WHERE { { SELECT * WHERE { ?x :age ?a FILTER(?a > 40) } } }", "bounded", 4),
