@@ -261,6 +261,21 @@ def test_run_aggregate_writes_changelog_and_final_table(demo_copy, tmp_path):
     assert means == sorted(means, reverse=True)  # ORDER BY DESC(?mean)
 
 
+def test_run_optional_keeps_every_hot_reading_once_with_its_model(demo_copy, tmp_path):
+    """The shipped OPTIONAL query (demo/queries/hot_readings_with_model.rq): every answer of hot_readings.rq,
+    once, with the model of its sensor's turbine (the demo's turbines all have one)."""
+    def run(name: str) -> list[dict]:
+        out = tmp_path / f"{name}.jsonl"
+        r = runner.invoke(app, ["run", str(demo_copy / "queries" / f"{name}.rq"), "--project", str(demo_copy),
+                                "--until-exhausted", "--backend", "local", "--output", str(out)])
+        assert r.exit_code == 0, r.output
+        return [json.loads(line)["binding"] for line in out.read_text().splitlines()]
+
+    hot, with_model = run("hot_readings"), run("hot_readings_with_model")
+    assert hot and all(b["model"] for b in with_model)
+    assert sorted((b["sensor"], b["v"]) for b in with_model) == sorted((b["sensor"], b["v"]) for b in hot)
+
+
 def test_run_final_needs_an_aggregate_and_until_exhausted(demo_copy, tmp_path):
     agg = demo_copy / "queries" / "readings_per_sensor.rq"
     r = runner.invoke(app, ["run", str(agg), "--project", str(demo_copy), "--final", str(tmp_path / "a.jsonl")])
