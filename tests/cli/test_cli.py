@@ -276,6 +276,38 @@ def test_run_optional_keeps_every_hot_reading_once_with_its_model(demo_copy, tmp
     assert sorted((b["sensor"], b["v"]) for b in with_model) == sorted((b["sensor"], b["v"]) for b in hot)
 
 
+def test_run_optional_keeps_a_sensor_whose_turbine_is_unknown_unbound(demo_copy, tmp_path):
+    """Every sensor is a sensor of some turbine (``Sensor ⊑ ∃isSensorOf``), but the OPTIONAL binds ``?turbine``
+    to a named one: a sensor whose ``turbine_id`` is empty has none, so its readings come once, unbound there —
+    the check's pattern keeps ``?turbine`` named, as the join branch does (docs/semantics.md)."""
+    sensors = next((demo_copy / "data" / "sensor").glob("*.csv"))
+    lines = sensors.read_text().splitlines()
+    header = lines[0].split(",")
+    first = lines[1].split(",")
+    first[header.index("turbine_id")] = ""
+    sensors.write_text("\n".join([lines[0], ",".join(first)] + lines[2:]) + "\n")
+    blank = f"http://example.org/turbine/data/sensor/{first[header.index('id')]}"
+    q = tmp_path / "q.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?sensor ?v ?turbine WHERE { GRAPH ?t { ?m "
+                 ":measuredBy ?sensor ; :hasValue ?v . } OPTIONAL { ?sensor :isSensorOf ?turbine } }\n")
+    out = tmp_path / "a.jsonl"
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(out)])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(line)["binding"] for line in out.read_text().splitlines()]
+    mine = [b for b in rows if b["sensor"] == blank]
+    assert mine and all(b["turbine"] is None for b in mine)
+    assert all(b["turbine"] for b in rows if b["sensor"] != blank)
+    plain = tmp_path / "plain.rq"  # every reading once: the OPTIONAL neither drops nor repeats one
+    plain.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?sensor ?v WHERE { GRAPH ?t { ?m "
+                     ":measuredBy ?sensor ; :hasValue ?v . } }\n")
+    r = runner.invoke(app, ["run", str(plain), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(tmp_path / "p.jsonl")])
+    assert r.exit_code == 0, r.output
+    readings = [json.loads(line)["binding"] for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert sorted((b["sensor"], b["v"]) for b in rows) == sorted((b["sensor"], b["v"]) for b in readings)
+
+
 def test_run_final_needs_an_aggregate_and_until_exhausted(demo_copy, tmp_path):
     agg = demo_copy / "queries" / "readings_per_sensor.rq"
     r = runner.invoke(app, ["run", str(agg), "--project", str(demo_copy), "--final", str(tmp_path / "a.jsonl")])
