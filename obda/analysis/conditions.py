@@ -86,8 +86,9 @@ class Conditions(SelectReading):
         if isinstance(node, (exp.In, exp.Exists)) and key_check(node) is not None:
             # a check against static answers: a per-row filter without effect on boundedness (rule A1)
             terms = check_terms(node)
-            for col in (terms.find_all(exp.Column) if terms is not None else ()):
-                self.column(col)
+            entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
+            if len(entries) > 1:  # tested on the joined answer: its terms are kept like projected columns
+                self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])
             self.checks.append(("NOT " if neg else "") + (f"{_snippet(terms)} IN (…)" if terms is not None
                                                           else "EXISTS (…)"))
             return True

@@ -105,7 +105,7 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
                if d.implied_order() is not None]
     parts_f = [s.formula(c) for c in parts] + implied
     f = ("and", parts_f) if parts_f else True
-    proj = s.projection()
+    proj = s.projection() + s.check_projection()
     sql = sel.sql()
     ds = _disjuncts(f, s, distinct, where.this if where is not None else sel)
     members = []

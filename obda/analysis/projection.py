@@ -44,6 +44,11 @@ class Projection(SelectReading):
             out.append(p)
         return tuple(out)
 
+    def check_projection(self) -> tuple[Projected, ...]:
+        """The terms of the checks over several FROM entries (read by the conditions first): the executor keeps
+        them with the answer to test it, so the verdict counts them as projected."""
+        return tuple(self._item(f"#check{i}", t) for i, t in enumerate(self.joined_terms))
+
     def _is_stream_ts(self, a: Attr) -> bool:
         r = next(r for r in self.relations if r.alias == a.alias)
         return r.is_stream and (r.table.timestamp == a.column or a.column in self.ctx.copies.get(a.alias.lower(), ()))

@@ -217,6 +217,7 @@ class SelectReading:
         self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
         self.checks: list[str] = []  # [NOT] (…) IN (SELECT … static): checks against static answers (rule A1)
+        self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 
     # FROM --------------------------------------------------------------------------------

@@ -429,12 +429,16 @@ class SparkForest:
             cols = ", ".join([f"{_q(cur.ts)} AS {_q(AT)}"] + [
                 f"{f'CAST({self._bind(st, it, nm)} AS STRING)' if k in text else self._bind(st, it, nm)} AS {_q(v)}"
                 for k, (it, v) in enumerate(zip(mf.member.items, values))])
+            # a check over several FROM entries tests the answer on its hidden items, which are then left out
+            shown = ", ".join(_q(c) for c in [AT] + values[:mf.member.visible])
+            checked = "".join(f" AND {c.condition(values)}" for c in mf.member.checks)
             if count is not None and not self.forest.distinct:
                 name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n"))
-                out.append(f"SELECT {', '.join(_q(c) for c in [AT] + values)} FROM {_q(name)} "
-                           f"LATERAL VIEW explode(array_repeat(0, CAST(__n AS INT))) __e AS __rep WHERE __n > 0")
+                out.append(f"SELECT {shown} FROM {_q(name)} LATERAL VIEW explode(array_repeat(0, CAST(__n AS INT))) "
+                           f"__e AS __rep WHERE __n > 0{checked}")
             else:
-                out.append(f"SELECT * FROM {_q(st.add(f'm{mi}_ans{i}', j.done(cols)))}")
+                out.append(f"SELECT {shown} FROM {_q(st.add(f'm{mi}_ans{i}', j.done(cols)))}"
+                           + (f" WHERE TRUE{checked}" if checked else ""))
         return out
 
     @staticmethod

@@ -591,6 +591,20 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
     return out
 
 
+def _answer(mp: MemberForest, text_columns: frozenset[int]) -> Callable[[tuple], tuple | None]:
+    """A member's output tuple → its answer tuple; None where a check over several FROM entries (its terms hidden
+    items after the answer's columns) does not keep it."""
+    bind = _texts(binder(mp.member.items, mp.out_attrs), text_columns)
+    checks, visible = mp.member.checks, mp.member.visible
+    if not checks:
+        return bind
+
+    def checked(values: tuple) -> tuple | None:
+        full = bind(values)
+        return full[:visible] if all(c.keeps(full) for c in checks) else None
+    return checked
+
+
 def _texts(bind: Callable[[tuple], tuple], columns: frozenset[int]) -> Callable[[tuple], tuple]:
     """``bind`` with the values of ``columns`` (a query's text columns) as their text."""
     if not columns:
@@ -615,13 +629,17 @@ class QueryEngine:
         self.plan = plan
         self.members = [MemberEngine(mp, {}) for mp in plan.members]
         self.set_statics(statics)
-        self._binders = {id(m.plan): _texts(binder(m.plan.member.items, m.plan.out_attrs), plan.text_columns)
-                         for m in self.members}
+        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns) for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
         if plan.keyed_by_time:  # answers keyed by their own timestamp: none repeats an earlier closed one
             for m in self.members:
                 m.after_absorb = self.emitted.clear
+
+    def bind_checks(self, plan: Forest) -> None:
+        """``plan``: this engine's plan with its checks' answers (:meth:`Forest.bind_checks`), tested on answers."""
+        for m, mf in zip(self.members, plan.members):
+            self._binders[id(m.plan)] = _answer(mf, plan.text_columns)
 
     def set_statics(self, statics: dict[int, Counted], joined: dict[int, Counted] | None = None) -> None:
         """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens);
@@ -658,7 +676,7 @@ class QueryEngine:
             fresh = {}
             for vals in out:
                 b = bind(vals)
-                if b not in self.emitted:
+                if b is not None and b not in self.emitted:
                     fresh[vals] = b
             for vals in _ordered(fresh):
                 b = fresh[vals]
@@ -668,7 +686,9 @@ class QueryEngine:
                 answers.append(Answer(emitted_at, b, 1))
         else:
             for vals in _ordered(out):
-                answers.append(Answer(emitted_at, bind(vals), out[vals]))
+                b = bind(vals)
+                if b is not None:  # None: a check over several FROM entries drops it
+                    answers.append(Answer(emitted_at, b, out[vals]))
 
     def set_marks(self, marks: dict) -> None:
         """What the synopses drop entries by at the last closed timestamp: the OA constraints' value watermarks

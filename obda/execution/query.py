@@ -181,6 +181,7 @@ class ContinuousQuery(SparkSteps):
                     attach(self)  # brokers and topics checked (located), the marker per partition
                 if self.plan.checks:  # answered once, before any row is read (obda.execution.checks)
                     self.plan = resolve_checks(self.plan, self._check_answers)
+                    self.engine.bind_checks(self.plan)
                 self.engine.set_statics(*self._load_statics())
                 self._restore()
                 self._opened = True

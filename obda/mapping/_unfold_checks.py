@@ -74,14 +74,3 @@ class Checks:
             terms.append(projection_sql(tv))
         return KeyIn(tuple(terms), check.negated, u.sql, check)
 
-
-def check_entries(conds: list) -> None:
-    """Refuse a check whose terms read two FROM entries of the member (after self-joins are merged): the
-    executors test a check per row of one entry."""
-    for c in conds:
-        if isinstance(c, KeyIn) and len(set(c.aliases())) > 1:
-            shared = ", ".join(map(str, c.check.outer))
-            raise UnsupportedConstructError(
-                c.check.construct, f"{c.check.construct} shares {shared} with the pattern, and their terms come from "
-                "two tables of it; a check compares the terms of one table (bind the shared variables with one "
-                "triple pattern, or share fewer variables)", c.check.location)

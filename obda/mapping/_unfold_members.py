@@ -15,7 +15,6 @@ from sqlglot import exp
 
 from obda.errors import MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion
-from obda.mapping._unfold_checks import check_entries
 from obda.mapping._unfold_instances import _constant_value, _Memo
 from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotNull, Raw, Seq, Shift, const
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
@@ -261,7 +260,6 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         bound = [(n, _rename_term(tv, ren)) for n, tv in bound]
         m.used = [Val(rename_aliases(u.expr, ren), u.type) for u in m.used]
         sources = [(atom, a, tuple(dict.fromkeys(ren.get(x, x) for x in al))) for atom, a, al in sources]
-    check_entries(conds)
     conds = conds + _not_null(m.used, conds, m.exempt)
     # renumber aliases m1..mk in FROM order (applied when the SQL is output)
     ren = {e.alias: f"m{i}" for i, e in enumerate(entries, 1)}

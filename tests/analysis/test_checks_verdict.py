@@ -46,3 +46,14 @@ def test_a_check_over_a_stream_is_refused_located(verdicts):
     with pytest.raises(AnalysisError) as e:
         verdicts("SELECT S.A FROM S WHERE NOT S.A IN (SELECT T.D FROM T)")
     assert "stream 'T'" in str(e.value) and e.value.location.column > 30
+
+
+def test_a_check_over_two_entries_counts_its_terms_as_projected(verdicts):
+    """A check whose terms read two FROM entries is tested on the joined answer, which keeps those terms: the
+    verdict is that of the query projecting them too (here T.E, unbounded, under DISTINCT)."""
+    base = "SELECT DISTINCT S.A FROM S, T WHERE S.t1 = T.t2 AND S.A > 0 AND S.A < 9"
+    assert verdicts(base)[:2] == ("bounded", "bounded")
+    assert verdicts(base + " AND NOT S.A IN (SELECT R.x FROM R)")[:2] == ("bounded", "bounded")  # one entry: a filter
+    assert verdicts(base + " AND NOT (S.A, T.E) IN (SELECT R.x, R.y FROM R)")[:2] == ("unbounded", "unbounded")
+    assert verdicts("SELECT DISTINCT S.A, T.E FROM S, T WHERE S.t1 = T.t2 AND S.A > 0 AND S.A < 9")[:2] == (
+        "unbounded", "unbounded")  # the same as projecting T.E

@@ -79,7 +79,7 @@ def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, ru
     keyed: tuple[int, ...] = ()
     if len(d.roots) == 1 and not d.unsatisfiable:
         root = set(d.nodes[d.roots[0]].aliases)
-        keyed = tuple(i for i, it in enumerate(member.items) if any(a[0] in root for a in it.times))
+        keyed = tuple(i for i, it in enumerate(member.items[:member.visible]) if any(a[0] in root for a in it.times))
     return MemberForest(
         member=member, distinct=distinct, nodes=d.nodes, roots=d.roots, forest_statics=d.forest_statics,
         forest_preds=d.forest_preds, out_attrs=d.out_attrs, pipelines=d.pipelines,
@@ -134,22 +134,20 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
             next_id += 1
     used = tuple(c.name for c in watched if any(c.name in mf.constraints + mf.orders + mf.consumes for mf in forests))
     return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)),
-                  tuple(watched), tuple(monitors), used, _check_forests(source, pipelines, sources, dialect))
+                  tuple(watched), tuple(monitors), used, _check_forests(source, pipelines, forests, sources, dialect))
 
 
-def _check_forests(source, pipelines, sources: Sources, dialect) -> tuple[tuple[str, Forest], ...]:
-    """The forest of every check's query the pipelines' filters read (from the Compilation's checks, else from
-    the subquery itself), by the subquery's SQL text."""
+def _check_forests(source, pipelines, forests, sources: Sources, dialect) -> tuple[tuple[str, Forest], ...]:
+    """The forest of every check's query — those the pipelines' filters read, and those tested on members'
+    answers — from the Compilation's checks, else from the subquery itself, by the subquery's SQL text."""
     compiled = {c.sql.sql(): c for c in getattr(source, "checks", ())}
+    trees = [check_query(c) for p in pipelines for c in map(key_check, p.filters) if c is not None]
+    trees += [c.tree for mf in forests for c in mf.member.checks]
     out: dict[str, Forest] = {}
-    for p in pipelines:
-        for f in p.filters:
-            check = key_check(f)
-            if check is None:
-                continue
-            text = check_query(check).sql()
-            if text not in out:
-                out[text] = build_forest(compiled.get(text, check_query(check)), sources, dialect)
+    for tree in trees:
+        text = tree.sql()
+        if text not in out:
+            out[text] = build_forest(compiled.get(text, tree), sources, dialect)
     return tuple(out.items())
 
 

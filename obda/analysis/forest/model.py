@@ -84,6 +84,40 @@ class OutItem:
 
 
 @dataclass(frozen=True)
+class OutputCheck:
+    """A check (OPTIONAL, MINUS, [NOT] EXISTS) over terms of several FROM entries: tested on the joined answer.
+
+    ``positions``: the member's hidden output items (after the answer's columns) holding its terms; ``query``:
+    the SQL text of the check's query (:attr:`Forest.checks`); ``values``: its answers once the query opened."""
+
+    positions: tuple[int, ...]
+    negated: bool
+    query: str
+    values: frozenset | None = None
+    tree: object = field(default=None, compare=False, repr=False)  # the query's sqlglot tree (SQL input)
+
+    def keeps(self, answer: tuple) -> bool:
+        key = tuple(answer[p] for p in self.positions)
+        if None in key:
+            return False  # NULL never agrees: IN is unknown, NOT IN too
+        return (key in self.values) != self.negated
+
+    def condition(self, columns: list[str], dialect: str = "spark") -> str:
+        """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""
+        terms = [exp.column(columns[p], quoted=True) for p in self.positions]
+        if not self.values:
+            test: exp.Expression = exp.Boolean(this=self.negated)
+        else:
+            this = terms[0] if len(terms) == 1 else exp.Tuple(expressions=terms)
+            rows = sorted(self.values, key=repr)
+            test = exp.In(this=this, expressions=[literal(r[0]) if len(r) == 1 else
+                                                  exp.Tuple(expressions=[literal(v) for v in r]) for r in rows])
+            test = exp.Not(this=test) if self.negated else test
+        not_null = [exp.Not(this=exp.Is(this=t.copy(), expression=exp.Null())) for t in terms]
+        return exp.and_(*not_null, test).sql(dialect=dialect)
+
+
+@dataclass(frozen=True)
 class Member:
     """One executable SPJ member (one SELECT of the union, or one of its ≤ / ≠ timestamp splits)."""
 
@@ -97,6 +131,12 @@ class Member:
     sql: str = ""
     origin: int = 0  # index of the SELECT this member came from (before splitting ≤ / ≠ on timestamps)
     views: tuple[tuple[str, object], ...] = ()  # alias -> per-atom view (obda.mapping AtomView) it reads
+    checks: tuple[OutputCheck, ...] = ()  # checks over several entries; their terms are hidden items at the end
+
+    @property
+    def visible(self) -> int:
+        """The answer's columns: the items before the checks' hidden ones."""
+        return len(self.items) - sum(len(c.positions) for c in self.checks)
 
     def table(self, alias: str) -> Table:
         return dict(self.aliases)[alias]
@@ -320,6 +360,9 @@ class Forest:
         members = tuple(replace(mf, pipelines={a: by_id.get(p.id, p) for a, p in mf.pipelines.items()})
                         for mf in self.members)
         joins = tuple(replace(j, conds=tuple(_bound_check(c, values) for c in j.conds)) for j in self.views.joins)
+        members = tuple(mf if not mf.member.checks else replace(mf, member=replace(mf.member, checks=tuple(
+            replace(c, values=frozenset(r for r in values[c.query] if None not in r)) for c in mf.member.checks)))
+            for mf in members)
         return replace(self, members=members, pipelines=pipelines, views=replace(self.views, joins=joins), checks=())
 
     def stream_tables(self) -> list[Table]:
