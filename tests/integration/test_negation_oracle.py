@@ -13,7 +13,7 @@ import pytest
 
 from obda.errors import UnsupportedConstructError
 
-from integration.oracle_cases import PREFIX, Case, case_tests
+from integration.oracle_cases import PREFIX, Case, case_tests, check_spark
 
 CASES = [
     # --- OPTIONAL: the join, and the solutions no optional solution is compatible with, unbound there
@@ -77,6 +77,16 @@ CASES = [
 
 
 test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES)
+
+STATIC_ON_SPARK = [c for c in CASES if c.id in ("optional_nested", "optional_two_tables", "optional_nothing_shared")]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", STATIC_ON_SPARK, ids=[c.id for c in STATIC_ON_SPARK])
+def test_spark_executor_on_static_data_equals_pyoxigraph(world, case, tmp_path, spark):
+    """Over static data only, Spark reads the tables with the checks' IN lists in its filters, or tests the
+    answers (two tables)."""
+    check_spark(world, case, tmp_path, spark)
 
 
 def test_a_check_holds_at_most_its_budget_of_answers(world, tmp_path, monkeypatch):

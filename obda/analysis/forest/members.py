@@ -145,7 +145,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         return _unqualify(e, resolve, is_ts)
 
     local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
-    joined_checks: list[tuple[list[exp.Expression], bool, str]] = []  # checks over several entries
+    joined_checks: list[tuple[list[exp.Expression], bool, exp.Expression]] = []  # checks over several entries (query)
     cross: list[CrossPred] = []
     exprs: list[tuple[Attr, exp.Expression]] = []
     unsat = False
