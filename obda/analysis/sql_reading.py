@@ -171,10 +171,10 @@ def _check_static(query: exp.Expression, ctx: _Ctx) -> None:
     for t in query.find_all(exp.Table):
         table = ctx.sources.table(t.name) if isinstance(t.this, exp.Identifier) else None
         if table is None:
-            raise ctx.error(f"unknown table {t.name!r} in the IN (subquery)", t)
+            raise ctx.error(f"unknown table {t.name!r} in the subquery of [NOT] IN / [NOT] EXISTS", t)
         if table.is_stream:
-            raise ctx.error(f"IN (subquery) over the stream {table.name!r} is outside the analysable class (a "
-                            "subquery over static tables only is a per-row check)", t)
+            raise ctx.error(f"a [NOT] IN / [NOT] EXISTS subquery over the stream {table.name!r} is outside the "
+                            "analysable class (a subquery over static tables only is a per-row check)", t)
 
 
 def _check_select(sel: exp.Select, ctx: _Ctx) -> None:

@@ -109,9 +109,7 @@ class OutputCheck:
             test: exp.Expression = exp.Boolean(this=self.negated)
         else:
             this = terms[0] if len(terms) == 1 else exp.Tuple(expressions=terms)
-            rows = sorted(self.values, key=repr)
-            test = exp.In(this=this, expressions=[literal(r[0]) if len(r) == 1 else
-                                                  exp.Tuple(expressions=[literal(v) for v in r]) for r in rows])
+            test = exp.In(this=this, expressions=in_list(sorted(self.values, key=repr)))
             test = exp.Not(this=test) if self.negated else test
         not_null = [exp.Not(this=exp.Is(this=t.copy(), expression=exp.Null())) for t in terms]
         return exp.and_(*not_null, test).sql(dialect=dialect)
@@ -409,6 +407,12 @@ def literal(v) -> exp.Expression:
     return exp.Literal.string(str(v))
 
 
+def in_list(rows) -> list[exp.Expression]:
+    """A check's answers (tuples of Python values) as the items of an SQL ``IN (…)``: a constant per one-value row,
+    a tuple of constants otherwise."""
+    return [literal(r[0]) if len(r) == 1 else exp.Tuple(expressions=[literal(v) for v in r]) for r in rows]
+
+
 def _bound_check(f: exp.Expression, values: dict[str, list[tuple]]) -> exp.Expression:
     check = key_check(f)
     if check is None:
@@ -418,10 +422,8 @@ def _bound_check(f: exp.Expression, values: dict[str, list[tuple]]) -> exp.Expre
     if not rows or isinstance(check, exp.Exists):
         # [NOT] EXISTS: whether the query has an answer; IN nothing is false everywhere (NOT IN nothing true)
         return exp.Boolean(this=negated != bool(rows))
-    items = [literal(r[0]) if len(r) == 1 else exp.Tuple(expressions=[literal(v) for v in r]) for r in rows]
     out = f.copy()
-    key_check(out).set("query", None)
-    inner = out.unnest()
-    node = inner.this.unnest() if isinstance(inner, exp.Not) else inner
-    node.set("expressions", items)
+    node = key_check(out)
+    node.set("query", None)
+    node.set("expressions", in_list(rows))
     return out
