@@ -72,5 +72,5 @@ class Checks:
                     f"datatypes ({', '.join(sorted(str(k[1] or k[0]) for k in kinds))}); compare one kind: split "
                     "the pattern's UNION or variable predicate", check.location)
             terms.append(projection_sql(tv))
-        return KeyIn(tuple(terms), check.negated, u.sql, check)
+        return KeyIn(tuple(terms), check.negated, u.sql)
 

@@ -642,12 +642,11 @@ class KeyIn(Expr):
     against another query's answers.  The subquery is that query's SQL over static tables, with FROM aliases of
     its own: fixed text, never renamed with the member's."""
 
-    __slots__ = ("terms", "negated", "query", "_qsql", "check")
+    __slots__ = ("terms", "negated", "query", "_qsql")
 
-    def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression, check=None):
+    def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression):
         super().__init__()
         self.terms, self.negated, self.query = terms, negated, query
-        self.check = check  # the obda.model.query.Exists it comes from (errors are located at it)
         self._qsql = query.sql()
 
     def _template(self) -> Template:
@@ -662,7 +661,7 @@ class KeyIn(Expr):
         return _join(*parts)
 
     def _rename(self, ren):
-        return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query, self.check)
+        return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query)
 
     def to_sqlglot(self, amap=None):
         terms = [t.to_sqlglot(amap) for t in self.terms]
