@@ -99,12 +99,7 @@ def _value(call: Aggregate, acc, sparql: bool = False):
     """The value of aggregate ``call`` from its accumulator."""
     name = call.function
     if name == "avg":
-        if acc[1] == 0:
-            return 0 if sparql else None  # SPARQL: AVG of the empty (global) group is 0
-        total = acc[0]
-        if sparql and isinstance(total, (int, Decimal)):  # xsd:integer / xsd:decimal: an exact decimal
-            return Decimal(total) / Decimal(acc[1])
-        return total / acc[1]
+        return _mean(acc[0], acc[1], sparql)
     if name == "sum" and acc is None and sparql:
         return 0  # SPARQL: SUM of the empty (global) group is 0
     if name == "count_distinct":
@@ -113,11 +108,7 @@ def _value(call: Aggregate, acc, sparql: bool = False):
         if not acc:
             return 0 if sparql else None  # SPARQL: SUM and AVG of the empty (global) group are 0
         total = reduce(operator.add, sorted(acc))
-        if name == "sum_distinct":
-            return total
-        if sparql and isinstance(total, (int, Decimal)):
-            return Decimal(total) / Decimal(len(acc))
-        return total / len(acc)
+        return total if name == "sum_distinct" else _mean(total, len(acc), sparql)
     if name == "median":
         if not acc:
             return None
@@ -129,6 +120,15 @@ def _value(call: Aggregate, acc, sparql: bool = False):
         once = name.endswith("_distinct")
         return call.separator.join(v for v in sorted(acc) for _ in range(1 if once else acc[v]))
     return acc
+
+
+def _mean(total, n: int, sparql: bool):
+    """AVG: ``total / n``; of integers or decimals in SPARQL an exact decimal; of no value 0 (SPARQL) or None."""
+    if n == 0:
+        return 0 if sparql else None  # SPARQL: AVG of the empty (global) group is 0
+    if sparql and isinstance(total, (int, Decimal)):  # xsd:integer / xsd:decimal: an exact decimal
+        return Decimal(total) / Decimal(n)
+    return total / n
 
 
 def _reducer(name: str):

@@ -79,7 +79,7 @@ class Negation(Located):
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution
                 checks.append(self._check(group, shared, True, "OPTIONAL", at))
-            out.append(Branch(p.atoms, p.filters, p.binds, p.checks + tuple(checks)))
+            out.append(replace(p, checks=p.checks + tuple(checks)))
         return out
 
     def _minus(self, branches: list[Branch], inner: list[Branch], at: int | None) -> list[Branch]:
@@ -88,7 +88,7 @@ class Negation(Located):
             # a branch of Q sharing no variable with p removes nothing (SPARQL 1.1 §18.5, Minus)
             checks = tuple(self._check(group, shared, True, "MINUS", at)
                            for shared, group in self._by_shared(p, inner).items() if shared)
-            out.append(Branch(p.atoms, p.filters, p.binds, p.checks + checks))
+            out.append(replace(p, checks=p.checks + checks))
         return out
 
     def _exists(self, branches: list[Branch], pending: list[tuple[list[Branch], bool, int | None]]) -> list[Branch]:
@@ -104,7 +104,7 @@ class Negation(Located):
                                            "variables with the group is not supported; write one FILTER EXISTS per "
                                            "branch in a UNION of the group", at)
                 checks.extend(self._check(group, shared, negated, kw, at) for shared, group in groups.items())
-            out.append(Branch(p.atoms, p.filters, p.binds, p.checks + tuple(checks)))
+            out.append(replace(p, checks=p.checks + tuple(checks)))
         return out
 
 

@@ -10,7 +10,7 @@ This is a mixin of the tree walk (:mod:`obda.query.walk`), whose state it reads:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from rdflib.plugins.sparql.parserutils import CompValue
@@ -58,6 +58,11 @@ class Branch:
 
     def to_cq(self) -> CQ:
         return CQ(_dedup(self.atoms), _dedup(self.filters), self.binds, _dedup(self.checks))
+
+    @staticmethod
+    def of(cq: CQ) -> "Branch":
+        """The branch of a CQ (after a substitution: a rename, a subquery's fresh variables)."""
+        return Branch(cq.atoms, cq.filters, cq.binds, cq.checks)
 
 
 def _in_branch(alternative: tuple[Comparison, ...], bound: frozenset[Var]) -> tuple[Comparison, ...] | None:
@@ -223,7 +228,7 @@ class NormalForms(Located):
                     raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
                 alternatives = [a + c for a in alternatives for c in here]
                 self._limit(alternatives, f.start)
-            out.extend(Branch(b.atoms, b.filters + a, b.binds, b.checks) for a in alternatives)
+            out.extend(replace(b, filters=b.filters + a) for a in alternatives)
             self._limit(out, filters[0].start)
         if not out:
             f = filters[0]

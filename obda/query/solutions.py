@@ -84,7 +84,7 @@ class Solutions(Located):
                         why = "is application time" if v in self.time_vars else "is not bound by the pattern"
                         raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which {why}",
                                                self.ts.find_var(v.name, at, end + 1) if at is not None else at)
-            branches = [Branch(b.atoms, b.filters, b.binds + ((var, value),), b.checks) for b in branches]
+            branches = [replace(b, binds=b.binds + ((var, value),)) for b in branches]
         return branches
 
     def _rename(self, branches: list[Branch], renames: dict[str, tuple[str, int]]) -> list[Branch]:
@@ -103,7 +103,7 @@ class Solutions(Located):
         out = []
         for b in branches:
             cq = b.to_cq().substitute(mapping)
-            out.append(Branch(cq.atoms, cq.filters, cq.binds, cq.checks))
+            out.append(Branch.of(cq))
         return out
 
     def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:

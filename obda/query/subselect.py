@@ -64,8 +64,7 @@ class Subqueries(Located):
                     if v in self.time_vars:  # a GRAPH variable the subquery does not project: still a time
                         mapping[v] = Var(mapping[v].name)
                         self.time_vars = self.time_vars | {mapping[v]}
-            cq = b.to_cq().substitute(mapping) if mapping else b.to_cq()
-            out.append(Branch(cq.atoms, cq.filters, cq.binds, cq.checks))
+            out.append(Branch.of(b.to_cq().substitute(mapping)) if mapping else b)
         self.in_scope.update(v for b in out for v in b.bound_vars() if not v.bnode)
         self.pos = close_i + 1
         return out

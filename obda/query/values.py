@@ -15,6 +15,8 @@ This is a mixin of the tree walk (:mod:`obda.query.walk`): it reads ``ts``, ``ti
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pyparsing import ParseResults
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Literal as RDFLiteral, URIRef, Variable
@@ -69,7 +71,7 @@ class InlineData:
                         filters.append(Comparison("=", Call("sameTerm", (v, value)), TRUE))
                     else:
                         binds.append((v, value))
-                out.append(Branch(b.atoms, tuple(filters), tuple(binds), b.checks))
+                out.append(replace(b, filters=tuple(filters), binds=tuple(binds)))
             self._limit(out, at)
         return out
 

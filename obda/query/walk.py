@@ -10,6 +10,7 @@ SELECT clause and solution modifiers :mod:`obda.query.solutions`'.
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
 from rdflib.plugins.sparql.algebra import translatePath, translatePName, traverse
@@ -326,7 +327,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             if value == unbound.ERROR or unbound.reads(value, missing):
                 out.append(b)
             else:
-                out.append(Branch(b.atoms, b.filters, b.binds + ((var, value),), b.checks))
+                out.append(replace(b, binds=b.binds + ((var, value),)))
         return out
 
     def _graph(self, part: CompValue, close_i: int) -> list[Branch]:
