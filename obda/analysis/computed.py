@@ -30,7 +30,7 @@ ARITH = (exp.Add, exp.Sub, exp.Mul, exp.Div)
 # template pieces (an IRI's or literal's text), which the term rules (obda.analysis.terms) read
 _TERM_FUNCS = (exp.Cast, exp.TryCast, exp.Concat, exp.ConcatWs, exp.Replace, exp.Nullif)
 _PREDICATES = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.Not, exp.And, exp.Or)
-_STRING_FUNCS = (exp.Lower, exp.Upper, exp.Concat, exp.Substring, exp.DPipe)
+_STRING_FUNCS = (exp.Lower, exp.Upper, exp.Concat, exp.Substring, exp.DPipe, exp.RegexpReplace)
 
 
 def is_computed(node: exp.Expression) -> bool:

@@ -42,7 +42,7 @@ from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import Counted, MemberEngine, QueryEngine
 from obda.execution.scan import flag_column, key_column
-from obda.execution.spark_io import drop_view, local_frame, release_finished_query_jobs, sql_over
+from obda.execution.spark_io import drop_view, local_frame, sql_over
 
 TS = "__ts"
 
@@ -534,8 +534,26 @@ def _decoder(dtype):
     return lambda s: s
 
 
-def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spill_dir: str | None = None,
-                   observed: bool = False):
+def _column_decoder(dtype):
+    """The Python values of a column of ``dtype`` from an Arrow array of its Spark string casts (NULL stays
+    None): :func:`_decoder` a column at a time (numbers and booleans parsed by Arrow, the same values)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, (T.LongType, T.IntegerType, T.ShortType, T.ByteType)):
+        return lambda a: pc.cast(a, pa.int64()).to_pylist()
+    if isinstance(dtype, (T.DoubleType, T.FloatType)):
+        return lambda a: pc.cast(a, pa.float64()).to_pylist()
+    if isinstance(dtype, T.BooleanType):
+        return lambda a: pc.cast(a, pa.bool_()).to_pylist()
+    if isinstance(dtype, T.DecimalType):
+        return lambda a: [None if s is None else Decimal(s) for s in a.to_pylist()]
+    return lambda a: a.to_pylist()
+
+
+def collect_tagged(parts: list, by_time: bool = False, spill_dir: str | None = None, observed: bool = False,
+                   ordered: bool = True):
     """Collect several DataFrames of different schemas in **one** Spark job.
 
     ``parts``: DataFrames, each with value columns and optionally ``__at``.  They are united
@@ -554,18 +572,22 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
       files there; the driver then merges the part files in order, one Arrow record batch per
       file at a time (:func:`_merge_spilled`), and deletes them.  Neither the JVM nor Python ever
       holds a whole micro-batch's rows: for answers that go through the driver.
-    * else ``stream``: the union in one sorted partition read through ``toLocalIterator`` (the
-      driver JVM holds that partition: for parts bounded by the state, or a small batch).
-    * else one ``collect`` (the job's observed metrics, :func:`obda.execution.scan.observed_stats`,
-      are then reported).
+    * not ``ordered`` (no consumer needs an order within a tag: synopsis updates, partial aggregates, key
+      sets): the union keeps its partitions, unsorted, collected through Arrow; the rows come grouped by tag,
+      in tag order (the stats first), read from memory.  No partition needs one task to sort the whole batch.
+    * else the union in one sorted partition, collected through Arrow (:func:`_arrow_rows`: the driver
+      holds that partition, as Arrow record batches: for parts bounded by the state, or a small batch).
+      Spark reports the job's observed metrics (:func:`obda.execution.scan.observed_stats`) as for a
+      ``collect``.  (Through ``toLocalIterator``, each row came as a pickled Row, decoded one value at a
+      time: 404,419 rows of partials took 6 s of the driver in ``benchmarks/windowed_aggregate.py``.)
     """
     if not parts:
         return
     spark = parts[0].sparkSession
-    frames, decoders = [], []
+    frames, types = [], []
     for tag, df in enumerate(parts):
         fields = [f for f in df.schema.fields if f.name != AT]
-        decoders.append(tuple(_decoder(f.dataType) for f in fields))
+        types.append([f.dataType for f in fields])
         at = _q(AT) if len(fields) < len(df.schema.fields) else "CAST(NULL AS BIGINT)"
         values = ", ".join(f"CAST({_q(f.name)} AS STRING)" for f in fields)
         frames.append(df.selectExpr(f"{tag} AS __k", f"{at} AS {_q(AT)}",
@@ -574,31 +596,55 @@ def collect_tagged(parts: list, stream: bool = True, by_time: bool = False, spil
     # once (each DataFrame operation on it — a union of two, a sort — would analyse all of it again).  An
     # observed part (``observed``) stays a DataFrame: Spark finds its observation in the job's unanalysed plan
     order = (AT, "__k", "__v") if by_time else ("__k", AT, "__v")
+    ordered = ordered or spill_dir is not None or by_time
     if observed:
         frame = frames[0]
         for f in frames[1:]:
             frame = frame.union(f)
-        ordered = (frame.coalesce(1) if spill_dir is None else frame).sortWithinPartitions(*order)
+        if ordered:
+            frame = (frame.coalesce(1) if spill_dir is None else frame).sortWithinPartitions(*order)
     else:
         def statement(views):
             union = " UNION ALL ".join(f"SELECT * FROM {_q(v)}" for v in views)
             by = ", ".join(_q(c) for c in order)
+            if not ordered:
+                return union
             if spill_dir is not None:
                 return f"SELECT * FROM ({union}) SORT BY {by}"
             return f"SELECT * FROM (SELECT /*+ COALESCE(1) */ * FROM ({union})) SORT BY {by}"
 
-        ordered = sql_over(spark, frames, statement)
-    if spill_dir is not None:
-        rows = _spilled(ordered, spill_dir, by_time)
-    else:
-        rows = ordered.toLocalIterator() if stream else ordered.collect()
-    try:
-        for k, at, vals in rows:
-            dec = decoders[k]
-            yield k, at, tuple(d(v) for d, v in zip(dec, vals))
-    finally:
-        if stream and spill_dir is None:  # Spark keeps the iterator's jobs (and their plans) otherwise
-            release_finished_query_jobs(spark)
+        frame = sql_over(spark, frames, statement)
+    if spill_dir is None:
+        yield from _arrow_rows(frame, [tuple(map(_column_decoder, ts)) for ts in types], ordered)
+        return
+    decoders = [tuple(map(_decoder, ts)) for ts in types]
+    for k, at, vals in _spilled(frame, spill_dir, by_time):
+        dec = decoders[k]
+        yield k, at, tuple(d(v) for d, v in zip(dec, vals))
+
+
+def _arrow_rows(frame, decoders: list[tuple], ordered: bool):
+    """The rows of the united frame as ``(tag, at, values)``: collected by one job through Arrow (Spark sends
+    the record batches of its partitions, no pickled Row per row), each run of one tag's rows decoded a column
+    at a time (``decoders``: per tag, one :func:`_column_decoder` per value).  ``ordered``: in the frame's
+    order (one sorted partition); else the runs in tag order (a stable sort of the runs, in memory)."""
+    import pyarrow.compute as pc
+
+    runs = []
+    for b in frame._collect_as_arrow():
+        n = b.num_rows
+        if not n:
+            continue
+        tags = b.column(0)
+        changes = pc.indices_nonzero(pc.not_equal(tags.slice(1), tags.slice(0, n - 1))).to_pylist()
+        cuts = [0, *(i + 1 for i in changes), n]
+        runs += [(tags[lo].as_py(), b.slice(lo, hi - lo)) for lo, hi in zip(cuts, cuts[1:])]
+    if not ordered:
+        runs.sort(key=lambda r: r[0])
+    for tag, run in runs:
+        values = run.column(2)
+        cols = [d(pc.list_element(values, c)) for c, d in enumerate(decoders[tag])]
+        yield from zip([tag] * run.num_rows, run.column(1).to_pylist(), zip(*cols) if cols else [()] * run.num_rows)
 
 
 def _spilled(ordered, spill_dir: str, by_time: bool):

@@ -145,8 +145,9 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
-            for tag, at, vals in distributed.collect_tagged(closing.parts, stream=False, observed=True,
-                                                            spill_dir=q.spill_dir(closing, new_bytes)):
+            for tag, at, vals in distributed.collect_tagged(closing.parts, observed=True,
+                                                            spill_dir=q.spill_dir(closing, new_bytes),
+                                                            ordered=closing.answers_collected):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
             closing.emitted += q.write_frame(closing.frame)
@@ -199,7 +200,8 @@ def _collect(members: list[Member], head: list, new_bytes: int, on_head) -> None
                   for d in [m.query.spill_dir(m.closing, new_bytes)] if d is not None), None)
     got: list[list[tuple]] = [[] for _ in head]
     pending = on_head is not None
-    rows = distributed.collect_tagged(parts, spill_dir=spill)
+    ordered = any(m.closing.answers_collected for m in members if m.error is None)  # answers: in their order
+    rows = distributed.collect_tagged(parts, spill_dir=spill, ordered=ordered)
     try:
         for tag, at, vals in rows:
             if tag < len(head):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import datetime as dt
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from obda.execution.reader import Rejected, row_text, typed
 
 if TYPE_CHECKING:
     from obda.execution.keys import KeyCheck
-from obda.model.query import OPS
+from obda.model.query import OPS, replacement_parts
 from obda.model.sources import Table
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -238,9 +239,21 @@ def _extract(field: exp.Expression, us: int):
     return {"YEAR": t.year, "MONTH": t.month, "DAY": t.day, "HOUR": t.hour, "MINUTE": t.minute}[name]
 
 
+@functools.lru_cache(maxsize=256)
+def _replacer(pattern: str, replacement: str):
+    """REPLACE of every match of ``pattern`` by ``replacement`` (XPath's syntax, ``obda.model.query.replacement_parts``;
+    a group that did not match gives "", as in Java, RE2 and XPath), compiled once per pair."""
+    compiled, parts = re.compile(pattern), replacement_parts(replacement) or ()
+
+    def text(m: re.Match) -> str:
+        return "".join(p if isinstance(p, str) else (m.group(p) or "") for p in parts)
+    return lambda s: compiled.sub(text, s)
+
+
 # sqlglot node -> (argument keys, function of the non-NULL arguments)
 _FUNCTIONS = {
     exp.RegexpLike: (("this", "expression"), lambda s, p: re.search(p, s) is not None),
+    exp.RegexpReplace: (("this", "expression", "replacement"), lambda s, p, r: _replacer(p, r)(s)),
     exp.StrPosition: (("this", "substr"), lambda s, sub: s.find(sub) + 1),
     exp.Length: (("this",), len),
     exp.Lower: (("this",), str.lower),

@@ -299,8 +299,8 @@ def observed_stats(projected, reads: int, readers: dict):
     """``projected`` with its stats observed by the job that consumes it (no job of their own),
     and a function that returns them once that job ran: :func:`scan_stats`'s rows per read
     (``file`` None), for a micro-batch that needs no per-file timestamps (the last one: every
-    timestamp closes, no file is read again).  The job must be a write or a ``collect``:
-    Spark reports no observed metrics to ``toLocalIterator``."""
+    timestamp closes, no file is read again).  The job must be a write or a ``collect``
+    (through Arrow too): Spark reports no observed metrics to ``toLocalIterator``."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 

@@ -15,6 +15,7 @@ once).  The quarantine sink works the same way for late and invalid rows.
 from __future__ import annotations
 
 import json
+from math import isfinite as _finite
 from json.encoder import encode_basestring_ascii as _encode_str
 import os
 import stat
@@ -50,7 +51,9 @@ def _json_scalar(v) -> str:
     if t is bool:
         return "true" if v else "false"
     if t is float:
-        return json.dumps(v)  # NaN / Infinity spelled as json does
+        return float.__repr__(v) if _finite(v) else json.dumps(v)  # json.dumps: NaN / Infinity spelled as json does
+    if t is Decimal and v.is_finite():  # json_value's number, spelled as json.dumps spells it
+        return int.__repr__(int(v)) if v == v.to_integral_value() else _json_scalar(float(v))
     return json.dumps(json_value(v))
 
 

@@ -157,30 +157,6 @@ def drop_view(spark, name: str) -> None:
 _VIEWS = itertools.count()
 
 
-def release_finished_query_jobs(spark) -> int:
-    """Drop the DAG scheduler's record of finished jobs that Spark never drops; returns how many queries.
-
-    Spark 4.3 records each job under its SQL execution (``DAGScheduler.activeQueryToJobs``) and
-    drops the record when the execution ends.  ``toLocalIterator`` runs its jobs *after* its
-    execution ended (as the iterator is read), so their records stay, and with them the jobs'
-    stages, RDDs and physical plans: the JVM's heap grew with every micro-batch (162 → 621 →
-    785 MB live after three seeds of the differential harness, traced with JFR's old-object
-    samples to this map).  A record whose jobs all finished is dropped here, as Spark does at
-    the end of an execution (``cleanupQueryJobs``).
-    """
-    try:
-        dag = spark.sparkContext._jsc.sc().dagScheduler()
-        done = []
-        for entry in dag.activeQueryToJobs().entrySet().toArray():
-            if all(j.numFinished() == j.numPartitions() for j in entry.getValue().toArray()):
-                done.append(entry.getKey())
-        for key in done:
-            dag.cleanupQueryJobs(key)
-        return len(done)
-    except Exception:  # noqa: BLE001 - another Spark version without this map: nothing to release
-        return 0
-
-
 def release_java_proxies(force: bool = False, every: float = 10.0) -> bool:
     """Collect Python's reference cycles, which hold the JVM's plans: py4j's ``JavaObject`` caches the
     ``JavaMember`` of each method called on it, and each member refers back to its object, so every Java object

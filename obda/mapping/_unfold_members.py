@@ -36,6 +36,7 @@ class _Member:
     used: list[Val] = field(default_factory=list)
     exempt: set[str] = field(default_factory=set)
     bound: dict[Var, TermValue] = field(default_factory=dict)
+    errors: dict[Var, str] = field(default_factory=dict)  # BIND variables left unbound: an error for every row
     sources: list[tuple[Atom, Assertion, tuple[str, ...]]] = field(default_factory=list)
     counter: int = 0  # aliases m1..m<counter> are taken
 
@@ -109,6 +110,8 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
 
     def side(t: Term) -> TermValue:
         if isinstance(t, Var):
+            if t in m.errors:  # a comparison with an unbound value is an error: the FILTER is false
+                raise Unsat(f"FILTER ({f}): {t} is unbound here ({m.errors[t]})")
             if t not in m.bound:
                 raise UnsupportedConstructError(
                     "unbound filter variable",
@@ -154,21 +157,20 @@ def _bind_value(m: _Member, var: Var, e) -> TermValue:
     """The value ``BIND(e AS var)`` gives: the bound term of a variable, or a number computed in SQL (a native
     literal whose datatype follows SPARQL's numeric promotion: integer < decimal < double; ``/`` is decimal)."""
     if isinstance(e, Var):
+        if e in m.errors:  # an error: this BIND's value is one too
+            raise Unsat(m.errors[e])
         if e not in m.bound:
             raise UnsupportedConstructError("BIND", f"BIND({e} AS {var}): {e} is not bound by the branch")
         return m.bound[e]
     if isinstance(e, (IRI, Literal)) and not (isinstance(e, Literal) and category(e.datatype) == "numeric"):
         return _constant_value(e)  # BIND("text" AS ?v), BIND(<iri> AS ?v): the constant term
-    if _has_call(e):  # a function: one typed SQL value; a type error for every row is refused
+    if _has_call(e):  # a function: one typed SQL value (Unsat: an error for every row of the member)
         def term(t):
             if isinstance(t, Var):
                 return _bind_value(m, var, t)
             return computed_value(t, term, f"BIND({e} AS {var})") if is_computed(t) else _constant_value(t)
 
-        try:
-            return computed_value(e, term, f"BIND({e} AS {var})")
-        except Unsat as why:
-            raise UnsupportedConstructError("BIND", f"{why}: {var} would never be bound") from None
+        return computed_value(e, term, f"BIND({e} AS {var})")
 
     def number(x) -> tuple[Expr, str]:
         if isinstance(x, Literal):
@@ -208,10 +210,12 @@ class _Built:
     bound: list[tuple[str, TermValue | None]]  # same aliases as conds
     ren: dict[str, str]
     origin: MemberOrigin
+    hidden: list[tuple[str, TermValue]] = field(default_factory=list)  # the branch's other variables, by name
 
     def skeleton(self) -> list[Expr]:
-        """Small stand-ins of the projected items for duplicate detection."""
-        return [_skeleton(tv) for _, tv in self.bound]
+        """Small stand-ins of the solution for duplicate detection: the projected items, then the branch's other
+        variables (two members projecting the same items from different solutions are no duplicates in a bag)."""
+        return [_skeleton(tv) for _, tv in self.bound] + [_skeleton(tv) for _, tv in self.hidden]
 
     def items(self) -> list[tuple[str, exp.Expression]]:
         return [(n, projection_sql(tv).to_sqlglot(self.ren) if tv is not None else exp.Null()) for n, tv in self.bound]
@@ -224,7 +228,12 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     for atom, _steps, a, kind in choice:
         _unfold_atom(m, atom, a, kind)
     for v, e in cq.binds:
-        m.bind(v, _bind_value(m, v, e))
+        try:
+            m.bind(v, _bind_value(m, v, e))
+        except Unsat as why:  # SPARQL: a BIND whose value is an error leaves its variable unbound (NULL)
+            if v in m.bound:  # a value the branch's variable must equal (a variable predicate's): no solution
+                raise
+            m.errors[v] = str(why)
     for f in cq.filters:
         _filter(m, f, cq)
     for c in cq.checks:
@@ -233,9 +242,12 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
             m.conds.append(cond)
     branch_vars = query.branches[branch].variables if 0 <= branch < len(query.branches) else frozenset()
     bound: list[tuple[str, TermValue | None]] = []
+    projected = set(query.projection)
+    hidden = sorted(((v.name, tv) for v, tv in m.bound.items() if v in branch_vars and v not in projected),
+                    key=lambda p: p[0])
     for v in query.projection:
         tv = m.bound.get(v)
-        if tv is None and v in branch_vars:
+        if tv is None and v in branch_vars and v not in m.errors:
             raise RewritingError(
                 f"rewritten CQ {cq} of branch {branch + 1} does not bind answer variable {v}, which the branch "
                 "binds (an answer variable must never be folded into an anonymous individual)",
@@ -258,6 +270,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         entries = [e for e in entries if e.alias not in ren]
         conds = simplify([rename_aliases(c, ren) for c in conds], m.exempt)
         bound = [(n, _rename_term(tv, ren)) for n, tv in bound]
+        hidden = [(n, _rename_term(tv, ren)) for n, tv in hidden]
         m.used = [Val(rename_aliases(u.expr, ren), u.type) for u in m.used]
         sources = [(atom, a, tuple(dict.fromkeys(ren.get(x, x) for x in al))) for atom, a, al in sources]
     conds = conds + _not_null(m.used, conds, m.exempt)
@@ -271,7 +284,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
         rewriting_steps=all_steps,
         alias_tables=tuple((ren[e.alias], e.table) for e in entries),
     )
-    return _Built(entries, conds, bound, ren, origin)
+    return _Built(entries, conds, bound, ren, origin, hidden)
 
 
 def _check_aggregated(query: Query, bound: dict) -> None:

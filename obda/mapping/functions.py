@@ -16,7 +16,8 @@ prints it (``CONTAINS`` is ``STRPOS(a, b) > 0`` in DuckDB, ``LOCATE(b, a) > 0`` 
 * ``STRSTARTS`` / ``STRENDS`` compare a ``SUBSTRING`` with the prefix / suffix (portable, no ``LIKE`` escaping).
 * ``YEAR`` … ``SECONDS`` of a time value are ``EXTRACT(field FROM ts)`` (timestamps are UTC; SQLite's text is
   ``strftime``, ``obda.model.dialects``); ``REGEX`` with a constant pattern is the dialect's regular-expression
-  match (``RLIKE``, ``REGEXP_MATCHES``, ``~``), ``"i"`` an embedded ``(?i)``.
+  match (``RLIKE``, ``REGEXP_MATCHES``, ``~``), ``"i"`` an embedded ``(?i)``; ``REPLACE`` is
+  ``REGEXP_REPLACE`` of every match (its replacement spelled per dialect, ``obda.model.dialects``).
 """
 
 from __future__ import annotations
@@ -235,6 +236,13 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         if len(c.args) > 2 and c.args[2].lexical == "i":  # type: ignore[union-attr]
             pattern = "(?i)" + pattern
         return _light(exp.Paren(this=exp.RegexpLike(this=text, expression=exp.Literal.string(pattern)))), _BOOLEAN
+    if fn == "REPLACE":  # constants (obda.query.functions); the replacement in XPath's syntax (dialects prints each)
+        text, dt = _text(c.args[0], term, label, fn)  # the text's kind (its language tag) is kept
+        pattern = c.args[1].lexical  # type: ignore[union-attr]
+        if len(c.args) > 3 and c.args[3].lexical == "i":  # type: ignore[union-attr]
+            pattern = "(?i)" + pattern
+        return _light(exp.RegexpReplace(this=text, expression=exp.Literal.string(pattern),
+                                        replacement=exp.Literal.string(c.args[2].lexical))), dt  # type: ignore
     if fn in _CMP:  # a comparison as a value (IF's condition): literals of one category, IRIs by their text
         (a, da), (b, db) = (_value(x, term, label) for x in c.args)
         if _lang(da) is not None or _lang(db) is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from obda.errors import Location, UnsupportedConstructError
+from obda.model.query import replacement_parts
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 _SECONDS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
@@ -40,7 +41,26 @@ def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False, location:
             "GROUP_CONCAT in SQLite", "GROUP_CONCAT's SQL orders the strings it joins (obda's order, the same in "
             "every engine), and SQLite has no ordered aggregate before 3.44, nor a DISTINCT one with a separator; "
             "print the SQL for spark, duckdb or postgres", location)
+    if tree.find(exp.RegexpReplace) is not None:
+        if dialect == "sqlite":
+            raise UnsupportedConstructError(
+                "REPLACE in SQLite", "SQLite has no regular-expression replacement for SPARQL's REPLACE; print the SQL "
+                "for spark, duckdb or postgres", location)
+        if dialect in ("duckdb", "postgres"):
+            tree = tree.copy().transform(_backslash_groups)
     return tree.sql(dialect=dialect, pretty=pretty)
+
+
+def _backslash_groups(node: exp.Expression) -> exp.Expression:
+    """REPLACE's replacement, kept in XPath's syntax (``$1``, ``\\$``, ``\\\\``: Spark's, which is Java's), in the
+    syntax of DuckDB (RE2) and PostgreSQL: ``\\1`` a group, ``\\\\`` a backslash, ``$`` itself."""
+    if not isinstance(node, exp.RegexpReplace):
+        return node
+    parts = replacement_parts(node.args["replacement"].this)
+    text = "".join(p.replace("\\", "\\\\") if isinstance(p, str) else f"\\{p}" for p in parts or ())
+    node = node.copy()
+    node.set("replacement", exp.Literal.string(text))
+    return node
 
 
 # SQLite has no EXTRACT: a field of a timestamp is a number read from its strftime text (%f: seconds with fraction)

@@ -319,13 +319,44 @@ class Arithmetic:
 #: number of arguments (None: one or more)
 FUNCTIONS = {
     "STR": 1, "STRLEN": 1, "LCASE": 1, "UCASE": 1, "CONTAINS": 2, "STRSTARTS": 2, "STRENDS": 2, "CONCAT": None,
-    "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None, "SUBSTR": None, "STRBEFORE": 2,
+    "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None, "REPLACE": None, "SUBSTR": None, "STRBEFORE": 2,
     "STRAFTER": 2, "BOUND": 1, "LANG": 1, "LANGMATCHES": 2, "isIRI": 1, "isLITERAL": 1, "isBLANK": 1,
     "isNUMERIC": 1, "DATATYPE": 1, "sameTerm": 2,
     "YEAR": 1, "MONTH": 1, "DAY": 1, "HOURS": 1, "MINUTES": 1, "SECONDS": 1, "IF": 3, "COALESCE": None,
     # a comparison or a connective as a value (IF's condition)
     "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "AND": None, "OR": None,
 }
+
+
+def replacement_parts(text: str) -> tuple[str | int, ...] | None:
+    """REPLACE's replacement in XPath's syntax (``fn:replace``) as literal texts and group numbers: ``$1`` … ``$9``
+    a group (one digit: what every engine obda prints reads alike), ``\\$`` and ``\\\\`` a ``$`` and a ``\\``.  None
+    when it is not one: a ``$`` before anything else, or a ``\\`` before anything but ``$`` and ``\\``."""
+    parts: list[str | int] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" or c == "$":
+            nxt = text[i + 1:i + 2]
+            if c == "\\" and nxt in ("$", "\\"):
+                parts.append(nxt)
+            elif c == "$" and nxt in "123456789" and nxt and not text[i + 2:i + 3].isdigit():
+                parts.append(int(nxt))
+            else:
+                return None
+            i += 2
+            continue
+        parts.append(c)
+        i += 1
+    out: list[str | int] = []
+    for p in parts:  # adjacent texts joined
+        if isinstance(p, str) and out and isinstance(out[-1], str):
+            out[-1] += p
+        else:
+            out.append(p)
+    return tuple(out)
+
+
 #: the functions whose value is a boolean (a FILTER may be one of them alone)
 BOOLEAN_FUNCTIONS = frozenset({"CONTAINS", "STRSTARTS", "STRENDS", "REGEX", "NOT", "AND", "OR", "BOUND",
                                "LANGMATCHES", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "sameTerm",

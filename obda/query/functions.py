@@ -19,7 +19,7 @@ from typing import Callable
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
-from obda.model.query import XSD, Arithmetic, Call, Comparison, Literal, Term, is_computed
+from obda.model.query import XSD, Arithmetic, Call, Comparison, Literal, Term, is_computed, replacement_parts
 
 # rdflib's name of a builtin -> (obda's function name, its argument keys; "arg" of CONCAT is a list)
 _BUILTINS = {
@@ -39,6 +39,7 @@ _BUILTINS = {
     "Builtin_CEIL": ("CEIL", ("arg",)),
     "Builtin_FLOOR": ("FLOOR", ("arg",)),
     "Builtin_REGEX": ("REGEX", ("text", "pattern", "flags")),
+    "Builtin_REPLACE": ("REPLACE", ("arg", "pattern", "replacement", "flags")),
     "Builtin_YEAR": ("YEAR", ("arg",)),
     "Builtin_MONTH": ("MONTH", ("arg",)),
     "Builtin_DAY": ("DAY", ("arg",)),
@@ -109,6 +110,8 @@ def computed(e, term: Callable[[Identifier], Term]):
                 return Call(fn, args)
             if fn == "REGEX":
                 return _regex(e, term)
+            if fn == "REPLACE":
+                return _replace(e, term)
             if fn == "SUBSTR":
                 return _substr(e, term)
             if fn == "COALESCE":
@@ -151,20 +154,60 @@ def condition_value(e, term):
 
 def _regex(e, term):
     """``REGEX(text, "pattern")`` or with the flag ``"i"``: the pattern (and flags) must be string constants."""
+    pattern, flags = _constant_string(e, "pattern", "REGEX", 'REGEX(?x, "^ab")'), _flags(e, "REGEX")
+    return Call("REGEX", (computed(e["text"], term), term(pattern)) + ((term(flags),) if flags is not None else ()))
+
+
+def _replace(e, term):
+    """``REPLACE(text, "pattern", "replacement")`` or with the flag ``"i"``: pattern, replacement and flags string
+    constants.  The replacement is XPath's (``fn:replace``): ``$1`` … ``$9`` a group's text, ``\\$`` and ``\\\\`` a
+    ``$`` and a ``\\``; a pattern that matches the empty string is an error for every row (XPath FORX0003), refused."""
+    import re
+
+    from obda.query.expressions import FilterProblem, Hint
+
+    how = 'REPLACE(?x, "[^a-z]", "-")'
+    pattern, flags = _constant_string(e, "pattern", "REPLACE", how), _flags(e, "REPLACE")
+    replacement = _constant_string(e, "replacement", "REPLACE", how)
+    try:
+        compiled = re.compile(str(pattern), re.IGNORECASE if flags is not None and str(flags) == "i" else 0)
+    except re.error as err:
+        raise FilterProblem("REPLACE", f"REPLACE's pattern {str(pattern)!r} is not a regular expression: {err}",
+                            Hint("word", "REPLACE")) from None
+    if compiled.search("") is not None:
+        raise FilterProblem("REPLACE", f"REPLACE's pattern {str(pattern)!r} matches the empty string, which XPath's "
+                            "fn:replace makes an error for every row (FORX0003); make it match at least one character",
+                            Hint("word", "REPLACE"))
+    parts = replacement_parts(str(replacement))
+    if parts is None:
+        raise FilterProblem("REPLACE", f"REPLACE's replacement {str(replacement)!r}: a $ must be followed by one digit "
+                            "1-9 (a group, $1 … $9) and a \\ by $ or \\ (XPath fn:replace)", Hint("word", "REPLACE"))
+    if max((p for p in parts if isinstance(p, int)), default=0) > compiled.groups:
+        raise FilterProblem("REPLACE", f"REPLACE's replacement {str(replacement)!r} refers to a group its pattern "
+                            f"does not have (it has {compiled.groups})", Hint("word", "REPLACE"))
+    args = (computed(e["arg"], term), term(pattern), term(replacement))
+    return Call("REPLACE", args + ((term(flags),) if flags is not None else ()))
+
+
+def _constant_string(e, key: str, fn: str, example: str):
+    """Argument ``key`` of ``e``: a simple or xsd:string constant (the located error of ``fn`` otherwise)."""
     from obda.query.expressions import FilterProblem, Hint, unwrap
 
-    pattern, flags = unwrap(e["pattern"]), unwrap(e["flags"]) if "flags" in e else None  # CompValue.get: the key
-    if not (isinstance(pattern, RDFLiteral) and pattern.datatype in (None, URIRef(XSD + "string"))
-            and pattern.language is None):
-        raise FilterProblem("REGEX", "REGEX needs its pattern as a string constant (REGEX(?x, \"^ab\"))",
-                            Hint("word", "REGEX"))
-    args = (computed(e["text"], term), term(pattern))
-    if flags is not None:
-        if not (isinstance(flags, RDFLiteral) and str(flags) in ("", "i")):
-            raise FilterProblem("REGEX flags", f"REGEX flags {flags!s:.20}: only \"i\" (case-insensitive) is "
-                                "supported", Hint("word", "REGEX"))
-        args += (term(flags),)
-    return Call("REGEX", args)
+    v = unwrap(e[key])
+    if not (isinstance(v, RDFLiteral) and v.datatype in (None, URIRef(XSD + "string")) and v.language is None):
+        raise FilterProblem(fn, f"{fn} needs its {key} as a string constant ({example})", Hint("word", fn))
+    return v
+
+
+def _flags(e, fn: str):
+    """The flags of REGEX / REPLACE, None or ``""`` / ``"i"`` (case-insensitive): the only ones obda supports."""
+    from obda.query.expressions import FilterProblem, Hint, unwrap
+
+    flags = unwrap(e["flags"]) if "flags" in e else None  # CompValue.get: the key
+    if flags is not None and not (isinstance(flags, RDFLiteral) and str(flags) in ("", "i")):
+        raise FilterProblem(f"{fn} flags", f"{fn} flags {flags!s:.20}: only \"i\" (case-insensitive) is supported",
+                            Hint("word", fn))
+    return flags
 
 
 def _substr(e, term):

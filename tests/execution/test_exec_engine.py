@@ -151,7 +151,8 @@ def test_binder_fills_constants_and_concats_with_null():
         st.tuples(
             st.one_of(st.none(), st.integers(-10**12, 10**15).map(lambda x: x - x % 1_000_000)),
             st.lists(st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(),
-                               st.decimals(allow_nan=False, allow_infinity=False, places=2)), min_size=2, max_size=2),
+                               st.decimals(allow_nan=False, allow_infinity=False, places=2),
+                               st.decimals(allow_nan=False, allow_infinity=False)), min_size=2, max_size=2),
             st.integers(1, 3),
         ),
         max_size=5,

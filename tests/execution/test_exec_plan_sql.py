@@ -82,15 +82,16 @@ def test_a_micro_batchs_views_go_with_it_and_the_statics_with_the_query(spark, t
 
 
 def test_a_micro_batchs_jobs_leave_no_record_in_the_dag_scheduler(spark, tmp_path):
-    """Spark 4.3 keeps the jobs ``toLocalIterator`` runs (and their plans) under their ended SQL execution;
-    the executor drops them, so the JVM does not grow with every micro-batch."""
+    """Spark 4.3 keeps the jobs ``toLocalIterator`` runs (and their plans) under their ended SQL execution, so
+    the JVM grew with every micro-batch (162 -> 621 -> 785 MB live after three seeds of the differential
+    harness); the executor collects through Arrow (``collect_tagged``), whose job ends with its execution."""
     dag = spark.sparkContext._jsc.sc().dagScheduler()
-    spark_io.release_finished_query_jobs(spark)
+    before = dag.activeQueryToJobs().size()
     q = _query(spark, tmp_path, _files(tmp_path))
     q.run_until_exhausted()
     q.close()
     assert q.metrics.batches > 1
-    assert dag.activeQueryToJobs().size() == 0
+    assert dag.activeQueryToJobs().size() <= before
 
 
 def test_a_static_file_gone_since_it_was_listed_is_a_located_error(spark, tmp_path):

@@ -97,7 +97,9 @@ CASES = [
     # filter expressions
     ("REGEX flags", "SELECT ?x WHERE { ?x :n ?n FILTER(¦regex(?n, \"^a\", \"x\")) }"),
     ("TZ", "SELECT ?x WHERE { ?x :n ?n FILTER(¦TZ(?n) = \"Z\") }"),
-    ("REPLACE", "SELECT ?x WHERE { ?x :n ?n FILTER(?n = \"a\" && ¦REPLACE(?n, \"a\", \"b\") = \"a\") }"),
+    ("REPLACE", "SELECT ?x WHERE { ?x :n ?n FILTER(?n = \"a\" && ¦REPLACE(?n, \"a*\", \"b\") = \"a\") }"),
+    ("REPLACE", "SELECT ?x WHERE { ?x :n ?n BIND(¦REPLACE(?n, \"(a)\", \"$2\") AS ?r) }"),
+    ("REPLACE flags", "SELECT ?x WHERE { ?x :n ?n BIND(¦REPLACE(?n, \"a\", \"b\", \"s\") AS ?r) }"),
     ("MD5", "SELECT ?x WHERE { ?x :n ?n FILTER(?n > 1 && ¦MD5(?n) = \"a\") }"),
     ("SUBSTR", "SELECT ?x WHERE { ?x :n ?n FILTER(¦SUBSTR(?n, 0, 2) = \"a\") }"),
     ("SUBSTR", "SELECT ?x WHERE { ?x :n ?n ; :m ?m FILTER(¦SUBSTR(?n, ?m) = \"a\") }"),

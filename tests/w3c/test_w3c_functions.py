@@ -18,7 +18,8 @@ SELECTED = {
                   "ends01", "lcase01", "ucase01", "length01", "year", "month", "day", "hours",
                   "minutes", "seconds", "plus-1-corrected", "plus-2-corrected", "if01", "if02", "coalesce01",
                   "substring01", "substring02", "strbefore01a", "strafter01a", "strbefore02", "strafter02",
-                  "in01", "in02", "notin01", "notin02"},
+                  "in01", "in02", "notin01", "notin02", "replace01", "replace02", "replace03",
+                  "replace-case-insensitive"},
     "expr-builtin": {"dawg-str-1", "dawg-str-2", "dawg-str-3", "dawg-str-4", "dawg-isLiteral-1", "dawg-isBlank-1",
                      "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1", "dawg-isIRI-1", "dawg-langMatches-1",
                      "dawg-langMatches-2", "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic",
@@ -60,7 +61,10 @@ PASSING = {"abs01", "ceil01", "floor01", "round01", "ge-1", "le-1", "mul-1", "pl
            "concat01", "substring01", "substring02", "length01", "ucase01", "lcase01", "contains01",
            "dawg-isBlank-1", "dawg-isLiteral-1", "dawg-lang-1", "dawg-lang-2", "dawg-lang-3", "dawg-isURI-1",
            "dawg-isIRI-1", "dawg-datatype-2", "dawg-datatype-3", "dawg-langMatches-1", "dawg-langMatches-2",
-           "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic"}
+           "dawg-langMatches-3", "dawg-langMatches-4", "dawg-langMatches-basic",
+           # REPLACE (every match, $1 … $9, a group that did not match gives ""), and a BIND / SELECT expression
+           # that is an error in some members (an integer's REPLACE, CONCAT): unbound there, as SPARQL says
+           "replace01", "replace02", "replace03", "concat02"}
 
 
 def test_accepted_constructs_pass_their_tests(outcomes):
