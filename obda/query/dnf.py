@@ -79,6 +79,13 @@ def to_exclusive_dnf(
     return _exclusive(e, term, limit, "true" if positive else "false", bound)
 
 
+def exclusive_dnf(e, term: Callable[[Identifier], Term], mode: str, bound, limit: int = 10_000
+                  ) -> list[tuple[Comparison, ...]]:
+    """Pairwise exclusive alternatives of the solutions where ``e`` is ``mode``: ``"true"``, ``"false"``,
+    ``"not_true"`` (false or an error) or ``"not_false"``, in a branch binding ``bound``."""
+    return _exclusive(e, term, limit, mode, bound)
+
+
 # the solutions where a part is true / false / not true (false or an error) / not false
 _NEGATED_MODE = {"true": "false", "false": "true", "not_true": "not_false", "not_false": "not_true"}
 # (connective, mode) -> None (every part in that mode: a product), or (mode of the earlier parts, mode of the

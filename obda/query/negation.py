@@ -42,12 +42,12 @@ class Negation(Located):
     """OPTIONAL, MINUS and [NOT] EXISTS for the tree walk (which provides ``_group``, ``ts``, ``pos``)."""
 
     def _other_pattern(self, gp: CompValue, time: Var | None, kw: str, at: int | None, close_i: int,
-                       in_scope: bool) -> list[Branch]:
+                       in_scope: bool, outer: frozenset | None = None) -> list[Branch]:
         """The branches of the group after keyword ``kw`` (token ``at``); its variables join the scope of SELECT *
-        only for OPTIONAL (``in_scope``)."""
+        only for OPTIONAL (``in_scope``); ``outer``: OPTIONAL's, the variables bound before it."""
         open_i = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
         scope = set(self.in_scope)
-        inner = self._group(gp, time, open_i)
+        inner = self._group(gp, time, open_i, outer)
         if not in_scope:
             self.in_scope = scope
         if any(a.time is not None for b in inner for a in b.atoms):
@@ -68,18 +68,92 @@ class Negation(Located):
             groups.setdefault(shared, []).append(q)
         return groups
 
-    def _optional(self, branches: list[Branch], inner: list[Branch], at: int | None) -> list[Branch]:
+    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset) -> list:
+        """An OPTIONAL's FILTERs: the parts (``&&`` operands) reading only the group's variables stay its filters
+        (returned); the parts reading variables bound only before the OPTIONAL become the left join's condition
+        (:meth:`take_conditions`); a part reading both kinds is refused, located."""
+        from obda.query.expressions import expression_variables
+
+        inside = set().union(*(b.bound_vars() for b in branches)) if branches else set()
+        kept, conditions = [], []
+        for f in filters:
+            e = unwrap(f.expr)
+            parts = [e["expr"], *e["other"]] if getattr(e, "name", None) == "ConditionalAndExpression" else [f.expr]
+            if all({Var(n) for n in expression_variables(x)} <= inside for x in parts):
+                kept.append(f)
+                continue
+            for x in parts:
+                names = {Var(n) for n in expression_variables(x)}
+                if names <= inside:
+                    kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
+                elif names <= outer:
+                    conditions.append(replace(f, expr=x, dnf=()))
+                elif not names <= outer | inside:  # a variable bound on neither side: the scope error of the group
+                    kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
+                else:
+                    raise self.unsupported(
+                        "FILTER in OPTIONAL", "a FILTER operand inside OPTIONAL that reads both a variable bound "
+                        "only inside it and one bound only before it is not supported (a correlated left join); "
+                        "write it as && of parts each reading one side", f.start)
+        self._conditions = conditions
+        return kept
+
+    def take_conditions(self) -> list:
+        conditions, self._conditions = getattr(self, "_conditions", []), []
+        return conditions
+
+    def _dnf_of(self, e, f):
+        from obda.query.dnf import to_dnf, to_exclusive_dnf
+        from obda.query.expressions import FilterProblem
+        from obda.query.normal_forms import MAX_BRANCHES
+
+        try:
+            return (to_dnf if self.distinct else to_exclusive_dnf)(e, self.term, MAX_BRANCHES)
+        except FilterProblem as p:
+            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
+
+    def _condition(self, conditions: list, mode: str, bound: set) -> list[tuple]:
+        """Exclusive alternatives of the solutions where the conjunction of ``conditions`` is ``mode`` (``true`` or
+        ``not_true``) in a branch binding ``bound``."""
+        from obda.query.dnf import exclusive_dnf
+        from obda.query.expressions import FilterProblem
+        from obda.query.normal_forms import MAX_BRANCHES
+
+        def alts(f, m):
+            try:
+                return exclusive_dnf(f.expr, self.term, m, frozenset(bound), MAX_BRANCHES)
+            except FilterProblem as p:
+                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
+
+        out: list[tuple] = []
+        prefix: list[tuple] = [()]  # the earlier conditions true
+        for f in conditions:
+            if mode == "not_true":  # the first condition that is not true decides
+                out.extend(a + b for a in prefix for b in alts(f, "not_true"))
+            prefix = [a + b for a in prefix for b in alts(f, "true")]
+            self._limit(prefix + out, f.start)
+        return prefix if mode == "true" else out
+
+    def _optional(self, branches: list[Branch], inner: list[Branch], at: int | None,
+                  conditions: list | None = None) -> list[Branch]:
+        """LeftJoin(P, Q, c): Join(P, Q) where ``c`` is true, and each P solution for which no compatible Q solution
+        makes ``c`` true — with ``c`` reading P's variables only: where ``c`` is not true, or where it is and no Q
+        solution is compatible (SPARQL 1.1 §18.5; the alternatives are exclusive)."""
         out: list[Branch] = []
         for p in branches:
             if not p.atoms:  # LeftJoin of the empty solution: Q's solutions, or one empty answer when it has none
                 raise self.unsupported("OPTIONAL", "OPTIONAL with no triple pattern before it in its group would "
                                        "answer one empty solution when its pattern has none; write the pattern "
                                        "without OPTIONAL (or put a triple pattern before it)", at)
-            out.extend(p.join(q) for q in inner)
+            bound = p.term_vars() | {a.time for a in p.atoms if a.time is not None}
+            holds = self._condition(conditions, "true", bound) if conditions else [()]
+            out.extend(replace(p.join(q), filters=p.filters + q.filters + a) for q in inner for a in holds)
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution
                 checks.append(self._check(group, shared, True, "OPTIONAL", at))
-            out.append(replace(p, checks=p.checks + tuple(checks)))
+            out.extend(replace(p, filters=p.filters + a, checks=p.checks + tuple(checks)) for a in holds)
+            if conditions:
+                out.extend(replace(p, filters=p.filters + a) for a in self._condition(conditions, "not_true", bound))
         return out
 
     def _minus(self, branches: list[Branch], inner: list[Branch], at: int | None) -> list[Branch]:

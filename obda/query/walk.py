@@ -217,8 +217,10 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
 
     # ------------------------------------------------------------------ graph patterns
 
-    def _group(self, gp: CompValue, time: Var | None, open_i: int) -> list[Branch]:
-        """Branches of a group ``{ ... }`` whose '{' is token ``open_i``; leaves the cursor after its '}'."""
+    def _group(self, gp: CompValue, time: Var | None, open_i: int, outer: frozenset | None = None) -> list[Branch]:
+        """Branches of a group ``{ ... }`` whose '{' is token ``open_i``; leaves the cursor after its '}'.
+        ``outer``: the group is an OPTIONAL's and these variables are bound before it: the parts of its FILTERs
+        that read them are the left join's condition (:meth:`~obda.query.negation.Negation.join_conditions`)."""
         close_i = self.ts.matching(open_i)
         self.pos = open_i + 1
         if gp.name == "SubSelect":
@@ -253,8 +255,13 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
                 kw = "OPTIONAL" if name == "OptionalGraphPattern" else "MINUS"
                 at = self.ts.find_word(kw, self.pos, close_i)
-                inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=kw == "OPTIONAL")
-                branches = self._limit((self._optional if kw == "OPTIONAL" else self._minus)(branches, inner, at), at)
+                if kw == "OPTIONAL":
+                    outer = frozenset(v for b in branches for v in b.bound_vars())
+                    inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=True, outer=outer)
+                    branches = self._limit(self._optional(branches, inner, at, self.take_conditions()), at)
+                else:
+                    inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=False)
+                    branches = self._limit(self._minus(branches, inner, at), at)
             elif name == "Filter":
                 f = self._filter(part, close_i)
                 if f is not None:  # None: the FILTER was a window only
@@ -278,6 +285,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             branches = self._join_values(branches, part, at)
         if exists:
             branches = self._exists(branches, exists)
+        if outer is not None:
+            filters = self.join_conditions(branches, filters, outer)
         branches = self._apply_filters(branches, filters, time)
         self.pos = close_i + 1
         return branches

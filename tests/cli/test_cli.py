@@ -276,6 +276,30 @@ def test_run_optional_keeps_every_hot_reading_once_with_its_model(demo_copy, tmp
     assert sorted((b["sensor"], b["v"]) for b in with_model) == sorted((b["sensor"], b["v"]) for b in hot)
 
 
+PREFIX_TURBINE = "PREFIX : <http://example.org/turbine#>\n"
+
+
+def test_run_optional_with_a_condition_on_the_reading(demo_copy, tmp_path):
+    """A FILTER in OPTIONAL reading the reading's value is the left join's condition: every hot reading once, with
+    its turbine's model where the value is above 95 and unbound elsewhere (catalogs/patterns.yaml,
+    optional_model_of_very_hot_readings)."""
+    query = tmp_path / "q.rq"
+    query.write_text(PREFIX_TURBINE + "SELECT ?sensor ?v ?model WHERE { GRAPH ?t { ?m :measuredBy ?sensor ; "
+                     ":hasValue ?v . } FILTER(?v > 90) OPTIONAL { ?sensor :isSensorOf ?turbine . ?turbine :hasModel "
+                     "?model FILTER(?v > 95) } }\n")
+    runs = {}
+    for name, q in (("hot", demo_copy / "queries" / "hot_readings.rq"), ("cond", query)):
+        out = tmp_path / f"{name}.jsonl"
+        r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                                "--output", str(out)])
+        assert r.exit_code == 0, r.output
+        runs[name] = [json.loads(line)["binding"] for line in out.read_text().splitlines()]
+    hot, cond = runs["hot"], runs["cond"]
+    assert sorted((b["sensor"], b["v"]) for b in cond) == sorted((b["sensor"], b["v"]) for b in hot)
+    assert any(b["v"] > 95 for b in cond) and any(b["v"] <= 95 for b in cond)
+    assert all((b["model"] is not None) == (b["v"] > 95) for b in cond)
+
+
 def test_run_optional_keeps_a_sensor_whose_turbine_is_unknown_unbound(demo_copy, tmp_path):
     """Every sensor is a sensor of some turbine (``Sensor ⊑ ∃isSensorOf``), but the OPTIONAL binds ``?turbine``
     to a named one: a sensor whose ``turbine_id`` is empty has none, so its readings come once, unbound there —

@@ -26,6 +26,15 @@ CASES = [
     Case("optional_nested", "SELECT ?x ?d ?n WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d OPTIONAL { ?d :label ?n } } }",
          "bounded", 8),
     # a FILTER of the group sees the optional variable: unbound, the comparison is an error (NPD query 13's shape)
+    # a FILTER in OPTIONAL reading variables bound before it: the left join's condition (LeftJoin(P, Q, c))
+    Case("optional_condition_outer", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d FILTER(?a > 40) } }",
+         "bounded", 8),
+    Case("optional_condition_both_sides", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d "
+         "FILTER(?a > 40 && CONTAINS(STR(?d), \"1\")) } }", "bounded", 8),
+    Case("optional_condition_distinct", "SELECT DISTINCT ?a ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d "
+         "FILTER(?a < 35 || ?a > 50) } }", "bounded", 8),
+    Case("optional_condition_duplicates", "SELECT ?x ?p WHERE { ?x :age ?a OPTIONAL { ?x :visited ?p "
+         "FILTER(!(?a < 34)) } }", "bounded", 9),
     Case("optional_filtered", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(?a > 40) }",
          "bounded", 4),
     Case("optional_filter_on_it", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(BOUND(?d)) }",
@@ -121,6 +130,8 @@ def test_a_check_holds_at_most_its_budget_of_answers(world, tmp_path, monkeypatc
     ("SELECT ?x WHERE { ?x :age ?a FILTER NOT EXISTS { GRAPH ?t { ?x :raisedBy ?v } } }", "NOT EXISTS", (4, 30)),
     ("SELECT ?x WHERE { ?x :age ?a OPTIONAL { GRAPH ?t { ?x :raisedBy ?v } } FILTER(?a > 3) }", "OPTIONAL", (4, 30)),
     ("SELECT ?x WHERE { ?x :age ?a FILTER(?a > 3 || NOT EXISTS { ?x :name ?n }) }", "NOT EXISTS", (4, 47)),
+    ("SELECT ?x WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d FILTER(STRLEN(STR(?d)) > ?a) } }", "FILTER in OPTIONAL",
+     (4, 56)),
 ])
 def test_what_stays_refused_is_named_and_located(world, query, construct, at):
     project, _, _ = world

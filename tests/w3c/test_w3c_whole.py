@@ -10,12 +10,13 @@
   (rdfs04, transitivity rdfs09), ``rdfs:domain`` (rdfs06, with subPropertyOf rdfs03), ``rdfs:range`` (rdfs07) —
   and SPARQL-DL's undistinguished variables (sparqldl-07..09).
 * ``data-r2/optional``, ``optional-filter``, ``sparql11/negation`` and ``exists``: OPTIONAL, MINUS and FILTER
-  [NOT] EXISTS; refused: a FILTER in OPTIONAL reading a variable of the enclosing group, NOT EXISTS inside an
+  [NOT] EXISTS (a FILTER in OPTIONAL reading variables bound before it: the left join's condition); refused: a
+  FILTER in a group nested inside OPTIONAL reading a variable of an enclosing group, NOT EXISTS inside an
   expression, GRAPH.
 * ``sparql11/subquery``: nested SELECTs, inlined; refused: aggregates or LIMIT inside, CONSTRUCT.
 * ``data-r2/algebra``, ``bnode-coreference``, ``bound``, ``i18n``, ``boolean-effective-value``, ``sparql11/bind``,
   ``grouping`` and ``project-expression``: the nested OPTIONALs and join scopes of the algebra, and constructs
-  obda already accepted; refused: a FILTER in OPTIONAL reading a variable of the enclosing group, a variable's
+  obda already accepted; refused: a FILTER reading a variable its group does not bind (opt-filter-3), a variable's
   truth value as a FILTER, BIND of a variable bound after it.
 * ``data-r2/sort`` (ORDER BY; an ordered result is compared in order on its keys, ties in any order),
   ``solution-seq`` (LIMIT / OFFSET) and ``sparql11/aggregates``.
@@ -60,6 +61,8 @@ NEGATION = {  # OPTIONAL, MINUS, FILTER [NOT] EXISTS (obda/query/negation.py)
     # data-r2/algebra: nested OPTIONALs and the scope of a join (an OPTIONAL sharing nothing with its group)
     "join-scope-1", "nested-opt-1", "filter-nested-1", "filter-place-1", "filter-place-2", "filter-place-3",
     "join-combo-1",
+    # a FILTER in OPTIONAL reading variables bound before it: the left join's condition
+    "dawg-optional-filter-004", "opt-filter-1", "opt-filter-2",
 }
 OTHERS = {  # whole manifests of SPARQL 1.0 / 1.1 obda accepts
     "dawg-bnode-coref-001", "dawg-bound-query-001", "kanji-1", "kanji-2", "normalization-1", "normalization-2",
