@@ -27,6 +27,7 @@ from obda.model.query import (
 from obda.query.expressions import FilterProblem, condition, unwrap, value_expression
 from obda.query.functions import computed
 from obda.query.locations import Located
+from obda.query import unbound
 from obda.query.normal_forms import Branch
 
 
@@ -74,17 +75,28 @@ class Solutions(Located):
                 raise self.unsupported(p.construct, p.message.replace("in FILTER", "in SELECT"),
                                        self._locate_hint(p.hint, at, end)) from None
             var = Var(new)
+            out = []
             for b in branches:
                 bound = b.term_vars()
                 if var in bound or var in self.time_vars:
                     raise self.unsupported("SELECT expression", f"(… AS {var}): {var} is already bound in the "
                                            "pattern; name the column with a new variable", at)
                 for v in value_variables(value):
-                    if v in self.time_vars or v not in bound:
-                        why = "is application time" if v in self.time_vars else "is not bound by the pattern"
-                        raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which {why}",
-                                               self.ts.find_var(v.name, at, end + 1) if at is not None else at)
-            branches = [replace(b, binds=b.binds + ((var, value),)) for b in branches]
+                    if v in self.time_vars:
+                        raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which is application "
+                                               "time", self.ts.find_var(v.name, at, end + 1) if at is not None else at)
+                # a variable the branch leaves unbound (an OPTIONAL's, or one no pattern binds): BOUND / COALESCE /
+                # IF folded as SPARQL reads them; an error leaves ?var unbound in that branch (as a BIND)
+                missing = frozenset(v for v in value_variables(value) if v not in bound)
+                try:
+                    folded = unbound.fold(value, missing) if missing else value
+                except FilterProblem as p:
+                    raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, at, end)) from None
+                if folded == unbound.ERROR or unbound.reads(folded, missing):
+                    out.append(b)
+                else:
+                    out.append(replace(b, binds=b.binds + ((var, folded),)))
+            branches = out
         return branches
 
     def _rename(self, branches: list[Branch], renames: dict[str, tuple[str, int]]) -> list[Branch]:
@@ -280,7 +292,8 @@ class Solutions(Located):
         out: list[Var] = []
         for n in names:
             v = Var(n)
-            if v not in self.in_scope and not any(v in b.bound_vars() for b in branches):
+            computed_here = any(name == n for name, _, _ in self.select_binds)  # (e AS ?v): unbound where e errs
+            if v not in self.in_scope and not computed_here and not any(v in b.bound_vars() for b in branches):
                 raise self.unsupported(
                     "unbound answer variable",
                     f"answer variable ?{n} does not occur in any triple pattern of the WHERE clause",

@@ -35,6 +35,10 @@ CASES = [
          "FILTER(?a < 35 || ?a > 50) } }", "bounded", 8),
     Case("optional_condition_duplicates", "SELECT ?x ?p WHERE { ?x :age ?a OPTIONAL { ?x :visited ?p "
          "FILTER(!(?a < 34)) } }", "bounded", 9),
+    # SELECT expressions over OPTIONAL's variables, and over one no pattern binds: unbound read as SPARQL reads it
+    Case("select_coalesce_of_optional", "SELECT ?x (COALESCE(?b * 2, 0) AS ?diff) (COALESCE(?zz, -3) AS ?def) "
+         "(COALESCE(?zz) AS ?err) WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d . ?m :headOf ?d . ?m :age ?b } }",
+         "bounded", 8),
     Case("optional_filtered", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(?a > 40) }",
          "bounded", 4),
     Case("optional_filter_on_it", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(BOUND(?d)) }",

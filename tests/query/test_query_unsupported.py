@@ -65,7 +65,7 @@ CASES = [
     ("LIMIT in a subquery", "SELECT ?x WHERE { ?x a :C { SELECT ?x WHERE { ?x a :D }\n ¦LIMIT 2 } }"),
     ("DISTINCT in a subquery", "SELECT ?x WHERE { ?x a :C { SELECT ¦DISTINCT ?x WHERE { ?x a :D } } }"),
     ("subquery", "SELECT ?x WHERE { ?x a :C { SELECT ?x (STR(?x) AS ¦?s) WHERE { ?x a :D } } }"),
-    ("SELECT expression", "SELECT ?x (¦?u * 2 AS ?w) WHERE { ?x :v ?v }"),
+    ("SELECT expression", "SELECT ?x (¦?t * 2 AS ?w) WHERE { GRAPH ?t { ?x :v ?v } }"),
     ("REDUCED", "SELECT ¦REDUCED ?x WHERE { ?x a :C }"),
     ("FROM", "SELECT ?x ¦FROM <http://g/> WHERE { ?x a :C }"),
     ("FROM NAMED", "SELECT ?x ¦FROM NAMED <http://g/> WHERE { ?x a :C }"),
