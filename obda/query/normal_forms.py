@@ -15,7 +15,7 @@ from typing import Iterable
 
 from rdflib.plugins.sparql.parserutils import CompValue
 
-from obda.model.query import CQ, Atom, Comparison, Exists, Shifted, Var, Window
+from obda.model.query import CQ, Atom, Comparison, Exists, Shifted, Var, Window, value_variables
 from obda.query.expressions import (
     FilterProblem,
     Hint,
@@ -99,6 +99,19 @@ class PendingFilter:
 
 class NormalForms(Located):
     """FILTERs and the DNF bound, for the tree walk."""
+
+    def _bound_in(self, b: Branch, var: Var, expr, bound: set, start: int | None, end: int | None) -> Branch:
+        """Branch ``b`` with ``BIND(expr AS var)`` (a SELECT expression too): a variable ``b`` leaves unbound read as
+        SPARQL reads it (``BOUND`` false, ``COALESCE`` skips it, ``IF`` folded); where the value is then an error,
+        ``var`` stays unbound in ``b``."""
+        missing = frozenset(v for v in value_variables(expr) if v not in bound)
+        try:
+            value = unbound.fold(expr, missing) if missing else expr
+        except FilterProblem as p:
+            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+        if value == unbound.ERROR or unbound.reads(value, missing):
+            return b
+        return replace(b, binds=b.binds + ((var, value),))
 
     def _limit(self, branches: list[Branch], at: int) -> list[Branch]:
         """Fail when the DNF grows beyond MAX_BRANCHES conjunctive queries."""

@@ -27,7 +27,6 @@ from obda.model.query import (
 from obda.query.expressions import FilterProblem, condition, unwrap, value_expression
 from obda.query.functions import computed
 from obda.query.locations import Located
-from obda.query import unbound
 from obda.query.normal_forms import Branch
 
 
@@ -85,17 +84,8 @@ class Solutions(Located):
                     if v in self.time_vars:
                         raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which is application "
                                                "time", self.ts.find_var(v.name, at, end + 1) if at is not None else at)
-                # a variable the branch leaves unbound (an OPTIONAL's, or one no pattern binds): BOUND / COALESCE /
-                # IF folded as SPARQL reads them; an error leaves ?var unbound in that branch (as a BIND)
-                missing = frozenset(v for v in value_variables(value) if v not in bound)
-                try:
-                    folded = unbound.fold(value, missing) if missing else value
-                except FilterProblem as p:
-                    raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, at, end)) from None
-                if folded == unbound.ERROR or unbound.reads(folded, missing):
-                    out.append(b)
-                else:
-                    out.append(replace(b, binds=b.binds + ((var, folded),)))
+                # a variable the branch leaves unbound (an OPTIONAL's, or one no pattern binds): read as SPARQL does
+                out.append(self._bound_in(b, var, value, bound, at, end))
             branches = out
         return branches
 

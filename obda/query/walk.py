@@ -33,7 +33,7 @@ from obda.model.query import (
     Window,
     value_variables,
 )
-from obda.query import tokens as tk, unbound
+from obda.query import tokens as tk
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes, unwrap
 from obda.query.functions import computed
 from obda.query.negation import Negation, exists_filter, keep_named
@@ -327,16 +327,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
                 if v not in in_group:
                     raise self.unsupported("BIND", f"BIND reads {v}, which no pattern before it in the group binds "
                                            "(its value would be unbound)", self.ts.find_var(v.name, start, end + 1))
-            # a branch leaving an input unbound: BOUND / COALESCE / IF folded; an error leaves ?var unbound there
-            missing = frozenset(v for v in value_variables(expr) if v not in bound)
-            try:
-                value = unbound.fold(expr, missing) if missing else expr
-            except FilterProblem as p:
-                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
-            if value == unbound.ERROR or unbound.reads(value, missing):
-                out.append(b)
-            else:
-                out.append(replace(b, binds=b.binds + ((var, value),)))
+            out.append(self._bound_in(b, var, expr, bound, start, end))  # an input unbound here: read as SPARQL does
         return out
 
     def _graph(self, part: CompValue, close_i: int) -> list[Branch]:
