@@ -39,6 +39,8 @@ CASES = [
     Case("select_coalesce_of_optional", "SELECT ?x (COALESCE(?b * 2, 0) AS ?diff) (COALESCE(?zz, -3) AS ?def) "
          "(COALESCE(?zz) AS ?err) WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d . ?m :headOf ?d . ?m :age ?b } }",
          "bounded", 8),
+    Case("optional_condition_on_stream", "SELECT ?al ?l ?g WHERE { GRAPH ?t { ?al :raisedBy ?p ; :level ?l } "
+         "OPTIONAL { ?p :age ?g FILTER(?l > 1 && ?g < 50) } }", "bounded", 5),
     Case("optional_filtered", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(?a > 40) }",
          "bounded", 4),
     Case("optional_filter_on_it", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(BOUND(?d)) }",
