@@ -16,7 +16,7 @@ from sqlglot import exp
 from obda.errors import MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion
 from obda.mapping._unfold_instances import _constant_value, _Memo
-from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotNull, Raw, Seq, Shift, const
+from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw, Seq, Shift, const
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
 from obda.mapping._unfold_tables import FromEntry
 from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, compare_terms, projection_sql
@@ -99,6 +99,29 @@ def _view_atom(m: _Member, atom: Atom, use: ViewUse) -> None:
 
 
 def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
+    if f.not_true:  # holds where the comparison is not true: its conditions negated; never true (Unsat): always
+        first = len(m.conds)
+        try:
+            _filter(m, replace(f, not_true=False), cq)
+        except Unsat:
+            del m.conds[first:]
+            return
+        conds = m.conds[first:]
+        del m.conds[first:]
+        if not conds:
+            raise Unsat(f"FILTER: {f.op} of {f.left} and {f.right} always holds, so it is never not true")
+        if len(conds) == 1 and isinstance(conds[0], Cmp):  # (columns are not NULL: a negated comparison is exact)
+            m.conds.append(Cmp(_NEGATE[conds[0].op], conds[0].left, conds[0].right))
+        else:
+            m.conds.append(NotAll(tuple(conds)))
+        return
+    _plain_filter(m, f, cq)
+
+
+_NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
+
+
+def _plain_filter(m: _Member, f: Comparison, cq: CQ) -> None:
     if isinstance(f.left, Shifted) or isinstance(f.right, Shifted):  # an interval join: timestamp columns
         def ts(t) -> Expr:
             tv = m.bound[t.var if isinstance(t, Shifted) else t]

@@ -140,11 +140,13 @@ OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
 class Comparison:
     """``left op right``; op in ``< <= = != > >=``. In a CQ's filters the sides are terms, a time variable
     moved by a duration (:class:`Shifted`) or computed values (:class:`Arithmetic`, :class:`Call`); in an
-    aggregation's HAVING they are value expressions (an error is false)."""
+    aggregation's HAVING they are value expressions (an error is false).  ``not_true``: the filter holds where
+    ``left op right`` is *not true* — false, or an error (a branch of an exclusive DNF, :mod:`obda.query.dnf`)."""
 
     op: str
     left: Term
     right: Term
+    not_true: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in COMPARISON_OPS:
@@ -165,7 +167,7 @@ class Comparison:
         return frozenset(out)
 
     def flipped(self) -> "Comparison":
-        return Comparison(FLIP[self.op], self.right, self.left)
+        return Comparison(FLIP[self.op], self.right, self.left, self.not_true)
 
     def __str__(self) -> str:
         return f"{self.left} {self.op} {self.right}"
@@ -223,7 +225,7 @@ class CQ:
                 atoms.append(replace(a, term=s(a.term), time=time))
             else:
                 atoms.append(replace(a, subject=s(a.subject), object=s(a.object), time=time))
-        filters = tuple(Comparison(c.op, s(c.left), s(c.right)) for c in self.filters)
+        filters = tuple(replace(c, left=s(c.left), right=s(c.right)) for c in self.filters)
         binds = tuple((s(v), substitute_expression(e, mapping)) for v, e in self.binds)
         checks = tuple(replace(c, outer=tuple(mapping.get(v, v) for v in c.outer)) for c in self.checks)
         return CQ(tuple(atoms), filters, binds, checks)

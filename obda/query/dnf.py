@@ -8,6 +8,7 @@ that leaves some variables unbound reads them as :mod:`obda.query.unbound` says.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 from rdflib.plugins.sparql.parserutils import CompValue
@@ -146,16 +147,22 @@ def _exclusive(e, term, limit: int, mode: str, bound) -> list[tuple[Comparison, 
 
 def _leaf(c: Comparison, negated: Comparison, mode: str, bound) -> list[tuple[Comparison, ...]]:
     """Comparison ``c`` (``negated``: where it is false) in ``mode``; where the branch leaves its variables
-    unbound, folded (or an error)."""
-    holds = mode in ("true", "not_false")
-    c = unbound.leaf(c if holds else negated, bound)
+    unbound, folded (or an error).  *Not true* is ``c`` marked ``not_true``, *not false* ``negated`` so marked:
+    the unfolder keeps the member where the comparison is a type error for every row (an IRI ordered against
+    a number), where a plain negated comparison would have removed it."""
+    if mode in ("true", "false"):
+        c = unbound.leaf(c if mode == "true" else negated, bound)
+        if c == unbound.ERROR:
+            return []
+        return ([()] if c else []) if isinstance(c, bool) else [(c,)]
+    c = unbound.leaf(c if mode == "not_true" else negated, bound)
     if c == unbound.ERROR:
-        return [()] if mode.startswith("not_") else []
+        return [()]
     if isinstance(c, bool):
-        return [()] if c else []
-    if mode.startswith("not_") and functions.may_error(c):
+        return [] if c else [()]
+    if functions.may_error(c):
         raise functions.or_problem()  # no comparison holds exactly where a computed one is an error
-    return [(c,)]
+    return [(replace(c, not_true=True),)]
 
 
 def _check_size(alternatives, limit: int) -> None:

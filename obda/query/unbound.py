@@ -92,4 +92,4 @@ def leaf(c: Comparison, bound: frozenset[Var] | None):
         return ERROR
     if left in (_TRUE, _FALSE) and right in (_TRUE, _FALSE) and c.op in ("=", "!="):
         return (left == right) == (c.op == "=")
-    return Comparison(c.op, left, right)
+    return Comparison(c.op, left, right, c.not_true)

@@ -89,7 +89,7 @@ def contained_in(sub: CQ, sup: CQ, answer: frozenset[Var], sat: Saturation) -> b
 
     def filters_ok() -> bool:
         for f in sup.filters:
-            g = Comparison(f.op, _mapped(h, f.left), _mapped(h, f.right))
+            g = Comparison(f.op, _mapped(h, f.left), _mapped(h, f.right), f.not_true)
             if g not in sub_filters:
                 return False
         return True

@@ -3,7 +3,8 @@ the local executor equal pyoxigraph (the W3C bag oracle), query after query.
 
 The generator (hypothesis) makes the awkward cases on purpose: variables shared or not, shared as terms of
 different kinds (an age against a department: never compatible), patterns that can never match (a department's
-age), a stream pattern before a static one, DISTINCT or not, projecting the variables in scope (MINUS and NOT
+age), a stream pattern before a static one, an OPTIONAL's condition over P's variables (numbers, IRIs, errors),
+DISTINCT or not, projecting the variables in scope (MINUS and NOT
 EXISTS hide their own). A query obda refuses (two tables behind the shared variables, a FILTER on a variable out of scope) is
 skipped: refusals are tested, located, in ``test_negation_oracle.py``. 30 queries by default (a fixed sequence),
 300 under ``-m slow``.
@@ -40,6 +41,12 @@ def queries(draw):
     p = (f"GRAPH ?t {{ {first} }} " if stream else f"{first} . ") + " ".join(f"{t} ." for t in rest)
     q = " . ".join(draw(st.lists(triple(STATIC), min_size=1, max_size=2)))
     construct = draw(st.sampled_from(("OPTIONAL", "MINUS", "FILTER NOT EXISTS", "FILTER EXISTS")))
+    outer = sorted(v for v in VARS if f"?{v} " in p + " ")
+    if construct == "OPTIONAL" and draw(st.booleans()):  # the left join's condition, over P's variables only
+        v, w = draw(st.sampled_from(outer)), draw(st.sampled_from(outer))
+        cond = draw(st.sampled_from((f"?{v} > 30", f"isIRI(?{v})", f"?{v} != ?{w}", f"!(?{v} < 40)",
+                                     f"?{v} > 30 || ?{w} = ?{v}")))
+        q += f" FILTER({cond})"
     distinct = "DISTINCT " if draw(st.booleans()) else ""
     # the variables in scope: P's, and Q's for OPTIONAL (SELECT * would add the GRAPH variable, which obda's
     # SELECT * leaves out: a time is projected by name)

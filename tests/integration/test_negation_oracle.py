@@ -41,6 +41,12 @@ CASES = [
          "bounded", 8),
     Case("optional_condition_on_stream", "SELECT ?al ?l ?g WHERE { GRAPH ?t { ?al :raisedBy ?p ; :level ?l } "
          "OPTIONAL { ?p :age ?g FILTER(?l > 1 && ?g < 50) } }", "bounded", 5),
+    # a condition that is a type error for every row (an IRI against a number) is not true: P alone (found by
+    # test_negation_generated), and an error || true is true (the exclusive DNF's "not true" part)
+    Case("optional_condition_type_error", "SELECT ?w ?x ?y WHERE { ?w :age ?x . OPTIONAL { ?x :age ?y "
+         "FILTER(?w > 30) } }", "bounded", 8),
+    Case("or_with_a_type_error", "SELECT ?x ?a WHERE { ?x :age ?a ; :worksIn ?d FILTER(?d > 30 || ?a > 40) }",
+         "bounded", 3),
     Case("optional_filtered", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(?a > 40) }",
          "bounded", 4),
     Case("optional_filter_on_it", "SELECT ?x ?d WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } FILTER(BOUND(?d)) }",
