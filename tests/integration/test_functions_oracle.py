@@ -228,7 +228,7 @@ def test_bind_that_is_always_an_error_leaves_its_variable_unbound(world):
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("spark", marks=pytest.mark.spark)])
 def test_replace_escapes_follow_xpath(world, tmp_path, backend, request):
-    """``\$`` and ``\\`` in REPLACE's replacement are a ``$`` and a ``\`` (XPath fn:replace), on DuckDB's SQL (RE2
+    r"""``\$`` and ``\\`` in REPLACE's replacement are a ``$`` and a ``\`` (XPath fn:replace), on DuckDB's SQL (RE2
     syntax, printed by obda.model.dialects) and both executors (Spark: Java's syntax, XPath's).  Not against the
     oracle: pyoxigraph keeps the backslashes of a replacement as they are."""
     project, con, _ = world

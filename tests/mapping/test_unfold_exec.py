@@ -375,7 +375,7 @@ def oracle(ds, query: Query) -> set[tuple]:
             if i == len(cq.atoms):
                 for f in cq.filters:
                     val = lambda t: b[t] if isinstance(t, Var) else _rdf_const(t)  # noqa: E731
-                    if not _filter_holds(f.op, val(f.left), val(f.right)):
+                    if _filter_holds(f.op, val(f.left), val(f.right)) == f.not_true:  # not-true parts: negated
                         return
                 out.add(tuple(_py(b.get(v)) for v in query.projection))
                 return

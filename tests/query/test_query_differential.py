@@ -283,7 +283,8 @@ def evaluate_cq(cq: CQ, ds: Dataset, projection: tuple[Var, ...]) -> Counter:
 
     def solve(i: int, env: dict) -> None:
         if i == len(cq.atoms):
-            if all(holds(c.op, rdf(c.left, env), rdf(c.right, env)) for c in cq.filters):
+            # a not-true part of an exclusive DNF holds where the comparison does not (false or an error)
+            if all(holds(c.op, rdf(c.left, env), rdf(c.right, env)) != c.not_true for c in cq.filters):
                 out[tuple(env[v] for v in projection)] += 1
             return
         atom = cq.atoms[i]

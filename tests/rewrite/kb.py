@@ -146,13 +146,14 @@ def evaluate(cq: CQ, kb: KB, projection: tuple[Var, ...], expand: Callable[[Atom
             for f in pending:
                 lv = b.get(f.left, f.left) if isinstance(f.left, Var) else f.left
                 rv = b.get(f.right, f.right) if isinstance(f.right, Var) else f.right
-                if f.op == "=" and isinstance(lv, Var) and not isinstance(rv, Var):
+                binds = f.op == "=" and not f.not_true
+                if binds and isinstance(lv, Var) and not isinstance(rv, Var):
                     b[lv] = rv
-                elif f.op == "=" and isinstance(rv, Var) and not isinstance(lv, Var):
+                elif binds and isinstance(rv, Var) and not isinstance(lv, Var):
                     b[rv] = lv
                 elif isinstance(lv, Var) or isinstance(rv, Var):
                     rest.append(f)
-                elif not _compare(f.op, lv, rv):
+                elif _compare(f.op, lv, rv) == f.not_true:  # a not-true part holds where the comparison does not
                     ok = False
             pending = rest
         if not ok:
