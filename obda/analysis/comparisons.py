@@ -20,6 +20,7 @@ from obda.analysis.arithmetic import _ARITH, Arithmetic
 from obda.analysis.conditions import _compare, _negate
 from obda.analysis.elements import BOOLEAN, NUMERIC, STRING, TIMESTAMP, Attr, Const, Element, Predicate
 from obda.analysis.sql_reading import _Ctx, _snippet
+from obda.model.query import FLIP
 from obda.model.sources import ColumnType
 
 
@@ -103,7 +104,7 @@ class Typing(Arithmetic):
             return _compare(a.value, op, b.value)
         # integer attribute vs non-integral constant: tighten to integer bounds
         if isinstance(a, Const):
-            a, b, op = b, a, {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "!=": "!="}[op]
+            a, b, op = b, a, FLIP[op]
         if isinstance(b, Const) and b.domain == NUMERIC and not b.is_integral and self.types.get(a) is ColumnType.INTEGER:
             v = b.value
             fl, ce = v.numerator // v.denominator, -((-v.numerator) // v.denominator)

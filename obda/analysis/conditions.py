@@ -19,7 +19,7 @@ from obda.analysis.elements import Attr, Predicate
 from obda.analysis.sql_reading import SelectReading, _Ctx, _snippet, check_terms, key_check
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import Location
-from obda.model.query import OPS
+from obda.model.query import NEGATE, OPS
 from obda.model.sources import ColumnType
 
 MAX_DISJUNCTS = 256
@@ -77,7 +77,7 @@ class Conditions(SelectReading):
         for cls, op in ops.items():
             if type(node) is cls:
                 if neg:
-                    op = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}[op]
+                    op = NEGATE[op]
                 return self.comparison(node.this, op, node.expression, node)
         if isinstance(node, exp.Between):
             lo = self.comparison(node.this, ">=", node.args["low"], node)

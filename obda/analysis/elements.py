@@ -22,8 +22,7 @@ BOOLEAN = "boolean"
 TIMESTAMP = "timestamp"
 
 OPS = ("<", "<=", "=", "!=")
-NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
-from obda.model.query import FLIP  # noqa: E402,F401  (re-exported: the analysis imports it from here)
+from obda.model.query import FLIP, NEGATE  # noqa: E402,F401  (re-exported: the analysis imports them from here)
 
 
 @dataclass(frozen=True, order=True)

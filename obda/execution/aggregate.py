@@ -270,7 +270,6 @@ class Aggregator:
         self.lines = 0  # changelog lines emitted so far (the query's rows_out)
         self._open: set[int] = set()  # local backend: data timestamps read, not closed yet
         self._data: set[int] = set()  # data timestamps the micro-batch closed (all, or those a window needs)
-        self._ranks: dict[tuple, str] = {}  # group key -> repr(key), the order of a timestamp's lines
         self._group_index = {v: i for i, v in enumerate(plan.group_by)}
         self._call_index = {c.call: j for j, c in enumerate(plan.calls)}
         self._groups = plan.groups
@@ -450,15 +449,6 @@ class Aggregator:
             return True if True in got else (None if None in got else False)
         return disj
 
-    def _rank(self, key: tuple) -> str:
-        """A group's place in a timestamp's lines: its key's ``repr``, computed once per group."""
-        r = self._ranks.get(key)
-        if r is None:
-            if len(self._ranks) > 4 * len(self.panes) + 1024:  # groups gone from the window: forget theirs
-                self._ranks = {}
-            r = self._ranks[key] = repr(key)
-        return r
-
     def row(self, key: tuple) -> dict | None:
         """The answer row of a group now, or None when it has no solution in the window or HAVING drops it."""
         plan = self.plan
@@ -535,7 +525,7 @@ class Aggregator:
                         self._schedule(key, pane_key)
                 self._apply(kind, payload, accs)
                 changed[key] = None
-            for key in sorted(changed, key=self._rank):
+            for key in sorted(changed, key=repr):
                 row, before = self.row(key), self.shown.get(key)
                 if row == before:
                     continue

@@ -35,7 +35,7 @@ from operator import itemgetter
 from typing import Callable, Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
-from obda.model.query import OPS
+from obda.model.query import FLIP, OPS
 from obda.execution.answers import as_text
 
 Counted = dict  # {tuple: int}
@@ -212,7 +212,7 @@ def _compile(schemas: tuple[tuple[Attr, ...], ...], preds: tuple[CrossPred, ...]
             if p.left in lpos and p.right in rpos:
                 l, r, op, off = p.left, p.right, p.op, p.offset
             elif p.right in lpos and p.left in rpos:  # r op l + off  ⟺  l flip(op) r - off
-                l, r, op, off = p.right, p.left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(p.op, p.op), -p.offset
+                l, r, op, off = p.right, p.left, FLIP.get(p.op, p.op), -p.offset
             else:
                 continue
             pending.remove(p)

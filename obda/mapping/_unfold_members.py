@@ -24,7 +24,8 @@ from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
 from obda.mapping.functions import computed_value, same_kind, term_kind
 from obda.model.compilation import AtomSource, MemberOrigin
 from obda.model.mapping import TermType
-from obda.model.query import CQ, IRI, XSD, Atom, Call, ClassAtom, Comparison, Literal, Query, Shifted, Term, Var, is_computed
+from obda.model.query import (CQ, IRI, NEGATE, XSD, Atom, Call, ClassAtom, Comparison, Literal, Query, Shifted, Term,
+                              Var, is_computed)
 from obda.model.sources import ColumnType
 
 
@@ -111,14 +112,11 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
         if not conds:
             raise Unsat(f"FILTER: {f.op} of {f.left} and {f.right} always holds, so it is never not true")
         if len(conds) == 1 and isinstance(conds[0], Cmp):  # (columns are not NULL: a negated comparison is exact)
-            m.conds.append(Cmp(_NEGATE[conds[0].op], conds[0].left, conds[0].right))
+            m.conds.append(Cmp(NEGATE[conds[0].op], conds[0].left, conds[0].right))
         else:
             m.conds.append(NotAll(tuple(conds)))
         return
     _plain_filter(m, f, cq)
-
-
-_NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
 
 
 def _plain_filter(m: _Member, f: Comparison, cq: CQ) -> None:

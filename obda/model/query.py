@@ -131,6 +131,8 @@ Atom = Union[ClassAtom, PropertyAtom]
 COMPARISON_OPS = ("<", "<=", "=", "!=", ">", ">=")
 #: ``a op b`` == ``b FLIP[op] a`` (the one table of it: mapping, analysis and execution import it)
 FLIP = {"<": ">", "<=": ">=", "=": "=", "!=": "!=", ">": "<", ">=": "<="}
+#: the comparison that holds exactly where one does not (of values that compare without an error)
+NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
 #: ``op`` -> the comparison itself, for Python values and Spark columns alike (the one definition: the
 #: engines, the aggregates, the Spark plans and the analysis's constant folding use it)
 OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -321,8 +323,8 @@ class Arithmetic:
 #: number of arguments (None: one or more)
 FUNCTIONS = {
     "STR": 1, "STRLEN": 1, "LCASE": 1, "UCASE": 1, "CONTAINS": 2, "STRSTARTS": 2, "STRENDS": 2, "CONCAT": None,
-    "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None, "REPLACE": None, "SUBSTR": None, "STRBEFORE": 2,
-    "STRAFTER": 2, "BOUND": 1, "LANG": 1, "LANGMATCHES": 2, "isIRI": 1, "isLITERAL": 1, "isBLANK": 1,
+    "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None, "REPLACE": None, "SUBSTR": None,
+    "STRBEFORE": 2, "STRAFTER": 2, "BOUND": 1, "LANG": 1, "LANGMATCHES": 2, "isIRI": 1, "isLITERAL": 1, "isBLANK": 1,
     "isNUMERIC": 1, "DATATYPE": 1, "sameTerm": 2,
     "YEAR": 1, "MONTH": 1, "DAY": 1, "HOURS": 1, "MINUTES": 1, "SECONDS": 1, "IF": 3, "COALESCE": None,
     # a comparison or a connective as a value (IF's condition)

@@ -14,7 +14,7 @@ from typing import Callable
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral
 
-from obda.model.query import Comparison, Term
+from obda.model.query import NEGATE, Comparison, Term
 from obda.query import functions, unbound
 from obda.query.expressions import FilterProblem, Hint, _comparison, _unsupported, unwrap
 
@@ -53,9 +53,6 @@ def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000, positive:
         if functions.is_boolean_call(e):
             return [(functions.boolean_leaf(e, term, positive),)]
     raise _unsupported(e)
-
-
-NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
 
 
 def to_exclusive_dnf(

@@ -42,12 +42,12 @@ class Negation(Located):
     """OPTIONAL, MINUS and [NOT] EXISTS for the tree walk (which provides ``_group``, ``ts``, ``pos``)."""
 
     def _other_pattern(self, gp: CompValue, time: Var | None, kw: str, at: int | None, close_i: int,
-                       in_scope: bool, outer: frozenset | None = None) -> list[Branch]:
+                       in_scope: bool, optional: tuple[frozenset, list] | None = None) -> list[Branch]:
         """The branches of the group after keyword ``kw`` (token ``at``); its variables join the scope of SELECT *
-        only for OPTIONAL (``in_scope``); ``outer``: OPTIONAL's, the variables bound before it."""
+        only for OPTIONAL (``in_scope``); ``optional``: OPTIONAL's (``Converter._group``)."""
         open_i = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
         scope = set(self.in_scope)
-        inner = self._group(gp, time, open_i, outer)
+        inner = self._group(gp, time, open_i, optional)
         if not in_scope:
             self.in_scope = scope
         if any(a.time is not None for b in inner for a in b.atoms):
@@ -68,14 +68,14 @@ class Negation(Located):
             groups.setdefault(shared, []).append(q)
         return groups
 
-    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset) -> list:
+    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset, conditions: list) -> list:
         """An OPTIONAL's FILTERs: the parts (``&&`` operands) reading only the group's variables stay its filters
-        (returned); the parts reading variables bound only before the OPTIONAL become the left join's condition
-        (:meth:`take_conditions`); a part reading both kinds is refused, located."""
+        (returned); the parts reading variables bound only before the OPTIONAL (``outer``) become the left join's
+        condition (appended to ``conditions``); a part reading both kinds is refused, located."""
         from obda.query.expressions import expression_variables
 
         inside = set().union(*(b.bound_vars() for b in branches)) if branches else set()
-        kept, conditions = [], []
+        kept = []
         for f in filters:
             e = unwrap(f.expr)
             parts = [e["expr"], *e["other"]] if getattr(e, "name", None) == "ConditionalAndExpression" else [f.expr]
@@ -95,20 +95,13 @@ class Negation(Located):
                         "FILTER in OPTIONAL", "a FILTER operand inside OPTIONAL that reads both a variable bound "
                         "only inside it and one bound only before it is not supported (a correlated left join); "
                         "write it as && of parts each reading one side", f.start)
-        self._conditions = conditions
         return kept
 
-    def take_conditions(self) -> list:
-        conditions, self._conditions = getattr(self, "_conditions", []), []
-        return conditions
-
     def _dnf_of(self, e, f):
-        from obda.query.dnf import to_dnf, to_exclusive_dnf
         from obda.query.expressions import FilterProblem
-        from obda.query.normal_forms import MAX_BRANCHES
 
         try:
-            return (to_dnf if self.distinct else to_exclusive_dnf)(e, self.term, MAX_BRANCHES)
+            return self._dnf(e)
         except FilterProblem as p:
             raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
 

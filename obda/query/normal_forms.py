@@ -113,6 +113,11 @@ class NormalForms(Located):
             return b
         return replace(b, binds=b.binds + ((var, value),))
 
+    def _dnf(self, expr) -> list[tuple[Comparison, ...]]:
+        """A FILTER expression's alternatives: exclusive under bag semantics (one answer per solution), sets need
+        not be."""
+        return (to_dnf if self.distinct else to_exclusive_dnf)(expr, self.term, MAX_BRANCHES)
+
     def _limit(self, branches: list[Branch], at: int) -> list[Branch]:
         """Fail when the DNF grows beyond MAX_BRANCHES conjunctive queries."""
         if len(branches) > MAX_BRANCHES:
@@ -136,8 +141,7 @@ class NormalForms(Located):
             if expr is None:
                 return None
         try:
-            # bag semantics needs exclusive alternatives (one answer per solution), sets do not
-            dnf = (to_dnf if self.distinct else to_exclusive_dnf)(expr, self.term, MAX_BRANCHES)
+            dnf = self._dnf(expr)
             for conj in dnf:
                 for c in conj:
                     problem = time_function_problem(c, self.time_vars) or time_comparison_problem(c, self.time_vars)

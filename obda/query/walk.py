@@ -217,10 +217,12 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
 
     # ------------------------------------------------------------------ graph patterns
 
-    def _group(self, gp: CompValue, time: Var | None, open_i: int, outer: frozenset | None = None) -> list[Branch]:
+    def _group(self, gp: CompValue, time: Var | None, open_i: int,
+               optional: tuple[frozenset, list] | None = None) -> list[Branch]:
         """Branches of a group ``{ ... }`` whose '{' is token ``open_i``; leaves the cursor after its '}'.
-        ``outer``: the group is an OPTIONAL's and these variables are bound before it: the parts of its FILTERs
-        that read them are the left join's condition (:meth:`~obda.query.negation.Negation.join_conditions`)."""
+        ``optional``: the group is an OPTIONAL's — the variables bound before it, and the list that receives the
+        parts of its FILTERs reading them, the left join's condition
+        (:meth:`~obda.query.negation.Negation.join_conditions`)."""
         close_i = self.ts.matching(open_i)
         self.pos = open_i + 1
         if gp.name == "SubSelect":
@@ -256,9 +258,10 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
                 kw = "OPTIONAL" if name == "OptionalGraphPattern" else "MINUS"
                 at = self.ts.find_word(kw, self.pos, close_i)
                 if kw == "OPTIONAL":
-                    outer = frozenset(v for b in branches for v in b.bound_vars())
-                    inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=True, outer=outer)
-                    branches = self._limit(self._optional(branches, inner, at, self.take_conditions()), at)
+                    outer, conditions = frozenset(v for b in branches for v in b.bound_vars()), []
+                    inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=True,
+                                                optional=(outer, conditions))
+                    branches = self._limit(self._optional(branches, inner, at, conditions), at)
                 else:
                     inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=False)
                     branches = self._limit(self._minus(branches, inner, at), at)
@@ -285,8 +288,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             branches = self._join_values(branches, part, at)
         if exists:
             branches = self._exists(branches, exists)
-        if outer is not None:
-            filters = self.join_conditions(branches, filters, outer)
+        if optional is not None:
+            filters = self.join_conditions(branches, filters, *optional)
         branches = self._apply_filters(branches, filters, time)
         self.pos = close_i + 1
         return branches
