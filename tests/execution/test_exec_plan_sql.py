@@ -104,3 +104,22 @@ def test_a_static_file_gone_since_it_was_listed_is_a_located_error(spark, tmp_pa
     gone = str(tmp_path / "data" / "r" / "gone.csv")
     with pytest.raises(ExecutionError, match=r"static table 'r': cannot read .*gone\.csv"):
         spark_static._static_frame(spark, table, [gone], "csv")
+
+
+def test_a_job_failing_inside_the_arrow_collect_becomes_the_executors_located_error(spark):
+    """A micro-batch's rows come through Arrow (``collect_tagged``): a job that fails there raises PySpark's error,
+    which the executor turns into its ExecutionError naming the micro-batch (no Python traceback for the user),
+    whether the job's parts are sorted (answers) or not."""
+    import pytest
+
+    from obda.errors import ExecutionError
+    from obda.execution.distributed import collect_tagged
+    from obda.execution.spark_query import spark_failure
+
+    df = spark.range(0, 1000).selectExpr("IF(id = 999, raise_error('boom in a task'), id) AS v")
+    for ordered in (True, False):
+        with pytest.raises(Exception) as info:
+            list(collect_tagged([df], ordered=ordered))
+        err = spark_failure(info.value, 3)
+        assert isinstance(err, ExecutionError), type(info.value)
+        assert "micro-batch 3 failed in Spark (" in str(err) and "boom in a task" in str(err)
