@@ -83,7 +83,7 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
             notes.append(f"removed: {r}")
     report = analyze_members(members, checker, notes, sources.constraints)
     try:
-        forest, error = build_forest(source, sources), None
+        forest, error = build_forest(source, sources, text=text, file=file), None
     except ExecutionError as e:  # analysable, but the executor cannot run it: said when it is run
         forest, error = None, e
     return replace(report, forest=forest, forest_error=error)

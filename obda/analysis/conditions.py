@@ -16,7 +16,7 @@ from sqlglot import exp
 
 from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import Attr, Predicate
-from obda.analysis.sql_reading import SelectReading, _Ctx, _snippet, check_terms, key_check
+from obda.analysis.sql_reading import SelectReading, _Ctx, _snippet, check_query, check_terms, key_check, reads_stream
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import Location
 from obda.model.query import NEGATE, OPS
@@ -84,13 +84,15 @@ class Conditions(SelectReading):
             hi = self.comparison(node.this, "<=", node.args["high"], node)
             return self._f_neg(("and", [lo, hi]), neg)
         if isinstance(node, (exp.In, exp.Exists)) and key_check(node) is not None:
-            # a check against static answers: a per-row filter without effect on boundedness (rule A1)
+            # a check against static answers (rule A1) or those of the row's own timestamp (A2): a filter without
+            # effect on boundedness
             terms = check_terms(node)
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
-            if len(entries) > 1:  # tested on the joined answer: its terms are kept like projected columns
+            timed = reads_stream(check_query(node), ctx.sources)  # rule A2: tested at the answer's timestamp
+            if len(entries) > 1 and not timed:  # tested on the joined answer: its terms are kept like projected columns
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])
-            self.checks.append(("NOT " if neg else "") + (f"{_snippet(terms)} IN (…)" if terms is not None
-                                                          else "EXISTS (…)"))
+            self.checks.append((("NOT " if neg else "") + (f"{_snippet(terms)} IN (…)" if terms is not None
+                                                           else "EXISTS (…)"), timed))
             return True
         if isinstance(node, exp.In):
             if node.args.get("query") is not None or node.args.get("unnest") is not None:

@@ -122,11 +122,15 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
-            notes=tuple(f"check {c}: the answers of a query over static tables (OPTIONAL, MINUS, [NOT] EXISTS), "
-                        "computed once when the query opens and tested per row; it keeps no synopsis (rule A1)"
-                        for c in dict.fromkeys(s.checks)),
+            notes=tuple(f"check {c}: {_TIMED_CHECK if timed else _STATIC_CHECK}" for c, timed in dict.fromkeys(s.checks)),
         ))
     return members
+
+
+_STATIC_CHECK = ("the answers of a query over static tables (OPTIONAL, MINUS, [NOT] EXISTS), computed once when the "
+                 "query opens and tested per row; it keeps no synopsis (rule A1)")
+_TIMED_CHECK = ("the answers of a query over streams in the answer's own timestamp (OPTIONAL, MINUS, [NOT] EXISTS), "
+                "computed when that timestamp closes and tested on its answers; it keeps no synopsis (rule A2)")
 
 
 def extract(node: exp.Expression, sources: Sources, text: str | None = None, file: str | None = None,

@@ -166,15 +166,19 @@ def _is_check_query(node: exp.Expression) -> bool:
             or (isinstance(node.parent, exp.Exists) and node.arg_key == "this"))
 
 
-def _check_static(query: exp.Expression, ctx: _Ctx) -> None:
-    """A check's subquery reads static tables only: their answers do not change while the query runs (rule A1)."""
+def _check_tables(query: exp.Expression, ctx: _Ctx) -> None:
+    """A check's subquery reads known tables: static ones (rule A1), or streams in the timestamp of the member's
+    own rows (rule A2, whose shape the forest checks: :func:`obda.analysis.forest.timed.timed_checks`)."""
     for t in query.find_all(exp.Table):
         table = ctx.sources.table(t.name) if isinstance(t.this, exp.Identifier) else None
         if table is None:
             raise ctx.error(f"unknown table {t.name!r} in the subquery of [NOT] IN / [NOT] EXISTS", t)
-        if table.is_stream:
-            raise ctx.error(f"a [NOT] IN / [NOT] EXISTS subquery over the stream {table.name!r} is outside the "
-                            "analysable class (a subquery over static tables only is a per-row check)", t)
+
+
+def reads_stream(query: exp.Expression, sources) -> bool:
+    """Whether a check's subquery reads a stream (rule A2: decided per timestamp) rather than static tables only."""
+    return any(isinstance(t.this, exp.Identifier) and (table := sources.table(t.name)) is not None and table.is_stream
+               for t in query.find_all(exp.Table))
 
 
 def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
@@ -192,7 +196,7 @@ def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
         if node is sel or ctx.view_of(node) is not None:
             continue
         if _is_check_query(node):
-            _check_static(node, ctx)
+            _check_tables(node, ctx)
             continue
         if isinstance(node, exp.Window):
             raise ctx.error(f"window function {_snippet(node)} is outside the analysable class", node)
@@ -216,7 +220,7 @@ class SelectReading:
         self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
         self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
-        self.checks: list[str] = []  # [NOT] (…) IN (SELECT … static): checks against static answers (rule A1)
+        self.checks: list[tuple[str, bool]] = []  # [NOT] (…) IN (SELECT …): (the check, whether per timestamp: A2)
         self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 

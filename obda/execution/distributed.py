@@ -138,6 +138,13 @@ class _Statement:
         self.args[key] = value
         return f":{key}"
 
+    def scoped(self, prefix: str) -> "_Statement":
+        """This statement for another plan (a check's query): the same expressions, its names prefixed."""
+        out = _Statement()
+        out.ctes, out.args = self.ctes, self.args
+        out.add = lambda name, sql: self.add(prefix + name, sql)  # type: ignore[method-assign]
+        return out
+
     def frame(self, spark, select: str):
         ctes = ",\n".join(f"{_q(n)} AS ({s})" for n, s in self.ctes.items())
         return spark.sql(f"WITH {ctes}\n{select}" if ctes else select, args=dict(self.args))
@@ -220,6 +227,9 @@ class SparkForest:
         self._views: set[str] = set()
         SparkForest._serial += 1
         self._prefix = f"__obda{SparkForest._serial}_"  # of its temporary views in the session
+        # the checks decided in the answer's own timestamp (rule A2): their queries' plans over the same rows
+        self._timed = {text: SparkForest(spark, f, engine.timed[text], ns) for text, f in forest.timed_checks}
+        self._timed_answers: dict[str, str | None] = {}
 
     def _view(self, df, name: str) -> str:
         name = self._prefix + name
@@ -429,17 +439,45 @@ class SparkForest:
             cols = ", ".join([f"{_q(cur.ts)} AS {_q(AT)}"] + [
                 f"{f'CAST({self._bind(st, it, nm)} AS STRING)' if k in text else self._bind(st, it, nm)} AS {_q(v)}"
                 for k, (it, v) in enumerate(zip(mf.member.items, values))])
-            # a check over several FROM entries tests the answer on its hidden items, which are then left out
+            # a check tested on the answer reads its hidden items, which are then left out
             shown = ", ".join(_q(c) for c in [AT] + values[:mf.member.visible])
-            checked = "".join(f" AND {c.condition(values)}" for c in mf.member.checks)
-            if count is not None and not self.forest.distinct:
-                name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n"))
+            bag = count is not None and not self.forest.distinct
+            name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n" if bag else cols))
+            if mf.member.checks:
+                checked = " AND ".join(self._check_condition(c, values, name) for c in mf.member.checks)
+                name = st.add(f"m{mi}_chk{i}", f"SELECT * FROM {_q(name)} WHERE {checked}")
+            if bag:
                 out.append(f"SELECT {shown} FROM {_q(name)} LATERAL VIEW explode(array_repeat(0, CAST(__n AS INT))) "
-                           f"__e AS __rep WHERE __n > 0{checked}")
+                           f"__e AS __rep WHERE __n > 0")
             else:
-                out.append(f"SELECT {shown} FROM {_q(st.add(f'm{mi}_ans{i}', j.done(cols)))}"
-                           + (f" WHERE TRUE{checked}" if checked else ""))
+                out.append(f"SELECT {shown} FROM {_q(name)}")
         return out
+
+    def _check_condition(self, c, values: list[str], name: str) -> str:
+        """A check on the answers of CTE ``name`` (hidden items in ``values`` columns): against its query's static
+        answers (an IN list), or, decided in the answer's timestamp (rule A2), against the answers of its query at
+        that timestamp — ``[NOT] EXISTS``, an anti-join (semi-join) in the same plan."""
+        if not c.timed:
+            return c.condition(values)
+        terms = [f"{_q(name)}.{_q(values[p])}" for p in c.positions]
+        present = [f"{t} IS NOT NULL" for t in terms]  # NULL never agrees (as the IN of the static checks)
+        answers = self._timed_answers.get(c.query)
+        if answers is None:  # the query has no member that can answer
+            return _and(present + ["TRUE" if c.negated else "FALSE"])
+        same = [f"__k.{_q(AT)} = {_q(name)}.{_q(AT)}"] + [
+            f"__k.{_q(value_column(j))} = {t}" for j, t in enumerate(terms)]
+        test = f"{'NOT ' if c.negated else ''}EXISTS (SELECT 1 FROM {_q(answers)} AS __k WHERE {' AND '.join(same)})"
+        return _and(present + [test])
+
+    def _timed_plans(self, st: _Statement) -> None:
+        """The answers of every check decided per timestamp, over the micro-batch's rows and range: one CTE each."""
+        self._timed_answers = {}
+        for k, (text, child) in enumerate(self._timed.items()):
+            child.ns, child._scan, child._rng, child._pasts = self.ns, self._scan, self._rng, {}
+            scoped = st.scoped(f"c{k}_")
+            parts = [sql for mi, mf in enumerate(child.forest.members) if not mf.unsatisfiable and mf.nodes
+                     for sql in child._answers(scoped, mi, {})]
+            self._timed_answers[text] = st.add(f"c{k}_answers", " UNION ALL ".join(parts)) if parts else None
 
     @staticmethod
     def _bind(st: _Statement, item, nm: _Names) -> str:
@@ -466,6 +504,7 @@ class SparkForest:
         self._rng = self._range(lo, hi)
         self._pasts: dict[tuple[int, int], str] = {}
         st = _Statement()
+        self._timed_plans(st)
         answers: list[str] = []
         updates: dict[int, dict[int, str]] = {}
         for mi, mf in enumerate(self.forest.members):
@@ -517,6 +556,8 @@ class SparkForest:
             drop_view(self.spark, name)
         self._views = set()
         self._statics = {}
+        for child in self._timed.values():
+            child.release()
 
 
 def _decoder(dtype):

@@ -591,9 +591,10 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
     return out
 
 
-def _answer(mp: MemberForest, text_columns: frozenset[int]) -> Callable[[tuple], tuple | None]:
-    """A member's output tuple → its answer tuple; None where a check over several FROM entries (its terms hidden
-    items after the answer's columns) does not keep it."""
+def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set]) -> Callable[[tuple], tuple | None]:
+    """A member's output tuple → its answer tuple; None where a check tested on the answer (its terms hidden items
+    after the answer's columns) does not keep it.  ``timed``: the answers of the checks decided per timestamp, at
+    the timestamp being closed (:meth:`QueryEngine.step`)."""
     bind = _texts(binder(mp.member.items, mp.out_attrs), text_columns)
     checks, visible = mp.member.checks, mp.member.visible
     if not checks:
@@ -601,7 +602,7 @@ def _answer(mp: MemberForest, text_columns: frozenset[int]) -> Callable[[tuple],
 
     def checked(values: tuple) -> tuple | None:
         full = bind(values)
-        return full[:visible] if all(c.keeps(full) for c in checks) else None
+        return full[:visible] if all(c.keeps(full, timed[c.query] if c.timed else None) for c in checks) else None
     return checked
 
 
@@ -628,8 +629,12 @@ class QueryEngine:
         self.check_entries = 0  # the checks' answers held for the run (set when the query opens)
         self.plan = plan
         self.members = [MemberEngine(mp, {}) for mp in plan.members]
+        # the checks decided in the answer's own timestamp (rule A2): their queries' engines, stepped with the
+        # same rows, and their answers at the timestamp being closed
+        self.timed = {text: QueryEngine(f, statics) for text, f in plan.timed_checks}
+        self._timed_answers: dict[str, set] = {text: set() for text in self.timed}
         self.set_statics(statics)
-        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns) for m in self.members}
+        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._timed_answers) for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
         if plan.keyed_by_time:  # answers keyed by their own timestamp: none repeats an earlier closed one
@@ -639,7 +644,7 @@ class QueryEngine:
     def bind_checks(self, plan: Forest) -> None:
         """``plan``: this engine's plan with its checks' answers (:meth:`Forest.bind_checks`), tested on answers."""
         for m, mf in zip(self.members, plan.members):
-            self._binders[id(m.plan)] = _answer(mf, plan.text_columns)
+            self._binders[id(m.plan)] = _answer(mf, plan.text_columns, self._timed_answers)
 
     def set_statics(self, statics: dict[int, Counted], joined: dict[int, Counted] | None = None) -> None:
         """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens);
@@ -648,6 +653,8 @@ class QueryEngine:
         self.joined_statics = dict(joined or {})
         for m in self.members:
             m.set_statics({a: statics.get(p.id, {}) for a, p in m.plan.pipelines.items() if not p.table.is_stream})
+        for e in getattr(self, "timed", {}).values():
+            e.set_statics(statics, joined)
 
     def state(self) -> dict:
         return {"members": [m.state() for m in self.members], "emitted": self.emitted, "static_done": self.static_done}
@@ -708,6 +715,9 @@ class QueryEngine:
             self.static_done = True
             for m in self.members:
                 self._collect(m.plan, m.static_answers(), ts, answers)
+        for text, e in self.timed.items():  # one timestamp's answers, none kept after it (rule A2)
+            self._timed_answers[text] = {a.values for a in e.step(ts, cur)}
+            e.emitted.clear()
         for m in self.members:
             rows = {a: cur.get(p.id) for a, p in m.plan.pipelines.items() if p.table.is_stream}
             if not any(rows.values()):

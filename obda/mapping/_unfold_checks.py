@@ -7,8 +7,8 @@ compilation (:class:`Checks`), and every member whose CQ carries it gets the con
     [NOT] (term of ?a, term of ?b, ...) IN (that query's SQL)
 
 over the member's terms for the shared variables (:class:`~obda.mapping._unfold_ir.KeyIn`).  The other pattern
-must read static tables only (its answers do not change while the query runs): one reading a stream is refused,
-located at its keyword.  A pattern no mapping answers has no solution: NOT EXISTS is then always true (no
+reads static tables (its answers do not change while the query runs; docs/analysis.md, rule A1) or, in the
+timestamp of the member's own stream rows, streams too (the parser checks the shared ``GRAPH ?t``; rule A2).  A pattern no mapping answers has no solution: NOT EXISTS is then always true (no
 condition) and EXISTS never (the member is unsatisfiable).
 """
 
@@ -38,11 +38,12 @@ class Checks:
         if u is None:
             u = self._compile(check.pattern, check.keep)
             streams = sorted({t for m in u.members for _, t in m.origin.alias_tables if self._is_stream(t)})
-            if streams:
+            timed = any(a.time is not None for b in check.pattern.branches for a in b.atoms)
+            if streams and not timed:  # the parser keeps stream patterns in a GRAPH shared with the branch (A2)
                 raise UnsupportedConstructError(
-                    check.construct, f"{check.construct} reads the stream {streams[0]} through the mappings; a "
-                    "pattern over stream data is not executed yet inside "
-                    f"{check.construct} (docs/semantics.md): keep it to static data", check.location)
+                    check.construct, f"{check.construct} reads the stream {streams[0]} through the mappings outside "
+                    f"GRAPH; write its stream patterns in the GRAPH ?t of the pattern it is compared with "
+                    "(docs/semantics.md)", check.location)
             self.done[(check.pattern, check.keep)] = u
         return u
 

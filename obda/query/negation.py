@@ -10,9 +10,10 @@ of obda already runs, plus *checks* (:class:`~obda.model.query.Exists`) on them 
 * ``FILTER NOT EXISTS { Q }`` / ``FILTER EXISTS { Q }`` — on every branch of the group (filter scope), the
   check over the variables ``Q`` shares with the branch.
 
-The other pattern ``Q`` is read as any group; in this version it must be over static data (no ``GRAPH``):
-its answers do not change while the query runs, so a check is decided once per row (docs/semantics.md, rule
-"static Q").  A check is a query of its own (``SELECT DISTINCT`` the shared variables), rewritten and
+The other pattern ``Q`` is read as any group.  Over static data its answers do not change while the query
+runs, so a check is decided once per row (docs/analysis.md, rule A1); over stream data it must be in the
+timestamp of the branch it is compared with — every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared —
+and is decided when that timestamp closes (rule A2).  A check is a query of its own (``SELECT DISTINCT`` the shared variables), rewritten and
 unfolded as any query.
 """
 
@@ -27,8 +28,9 @@ from obda.query.expressions import unwrap
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
 
-STATIC_ONLY = ("over stream data (GRAPH) is not executed yet: its answers would be final only once no later row "
-               "can change them (docs/semantics.md); write the {kw} part over static data, outside GRAPH")
+SAME_TIMESTAMP = ("over stream data runs within one timestamp only: the pattern it is compared with and its own "
+                  "stream patterns in one GRAPH {time} (docs/semantics.md, rule A2); across timestamps its answers "
+                  "would be final only once no later row can change them, which is not executed yet")
 
 
 def exists_filter(expr) -> bool | None:
@@ -50,11 +52,20 @@ class Negation(Located):
         inner = self._group(gp, time, open_i, optional)
         if not in_scope:
             self.in_scope = scope
-        if any(a.time is not None for b in inner for a in b.atoms):
-            raise self.unsupported(kw, f"{kw} " + STATIC_ONLY.format(kw=kw), at)
+        times = {a.time for b in inner for a in b.atoms if a.time is not None}
+        if len(times) > 1:
+            raise self.unsupported(kw, f"{kw} " + SAME_TIMESTAMP.format(time="?t"), at)
         return inner
 
-    def _check(self, group: list[Branch], shared: tuple[Var, ...], negated: bool, kw: str, at: int | None) -> Exists:
+    def _check(self, group: list[Branch], shared: tuple[Var, ...], negated: bool, kw: str, at: int | None,
+               p: Branch) -> Exists:
+        """The check of ``p`` against ``group`` on ``shared``; a ``group`` over stream data must be in ``p``'s
+        timestamp: every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared (rule A2)."""
+        times = {a.time for b in group for a in b.atoms if a.time is not None}
+        if times:
+            (time,) = times
+            if time not in shared or {a.time for a in p.atoms if a.time is not None} != times:
+                raise self.unsupported(kw, f"{kw} " + SAME_TIMESTAMP.format(time=time), at)
         pattern = Query(projection=shared, branches=tuple(q.to_cq() for q in group), distinct=True,
                         location=self.loc(at))
         return Exists(pattern, shared, negated, construct=kw, location=self.loc(at))
@@ -143,7 +154,7 @@ class Negation(Located):
             out.extend(replace(p.join(q), filters=p.filters + q.filters + a) for q in inner for a in holds)
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution
-                checks.append(self._check(group, shared, True, "OPTIONAL", at))
+                checks.append(self._check(group, shared, True, "OPTIONAL", at, p))
             out.extend(replace(p, filters=p.filters + a, checks=p.checks + tuple(checks)) for a in holds)
             if conditions:
                 out.extend(replace(p, filters=p.filters + a) for a in self._condition(conditions, "not_true", bound))
@@ -153,7 +164,7 @@ class Negation(Located):
         out: list[Branch] = []
         for p in branches:
             # a branch of Q sharing no variable with p removes nothing (SPARQL 1.1 §18.5, Minus)
-            checks = tuple(self._check(group, shared, True, "MINUS", at)
+            checks = tuple(self._check(group, shared, True, "MINUS", at, p)
                            for shared, group in self._by_shared(p, inner).items() if shared)
             out.append(replace(p, checks=p.checks + checks))
         return out
@@ -170,7 +181,7 @@ class Negation(Located):
                     raise self.unsupported(kw, "FILTER EXISTS over a UNION whose branches share different "
                                            "variables with the group is not supported; write one FILTER EXISTS per "
                                            "branch in a UNION of the group", at)
-                checks.extend(self._check(group, shared, negated, kw, at) for shared, group in groups.items())
+                checks.extend(self._check(group, shared, negated, kw, at, p) for shared, group in groups.items())
             out.append(replace(p, checks=p.checks + tuple(checks)))
         return out
 

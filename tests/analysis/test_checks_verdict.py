@@ -1,7 +1,8 @@
 """Rule A1 (docs/analysis.md, "Anti-joins"): a check against a static query's answers — ``[NOT] (…) IN (SELECT
 … FROM static tables)``, what OPTIONAL, MINUS and [NOT] EXISTS unfold into — is a per-row filter: the verdict
-of a member with it is the verdict without it, bounded or not, and the polynomial and naive checkers agree.  A
-subquery over a stream is outside the analysable class, located."""
+of a member with it is the verdict without it, bounded or not, and the polynomial and naive checkers agree.  Rule
+A2: a check over a stream in the answer's own timestamp keeps the verdict too; one across timestamps is refused,
+located."""
 
 from __future__ import annotations
 
@@ -42,10 +43,32 @@ def test_the_check_is_a_filter_on_the_entry_whose_terms_it_reads(sources):
     assert keys.columns == ("x",) and keys.distinct
 
 
-def test_a_check_over_a_stream_is_refused_located(verdicts):
-    with pytest.raises(AnalysisError) as e:
-        verdicts("SELECT S.A FROM S WHERE NOT S.A IN (SELECT T.D FROM T)")
-    assert "stream 'T'" in str(e.value) and e.value.location.column > 30
+def test_a_check_over_a_stream_across_timestamps_is_refused_located(verdicts):
+    """Over a stream, a check is decided in the answer's own timestamp only (rule A2): one comparing no timestamp,
+    or in a member joining several timestamps, is refused with its reason, located at the subquery."""
+    for sql, why in (("SELECT S.A FROM S WHERE NOT S.A IN (SELECT T.D FROM T)", "no term compared with it"),
+                     ("SELECT S.A FROM S, T WHERE T.t2 < S.t1 AND NOT (S.A, S.t1) IN (SELECT U.F, U.t3 FROM U)",
+                      "several timestamps")):
+        with pytest.raises(AnalysisError) as e:
+            verdicts(sql)
+        assert "stream 'T'" in str(e.value) or "stream 'U'" in str(e.value)
+        assert why in str(e.value) and e.value.location.column > 30, e.value
+
+
+@pytest.mark.parametrize("sql", QUERIES[:1] + QUERIES[2:4])
+def test_a_check_in_the_answers_timestamp_keeps_the_verdict(verdicts, sources, sql):
+    """Rule A2: a check over a stream in the answer's own timestamp keeps nothing after it closes, and its terms
+    are not kept as projected columns: the verdict is the member's without it; the forest tests it on the
+    answer, with the check's query read by the query's own pipelines."""
+    check = "NOT (S.A, S.t1) IN (SELECT T.D, T.t2 FROM T WHERE T.E > 1)"
+    with_check = sql + (" AND " if " WHERE " in sql else " WHERE ") + check
+    poly, naive, report = verdicts(with_check)
+    assert (poly, naive) == verdicts(sql)[:2]
+    assert all(any("rule A2" in n for n in m.notes) for m in report.members)
+    forest = build_forest(with_check, sources)
+    ((text, timed),) = forest.timed_checks
+    assert not forest.checks and all(c.timed for mf in forest.members for c in mf.member.checks)
+    assert {p.id for p in timed.pipelines} <= {p.id for p in forest.pipelines}
 
 
 def test_a_check_over_two_entries_counts_its_terms_as_projected(verdicts):

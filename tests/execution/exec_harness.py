@@ -111,6 +111,22 @@ CASES = [
     Case("row9_bag", f"SELECT m3.f AS f {S_T_U} WHERE m3.ts < m2.ts AND m2.ts < m1.ts AND 0 < m3.f AND m3.f < 5", "unbounded"),
     Case("row10_bag", f"SELECT m1.b AS b {S_T_U} WHERE m3.ts < m1.ts AND m3.ts < m2.ts AND 0 < m1.b AND m1.b < 5", "unbounded"),
 ]
+# checks decided in the answer's own timestamp (docs/analysis.md, rule A2): [NOT] IN over another stream's rows of
+# that timestamp; the seeds make timestamps where one stream has rows and the other none, and where no row matches
+CHECK_CASES = [
+    Case("anti_join_same_ts", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT (m1.b, m1.ts) IN "
+         "(SELECT m2.d, m2.ts FROM t AS m2)", "bounded"),
+    Case("semi_join_same_ts", "SELECT m1.a AS a FROM s AS m1 WHERE (m1.b, m1.ts) IN "
+         "(SELECT m2.d, m2.ts FROM t AS m2 WHERE m2.e > 2)", "bounded"),
+    Case("anti_join_on_the_timestamp", "SELECT m1.a AS a, m2.e AS e FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts AND "
+         "m1.b = m2.d AND NOT m1.ts IN (SELECT m3.ts FROM u AS m3 WHERE m3.f < 2)", "bounded"),
+    Case("anti_join_same_ts_set", "SELECT DISTINCT m1.b AS b FROM s AS m1 WHERE 0 < m1.b AND m1.b < 5 AND NOT "
+         "(m1.b, m1.ts) IN (SELECT m3.f, m3.ts FROM u AS m3)", "bounded"),
+    Case("anti_join_never_matches", "SELECT m1.a AS a FROM s AS m1 WHERE NOT (m1.b, m1.ts) IN "
+         "(SELECT m2.d, m2.ts FROM t AS m2 WHERE m2.e > 99)", "bounded"),
+]
+
+
 CASE = {c.name: c for c in CASES}
 
 

@@ -94,6 +94,26 @@ CASES = [
          "FILTER(?b > 90) } }", "bounded", 6),
     Case("not_exists_on_stream", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { ?r :label ?l } }",
          "bounded", 6),
+    # --- over stream data in the answer's own timestamp (rule A2): decided when that timestamp closes
+    Case("minus_same_timestamp", "SELECT ?al ?p WHERE { GRAPH ?t { ?al :raisedBy ?p } MINUS { GRAPH ?t { ?al :level 3 } "
+         "} }", "bounded", 3),
+    Case("optional_same_timestamp", "SELECT ?al ?p ?l WHERE { GRAPH ?t { ?al :raisedBy ?p OPTIONAL { ?al :level ?l "
+         "FILTER(?l > 2) } } }", "bounded", 5),
+    # another stream's rows of the timestamp (sharing only ?t): the marker waits for both streams
+    Case("not_exists_other_stream", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { GRAPH ?t { "
+         "?al :level 3 } } }", "bounded", 2),
+    Case("exists_other_stream", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER EXISTS { GRAPH ?t { "
+         "?al :level 3 } } }", "bounded", 4),
+    Case("optional_other_stream", "SELECT ?r ?al WHERE { GRAPH ?t { ?r :value ?v OPTIONAL { ?al :level 3 } } }",
+         "bounded", 6),
+    Case("minus_same_timestamp_distinct", "SELECT DISTINCT ?p WHERE { GRAPH ?t { ?al :raisedBy ?p } MINUS { GRAPH ?t "
+         "{ ?al :level 2 } } }", "unbounded", 3),
+    # a pattern that never matches (no level 7): NOT EXISTS keeps every row of every timestamp
+    Case("not_exists_never_in_timestamp", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { GRAPH ?t "
+         "{ ?al :level 7 } } }", "bounded", 6),
+    # the other pattern joins static data
+    Case("not_exists_same_timestamp_static_join", "SELECT ?al WHERE { GRAPH ?t { ?al :raisedBy ?p } FILTER NOT EXISTS "
+         "{ GRAPH ?t { ?al :raisedBy ?q } ?q :age ?g FILTER(?g > 40) } }", "bounded", 4),
 ]
 
 
@@ -138,7 +158,12 @@ def test_a_check_holds_at_most_its_budget_of_answers(world, tmp_path, monkeypatc
 
 @pytest.mark.parametrize("query, construct, at", [
     ("SELECT ?r WHERE { ?x :age ?a OPTIONAL { GRAPH ?t { ?r :value ?v } } }", "OPTIONAL", (4, 30)),
-    ("SELECT ?r WHERE { GRAPH ?t { ?r :value ?v OPTIONAL { ?r :label ?l } } }", "OPTIONAL", (4, 43)),
+    # over stream data across timestamps (rules A3–A6): another timestamp, or a branch over several
+    ("SELECT ?r WHERE { GRAPH ?t { ?r :value ?v } MINUS { GRAPH ?t2 { ?r :value ?w } } }", "MINUS", (4, 45)),
+    ("SELECT ?r WHERE { GRAPH ?t { ?r :value ?v } GRAPH ?t2 { ?r :value ?w } FILTER NOT EXISTS { GRAPH ?t { "
+     "?al :level 3 } } }", "NOT EXISTS", (4, 72)),
+    ("SELECT ?r WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { GRAPH ?t { ?r :value ?w } GRAPH ?t2 { ?r :value ?u } } "
+     "}", "OPTIONAL", (4, 45)),
     ("SELECT ?x WHERE { ?x :age ?a FILTER NOT EXISTS { GRAPH ?t { ?x :raisedBy ?v } } }", "NOT EXISTS", (4, 30)),
     ("SELECT ?x WHERE { ?x :age ?a OPTIONAL { GRAPH ?t { ?x :raisedBy ?v } } FILTER(?a > 3) }", "OPTIONAL", (4, 30)),
     ("SELECT ?x WHERE { ?x :age ?a FILTER(?a > 3 || NOT EXISTS { ?x :name ?n }) }", "NOT EXISTS", (4, 47)),

@@ -152,7 +152,8 @@ REFUSED = [
      "  { ¦WINDOW :b { ?x :q ?w } } UNION { ?x :r ?w }\n}"),
     (UnsupportedConstructError, "SELECT DISTINCT", "REGISTER ISTREAM :o AS\nSELECT ¦DISTINCT ?x " + WIN + "WHERE { WINDOW :w { ?x :p ?v } }"),
     # obda's own refusals, located in the RSP-QL text (the rewritten WINDOW :w shifts the rest of its line)
-    (UnsupportedConstructError, "OPTIONAL", "SELECT ?x " + WIN + "WHERE {\n  WINDOW :w { ?x :p ?v ¦OPTIONAL { ?x :q ?w } }\n}"),
+    (UnsupportedConstructError, "NOT EXISTS", "SELECT ?x " + WIN + "WHERE {\n  WINDOW :w { ?x :p ?v FILTER(?v > 1 || "
+     "¦NOT EXISTS { ?x :q ?w }) }\n}"),
     (QuerySyntaxError, None, "SELECT ?x " + WIN + "WHERE { WINDOW :w { ?x :p ?v } ?x :q ?v ¦?w }"),
     (QuerySyntaxError, None, "SELECT ?x " + WIN + "WHERE { WINDOW :w { ?x :p ?v } ?x ¦zz:q ?v }"),
     (UnsupportedConstructError, "WINDOW", "SELECT ?x (COUNT(*) AS ?n) " + WIN + "WHERE {\n  GRAPH ?t { ?x :q ?w }\n"

@@ -50,6 +50,7 @@ from obda.analysis.forest.model import (
 from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
+from obda.analysis.forest import timed as timed_checks
 from obda.analysis.forest.views import view_pipelines
 from obda.analysis.sql_reading import check_query, key_check
 from obda.model.constraints import key_constraint
@@ -87,20 +88,25 @@ def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, ru
     )
 
 
-def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest:
-    """The forest of a Compilation, a sqlglot tree or SQL text (read by the analyser's front end)."""
+def build_forest(source, sources: Sources, dialect: str | None = None, first_id: int = 0,
+                 text: str | None = None, file: str | None = None) -> Forest:
+    """The forest of a Compilation, a sqlglot tree or SQL text (read by the analyser's front end); its pipeline
+    ids start at ``first_id`` (a check's query read with the query's rows: :mod:`obda.analysis.forest.timed`).
+    ``text`` (and its ``file``): the SQL a tree was parsed from, to locate errors."""
+    if isinstance(source, str):
+        text = source
     members, distinct, columns = members_of(source, sources, dialect)
     forests: list[MemberForest] = []
     planned = []
     for m in members:
-        mf = member_forest(m, distinct, first_pipeline_id=len(planned), constraints=sources.constraints)
+        mf = member_forest(m, distinct, first_pipeline_id=first_id + len(planned), constraints=sources.constraints)
         forests.append(mf)
         planned.extend(mf.pipelines.values())
     branch_of: dict[int, int] = {}
     positions: dict[int, tuple[int, ...]] = {}
     joins: list[JoinBranch] = []
     pipelines: list[Pipeline] = []
-    next_id = len(planned)
+    next_id = first_id + len(planned)
     views_of = {m.index: dict(m.views) for m in members}
     for p in planned:
         view = views_of[p.member].get(p.alias)
@@ -133,16 +139,30 @@ def build_forest(source, sources: Sources, dialect: str | None = None) -> Forest
             monitors.append((c.name, table.name, next_id))
             next_id += 1
     used = tuple(c.name for c in watched if any(c.name in mf.constraints + mf.orders + mf.consumes for mf in forests))
-    return Forest(tuple(forests), distinct, columns, tuple(pipelines), ViewDedupe(branch_of, positions, tuple(joins)),
-                  tuple(watched), tuple(monitors), used, _check_forests(source, pipelines, forests, sources, dialect))
-
-
-def _check_forests(source, pipelines, forests, sources: Sources, dialect) -> tuple[tuple[str, Forest], ...]:
-    """The forest of every check's query — those the pipelines' filters read, and those tested on members'
-    answers — from the Compilation's checks, else from the subquery itself, by the subquery's SQL text."""
+    views = ViewDedupe(branch_of, positions, tuple(joins))
     compiled = {c.sql.sql(): c for c in getattr(source, "checks", ())}
+    timed: dict[str, Forest] = {}
+    for mf in forests:
+        for c in mf.member.checks:
+            if not c.timed:
+                continue
+            f = timed.get(c.tree.sql())
+            if f is None:
+                f = timed[c.tree.sql()] = build_forest(compiled.get(c.tree.sql(), c.tree), sources, dialect, next_id)
+                next_id = timed_checks.next_pipeline_id(f, next_id)
+                views = timed_checks.merge(pipelines, views, f)
+            timed_checks.check_shape(mf, c, f, text, file)
+    static = _check_forests(compiled, pipelines, forests, sources, dialect)
+    return Forest(tuple(forests), distinct, columns, tuple(pipelines), views, tuple(watched), tuple(monitors), used,
+                  static, tuple(timed.items()))
+
+
+def _check_forests(compiled: dict, pipelines, forests, sources: Sources, dialect) -> tuple[tuple[str, Forest], ...]:
+    """The forest of every static check's query — those the pipelines' filters read, and those tested on
+    members' answers — from the Compilation's checks (``compiled``), else from the subquery itself, by the
+    subquery's SQL text."""
     trees = [check_query(c) for p in pipelines for c in map(key_check, p.filters) if c is not None]
-    trees += [c.tree for mf in forests for c in mf.member.checks]
+    trees += [c.tree for mf in forests for c in mf.member.checks if not c.timed]
     out: dict[str, Forest] = {}
     for tree in trees:
         text = tree.sql()

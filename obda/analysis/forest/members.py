@@ -18,7 +18,14 @@ from sqlglot.optimizer.simplify import simplify
 from obda.analysis import computed
 from obda.analysis.elements import Attr as EAttr
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem, OutputCheck
-from obda.analysis.sql_reading import check_query, check_terms, key_check, parse_sql, transform_outside_checks
+from obda.analysis.sql_reading import (
+    check_query,
+    check_terms,
+    key_check,
+    parse_sql,
+    reads_stream,
+    transform_outside_checks,
+)
 from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
@@ -145,7 +152,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         return _unqualify(e, resolve, is_ts)
 
     local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
-    joined_checks: list[tuple[list[exp.Expression], bool, exp.Expression]] = []  # checks over several entries (query)
+    joined_checks: list[tuple[list[exp.Expression], bool, exp.Expression, bool]] = []  # tested on answers (timed)
     cross: list[CrossPred] = []
     exprs: list[tuple[Attr, exp.Expression]] = []
     unsat = False
@@ -168,10 +175,11 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             owners = {resolve(col)[0] for col in terms.find_all(exp.Column)} if terms is not None else set()
             if not owners:  # [NOT] EXISTS: the same for every row; tested on the first entry's
                 owners = {next(iter(aliases))}
-            if len(owners) > 1:  # tested on the joined answer, its terms hidden items (OutputCheck)
-                parts = list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
+            timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
+            if len(owners) > 1 or timed:  # tested on the joined answer, its terms hidden items (OutputCheck)
+                parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
                 joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
-                                      check_query(check)))
+                                      check_query(check), timed))
                 continue
             local[owners.pop()].append(_unqualify(c, resolve, is_ts))
             continue
@@ -216,10 +224,12 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
         items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts), times=times))
     checks: list[OutputCheck] = []
-    for k, (terms_of, negated, query) in enumerate(joined_checks):
+    for k, (terms_of, negated, query, timed) in enumerate(joined_checks):
         start = len(items)
-        items.extend(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts) for i, t in enumerate(terms_of))
-        checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query))
+        items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=tuple(
+            (a.alias, a.column) for a in determined_times(t, lambda c: EAttr(*resolve(c)), types, stream_ts)))
+            for i, t in enumerate(terms_of))
+        checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed))
     return Member(
         index=index,
         aliases=tuple(aliases.items()),

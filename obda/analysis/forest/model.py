@@ -88,19 +88,22 @@ class OutputCheck:
     """A check (OPTIONAL, MINUS, [NOT] EXISTS) over terms of several FROM entries: tested on the joined answer.
 
     ``positions``: the member's hidden output items (after the answer's columns) holding its terms; ``query``:
-    the SQL text of the check's query (:attr:`Forest.checks`); ``values``: its answers once the query opened."""
+    the SQL text of the check's query (:attr:`Forest.checks`); ``values``: its answers once the query opened.
+    ``timed``: the query reads streams in the answer's own timestamp (rule A2, :attr:`Forest.timed_checks`): its
+    answers are those of the timestamp being closed, handed to :meth:`keeps`."""
 
     positions: tuple[int, ...]
     negated: bool
     query: str
     values: frozenset | None = None
     tree: object = field(default=None, compare=False, repr=False)  # the query's sqlglot tree (SQL input)
+    timed: bool = False
 
-    def keeps(self, answer: tuple) -> bool:
+    def keeps(self, answer: tuple, values: frozenset | set | None = None) -> bool:
         key = tuple(answer[p] for p in self.positions)
         if None in key:
             return False  # NULL never agrees: IN is unknown, NOT IN too
-        return (key in self.values) != self.negated
+        return (key in (self.values if values is None else values)) != self.negated
 
     def condition(self, columns: list[str], dialect: str = "spark") -> str:
         """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""
@@ -327,6 +330,9 @@ class Forest:
     # the checks' queries (OPTIONAL's anti-join, MINUS, [NOT] EXISTS), by the SQL text of the subquery their
     # pipelines' ``[NOT] (…) IN (subquery)`` filters read: static queries, answered once when the query opens
     checks: tuple[tuple[str, "Forest"], ...] = ()
+    # the checks' queries over streams in the answer's own timestamp (rule A2), by the SQL text of the subquery:
+    # answered at every closed timestamp from that timestamp's rows (their pipelines are among ``pipelines``)
+    timed_checks: tuple[tuple[str, "Forest"], ...] = ()
 
     @property
     def keyed_by_time(self) -> bool:
@@ -359,7 +365,8 @@ class Forest:
                         for mf in self.members)
         joins = tuple(replace(j, conds=tuple(_bound_check(c, values) for c in j.conds)) for j in self.views.joins)
         members = tuple(mf if not mf.member.checks else replace(mf, member=replace(mf.member, checks=tuple(
-            replace(c, values=frozenset(r for r in values[c.query] if None not in r)) for c in mf.member.checks)))
+            c if c.timed else replace(c, values=frozenset(r for r in values[c.query] if None not in r))
+            for c in mf.member.checks)))
             for mf in members)
         return replace(self, members=members, pipelines=pipelines, views=replace(self.views, joins=joins), checks=())
 
@@ -374,7 +381,10 @@ class Forest:
         return [p for p in self.pipelines if not p.table.is_stream]
 
     def describe(self) -> dict:
-        return {"distinct": self.distinct, "columns": list(self.columns), "members": [m.describe() for m in self.members]}
+        out = {"distinct": self.distinct, "columns": list(self.columns), "members": [m.describe() for m in self.members]}
+        if self.timed_checks:  # rule A2: the checks' queries, read with the query's rows, decided per timestamp
+            out["checks_in_the_answers_timestamp"] = [{"query": text, **f.describe()} for text, f in self.timed_checks]
+        return out
 
 
 def _value_kind(member: Member, item: OutItem) -> str | None:
