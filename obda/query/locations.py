@@ -25,6 +25,12 @@ class Located:
     def unsupported(self, construct: str, message: str, i: int | None) -> UnsupportedConstructError:
         return UnsupportedConstructError(construct, message, self.loc(i))
 
+    def problem(self, p, start: int, end: int, clause: str | None = None) -> UnsupportedConstructError:
+        """The located error of an expression's :class:`~obda.query.expressions.FilterProblem` ``p`` between
+        tokens ``start`` and ``end``, its message naming ``clause`` (``SELECT``, ``BIND``) instead of FILTER."""
+        message = p.message if clause is None else p.message.replace("in FILTER", f"in {clause}")
+        return self.unsupported(p.construct, message, self._locate_hint(p.hint, start, end))
+
     def _enclosing_paren(self, i: int | None, start: int) -> int | None:
         """Index of the outermost '(' after ``start`` whose bracket pair contains token ``i``."""
         if i is None:

@@ -114,7 +114,7 @@ class Negation(Located):
         try:
             return self._dnf(e)
         except FilterProblem as p:
-            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
+            raise self.problem(p, f.start, f.end) from None
 
     def _condition(self, conditions: list, mode: str, bound: set) -> list[tuple]:
         """Exclusive alternatives of the solutions where the conjunction of ``conditions`` is ``mode`` (``true`` or
@@ -127,7 +127,7 @@ class Negation(Located):
             try:
                 return exclusive_dnf(f.expr, self.term, m, frozenset(bound), MAX_BRANCHES)
             except FilterProblem as p:
-                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
+                raise self.problem(p, f.start, f.end) from None
 
         out: list[tuple] = []
         prefix: list[tuple] = [()]  # the earlier conditions true

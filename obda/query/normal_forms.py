@@ -108,7 +108,7 @@ class NormalForms(Located):
         try:
             value = unbound.fold(expr, missing) if missing else expr
         except FilterProblem as p:
-            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+            raise self.problem(p, start, end) from None
         if value == unbound.ERROR or unbound.reads(value, missing):
             return b
         return replace(b, binds=b.binds + ((var, value),))
@@ -152,7 +152,7 @@ class NormalForms(Located):
                                             "moved by a duration) is not supported yet; use SELECT (each answer once "
                                             "per solution) or an aggregate", Hint("word", "FILTER"))
         except FilterProblem as p:
-            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+            raise self.problem(p, start, end) from None
         return PendingFilter(expr, start, end, dnf)
 
     def _take_windows(self, expr, start: int, end: int):
@@ -179,7 +179,7 @@ class NormalForms(Located):
                     raise FilterProblem("NOW()", f"{var} {op} NOW() + … is never true: a closed timestamp is never "
                                         "after NOW()", Hint("word", "NOW"))
             except FilterProblem as p:
-                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+                raise self.problem(p, start, end) from None
             self.windows.append((Window(var, width, op == ">="), self._locate_hint(Hint("word", "NOW"), start, end)))
         return conjunction(keep)
 
@@ -242,7 +242,7 @@ class NormalForms(Located):
                     else:  # exclusive alternatives, an error (a comparison over an unbound variable) not true
                         here = to_exclusive_dnf(f.expr, self.term, MAX_BRANCHES, bound=vs)
                 except FilterProblem as p:
-                    raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, f.start, f.end)) from None
+                    raise self.problem(p, f.start, f.end) from None
                 alternatives = [a + c for a in alternatives for c in here]
                 self._limit(alternatives, f.start)
             out.extend(replace(b, filters=b.filters + a) for a in alternatives)

@@ -71,8 +71,7 @@ class Solutions(Located):
             try:
                 value = computed(expr, self.term)
             except FilterProblem as p:
-                raise self.unsupported(p.construct, p.message.replace("in FILTER", "in SELECT"),
-                                       self._locate_hint(p.hint, at, end)) from None
+                raise self.problem(p, at, end, "SELECT") from None
             var = Var(new)
             out = []
             for b in branches:
@@ -208,7 +207,7 @@ class Solutions(Located):
             try:
                 parts = tuple(condition(c, self.term) for c in q.having.condition)
             except FilterProblem as p:
-                raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, at, end)) from None
+                raise self.problem(p, at, end) from None
             having = parts[0] if len(parts) == 1 else Connective("and", parts)
             self._check_grouped(having, group, at, end)
         aggregation = Aggregation(tuple(group), tuple(items), having)
@@ -234,7 +233,7 @@ class Solutions(Located):
         try:
             return value_expression(e, self.term)
         except FilterProblem as p:
-            raise self.unsupported(p.construct, p.message, self._locate_hint(p.hint, start, end)) from None
+            raise self.problem(p, start, end) from None
 
     def _located_calls(self, e, start: int, end: int):
         """``e`` with each aggregate call located (the unfolding refuses one over terms it cannot aggregate)."""

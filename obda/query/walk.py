@@ -309,8 +309,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
         try:
             expr = computed(part["expr"], self.term)
         except FilterProblem as p:
-            raise self.unsupported(p.construct, p.message.replace("in FILTER", "in BIND"),
-                                   self._locate_hint(p.hint, start, end)) from None
+            raise self.problem(p, start, end, "BIND") from None
         var_at = self.ts.find_var(var.name, start, end + 1)
         if time is not None:
             raise self.unsupported("BIND in GRAPH", "BIND inside GRAPH ?t is not supported; bind the value outside "
