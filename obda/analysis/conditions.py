@@ -16,7 +16,16 @@ from sqlglot import exp
 
 from obda.analysis.closure import Closure, integer_satisfiable
 from obda.analysis.elements import Attr, Predicate
-from obda.analysis.sql_reading import SelectReading, _Ctx, _snippet, check_query, check_terms, key_check, reads_stream
+from obda.analysis.sql_reading import (
+    SelectReading,
+    _Ctx,
+    _snippet,
+    check_query,
+    check_terms,
+    key_check,
+    reads_stream,
+    window_check,
+)
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import Location
 from obda.model.query import NEGATE, OPS
@@ -86,13 +95,16 @@ class Conditions(SelectReading):
         if isinstance(node, (exp.In, exp.Exists)) and key_check(node) is not None:
             # a check against static answers (rule A1) or those of the row's own timestamp (A2): a filter without
             # effect on boundedness
+            # (A3: those of a window of its past, kept for the window's length)
             terms = check_terms(node)
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
-            timed = reads_stream(check_query(node), ctx.sources)  # rule A2: tested at the answer's timestamp
-            if len(entries) > 1 and not timed:  # tested on the joined answer: its terms are kept like projected columns
+            windowed = isinstance(node, exp.Exists) and window_check(node) is not None
+            rule = "A3" if windowed else "A2" if reads_stream(check_query(node), ctx.sources) else "A1"
+            if len(entries) > 1 and rule == "A1":  # tested on the joined answer: its terms are kept like projected
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])
-            self.checks.append((("NOT " if neg else "") + (f"{_snippet(terms)} IN (…)" if terms is not None
-                                                           else "EXISTS (…)"), timed))
+            label = (f"EXISTS (… in a window of {_snippet(terms.expressions[-1])})" if windowed
+                     else f"{_snippet(terms)} IN (…)" if terms is not None else "EXISTS (…)")
+            self.checks.append((("NOT " if neg else "") + label, rule))
             return True
         if isinstance(node, exp.In):
             if node.args.get("query") is not None or node.args.get("unnest") is not None:

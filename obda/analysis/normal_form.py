@@ -122,15 +122,19 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
-            notes=tuple(f"check {c}: {_TIMED_CHECK if timed else _STATIC_CHECK}" for c, timed in dict.fromkeys(s.checks)),
+            notes=tuple(f"check {c}: {_CHECK_NOTES[rule]}" for c, rule in dict.fromkeys(s.checks)),
         ))
     return members
 
 
-_STATIC_CHECK = ("the answers of a query over static tables (OPTIONAL, MINUS, [NOT] EXISTS), computed once when the "
-                 "query opens and tested per row; it keeps no synopsis (rule A1)")
-_TIMED_CHECK = ("the answers of a query over streams in the answer's own timestamp (OPTIONAL, MINUS, [NOT] EXISTS), "
-                "computed when that timestamp closes and tested on its answers; it keeps no synopsis (rule A2)")
+_CHECK_NOTES = {
+    "A1": "the answers of a query over static tables (OPTIONAL, MINUS, [NOT] EXISTS), computed once when the query "
+          "opens and tested per row; it keeps no synopsis (rule A1)",
+    "A2": "the answers of a query over streams in the answer's own timestamp (OPTIONAL, MINUS, [NOT] EXISTS), "
+          "computed when that timestamp closes and tested on its answers; it keeps no synopsis (rule A2)",
+    "A3": "the answers of a query over streams in a window of the answer's past ([NOT] EXISTS), kept for the "
+          "window's length and tested on the answers when their timestamp closes: a window, per answer (rule A3)",
+}
 
 
 def extract(node: exp.Expression, sources: Sources, text: str | None = None, file: str | None = None,

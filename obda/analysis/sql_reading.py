@@ -16,8 +16,10 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from obda.analysis.elements import Attr
+from obda.analysis.elements import FLIP, Attr
+from obda.analysis.windows import interval_comparison
 from obda.errors import AnalysisError, Location
+from obda.model.query import WINDOW_ALIAS
 from obda.model.sources import ColumnType, Sources, Table
 
 
@@ -137,13 +139,83 @@ _QUERY_ARG = {exp.In: "query", exp.Exists: "this"}
 
 
 def check_query(check: exp.In | exp.Exists) -> exp.Expression:
-    """The SELECT or UNION a check (:func:`key_check`) reads."""
-    return check.args["query"].this if isinstance(check, exp.In) else check.this
+    """The SELECT or UNION a check (:func:`key_check`) reads (a windowed check's: the one it correlates)."""
+    if isinstance(check, exp.In):
+        return check.args["query"].this
+    window = window_check(check)
+    return window.query if window is not None else check.this
 
 
 def check_terms(check: exp.In | exp.Exists) -> exp.Expression | None:
-    """The member's terms a check compares (a column expression or a tuple); None for [NOT] EXISTS."""
-    return check.this if isinstance(check, exp.In) else None
+    """The member's terms a check compares (a column expression or a tuple; a windowed check's end with the
+    member's timestamp its window is relative to); None for [NOT] EXISTS."""
+    if isinstance(check, exp.In):
+        return check.this
+    window = window_check(check)
+    return None if window is None else exp.Tuple(expressions=[t.copy() for t in window.terms])
+
+
+@dataclass(frozen=True)
+class WindowCheck:
+    """``[NOT] EXISTS (SELECT 1 FROM (query) AS __w WHERE __w.c1 = t1 AND … AND __w.time op ts ± INTERVAL …)``,
+    what a check in a window of time unfolds into (rules A3–A6; :class:`obda.mapping._unfold_ir.KeyIn`):
+    ``terms`` — the member's terms compared with the query's columns in order, then its timestamp ``ts``;
+    ``bounds`` — ``query's time − ts`` within ``[lower, upper]`` (µs; strict flags; None: unbounded)."""
+
+    query: exp.Expression
+    terms: tuple[exp.Expression, ...]
+    lower: int | None
+    lower_strict: bool
+    upper: int | None
+    upper_strict: bool
+
+
+def window_check(check: exp.Exists) -> WindowCheck | None:
+    """The windowed check an ``EXISTS`` is, or None (an uncorrelated ``[NOT] EXISTS (SELECT …)``)."""
+    sel = check.this
+    frm = sel.args.get("from_") or sel.args.get("from") if isinstance(sel, exp.Select) else None
+    sub = frm.this if frm is not None else None
+    if not (isinstance(sub, exp.Subquery) and sub.alias == WINDOW_ALIAS and not sel.args.get("joins")
+            and sel.args.get("where") is not None):
+        return None
+    query = sub.this
+    names = query.named_selects
+    terms: dict[str, exp.Expression] = {}
+    ts, bounds = None, {"lower": None, "upper": None}
+    for c in _conjunction(sel.args["where"].this):
+        found = interval_comparison(c)
+        if found is None and isinstance(c, (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
+            found = (c.this.unnest(), _CMP_OPS[type(c)], c.expression.unnest(), 0)
+        if found is None:
+            raise AnalysisError(f"condition {c.sql()!r} of a windowed check: compare its query's columns only")
+        inner, op, outer, micros = found
+        if not (isinstance(inner, exp.Column) and inner.table == WINDOW_ALIAS):
+            inner, outer, op = outer, inner, FLIP[op]
+            micros = -micros
+            if micros:
+                raise AnalysisError(f"condition {c.sql()!r} of a windowed check: move the member's timestamp")
+        if inner.name == names[-1] and op != "=":  # the window: inner − ts op micros
+            ts = outer
+            side, strict = ("upper", op == "<") if op in ("<", "<=") else ("lower", op == ">")
+            bounds[side] = (micros, strict)
+        elif op == "=" and not micros:
+            terms[inner.name] = outer
+        else:
+            raise AnalysisError(f"condition {c.sql()!r} of a windowed check: equal columns, or its time in a window")
+    if ts is None or set(terms) != set(names[:len(terms)]):
+        raise AnalysisError("a windowed check compares its query's first columns with the member's terms and its "
+                            "last column (a time) with the member's timestamp")
+    lo, hi = bounds["lower"], bounds["upper"]
+    return WindowCheck(query, tuple(terms[n] for n in names[:len(terms)]) + (ts,),
+                       lo and lo[0], bool(lo and lo[1]), hi and hi[0], bool(hi and hi[1]))
+
+
+_CMP_OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+
+
+def _conjunction(e: exp.Expression) -> list[exp.Expression]:
+    e = e.unnest()
+    return _conjunction(e.this) + _conjunction(e.expression) if isinstance(e, exp.And) else [e]
 
 
 def transform_outside_checks(e: exp.Expression, fn) -> exp.Expression:
@@ -220,7 +292,7 @@ class SelectReading:
         self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
         self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
-        self.checks: list[tuple[str, bool]] = []  # [NOT] (…) IN (SELECT …): (the check, whether per timestamp: A2)
+        self.checks: list[tuple[str, str]] = []  # [NOT] (…) IN (SELECT …): (the check, its rule: A1, A2 or A3)
         self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 

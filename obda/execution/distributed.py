@@ -230,6 +230,8 @@ class SparkForest:
         # the checks decided in the answer's own timestamp (rule A2): their queries' plans over the same rows
         self._timed = {text: SparkForest(spark, f, engine.timed[text], ns) for text, f in forest.timed_checks}
         self._timed_answers: dict[str, str | None] = {}
+        # the checks in a window of the past (rule A3): their query's answers of the range, for the driver's store
+        self.window_frames: dict[str, object] = {}
 
     def _view(self, df, name: str) -> str:
         name = self._prefix + name
@@ -444,7 +446,7 @@ class SparkForest:
             bag = count is not None and not self.forest.distinct
             name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n" if bag else cols))
             if mf.member.checks:
-                checked = " AND ".join(self._check_condition(c, values, name) for c in mf.member.checks)
+                checked = " AND ".join(self._check_condition(st, c, values, name) for c in mf.member.checks)
                 name = st.add(f"m{mi}_chk{i}", f"SELECT * FROM {_q(name)} WHERE {checked}")
             if bag:
                 out.append(f"SELECT {shown} FROM {_q(name)} LATERAL VIEW explode(array_repeat(0, CAST(__n AS INT))) "
@@ -453,31 +455,61 @@ class SparkForest:
                 out.append(f"SELECT {shown} FROM {_q(name)}")
         return out
 
-    def _check_condition(self, c, values: list[str], name: str) -> str:
+    def _check_condition(self, st: _Statement, c, values: list[str], name: str) -> str:
         """A check on the answers of CTE ``name`` (hidden items in ``values`` columns): against its query's static
         answers (an IN list), or, decided in the answer's timestamp (rule A2), against the answers of its query at
         that timestamp — ``[NOT] EXISTS``, an anti-join (semi-join) in the same plan."""
         if not c.timed:
             return c.condition(values)
         terms = [f"{_q(name)}.{_q(values[p])}" for p in c.positions]
+        if c.window is not None:  # the key terms equal, the time in the window (µs): not the answer's own
+            terms = terms[:-1]
         present = [f"{t} IS NOT NULL" for t in terms]  # NULL never agrees (as the IN of the static checks)
         answers = self._timed_answers.get(c.query)
         if answers is None:  # the query has no member that can answer
             return _and(present + ["TRUE" if c.negated else "FALSE"])
-        same = [f"__k.{_q(AT)} = {_q(name)}.{_q(AT)}"] + [
-            f"__k.{_q(value_column(j))} = {t}" for j, t in enumerate(terms)]
+        same = [f"__k.{_q(value_column(j))} = {t}" for j, t in enumerate(terms)]
+        if c.window is None:
+            same.insert(0, f"__k.{_q(AT)} = {_q(name)}.{_q(AT)}")
+        else:
+            lo, lo_strict, hi, hi_strict = c.window
+            gap = f"(__k.{_q(AT)} - {_q(name)}.{_q(AT)})"
+            same += [f"{gap} {'>' if lo_strict else '>='} {int(lo)}", f"{gap} {'<' if hi_strict else '<='} {int(hi)}"]
+            if not terms:  # no key to join on: a time bucket of the window's width is one (a join without an
+                # equal key would be a broadcast nested loop join: a job of its own, and every pair compared)
+                width = max(int(hi) - int(lo), 1)
+                answers = st.add(f"{answers}_b", f"SELECT *, explode(sequence(CAST(floor(({_q(AT)} - {int(hi)}) / "
+                                 f"{width}) AS BIGINT), CAST(floor(({_q(AT)} - {int(lo)}) / {width}) AS BIGINT))) "
+                                 f"AS __b FROM {_q(answers)}")
+                same.append(f"__k.__b = CAST(floor({_q(name)}.{_q(AT)} / {width}) AS BIGINT)")
         test = f"{'NOT ' if c.negated else ''}EXISTS (SELECT 1 FROM {_q(answers)} AS __k WHERE {' AND '.join(same)})"
         return _and(present + [test])
 
     def _timed_plans(self, st: _Statement) -> None:
-        """The answers of every check decided per timestamp, over the micro-batch's rows and range: one CTE each."""
-        self._timed_answers = {}
+        """The answers of every check decided per timestamp, over the micro-batch's rows and range: one CTE each;
+        for a check in a window of the past (rule A3), with the answers of earlier micro-batches the driver keeps
+        (``engine.windows``), and a frame of the range's for the driver to keep (:attr:`window_frames`)."""
+        self._timed_answers, self.window_frames = {}, {}
+        windows = self.engine.windows
         for k, (text, child) in enumerate(self._timed.items()):
             child.ns, child._scan, child._rng, child._pasts = self.ns, self._scan, self._rng, {}
             scoped = st.scoped(f"c{k}_")
             parts = [sql for mi, mf in enumerate(child.forest.members) if not mf.unsatisfiable and mf.nodes
                      for sql in child._answers(scoped, mi, {})]
-            self._timed_answers[text] = st.add(f"c{k}_answers", " UNION ALL ".join(parts)) if parts else None
+            if text not in windows.times:
+                self._timed_answers[text] = st.add(f"c{k}_answers", " UNION ALL ".join(parts)) if parts else None
+                continue
+            keys = [value_column(j) for j in range(len(child.forest.columns) - 1)]  # without the time
+            cols = ", ".join(_q(c) for c in [AT] + keys)
+            batch = st.add(f"c{k}_batch", " UNION ALL ".join(parts)) if parts else None
+            if batch is not None:
+                self.window_frames[text] = f"SELECT {cols} FROM {_q(batch)}"
+            sources = [f"SELECT {cols} FROM {_q(batch)}"] if batch is not None else []
+            kept = {key + (t,): 1 for key, times in windows.times[text].items() for t in times}
+            if kept:
+                view = self._pasts[("window", k)] = self._view(_frame(self.spark, keys + [AT], kept, None), f"window{k}")
+                sources.append(f"SELECT {cols} FROM {_q(view)}")
+            self._timed_answers[text] = st.add(f"c{k}_answers", " UNION ALL ".join(sources)) if sources else None
 
     @staticmethod
     def _bind(st: _Statement, item, nm: _Names) -> str:
@@ -520,6 +552,7 @@ class SparkForest:
                 if cur is not None:
                     updates.setdefault(mi, {})[n.id] = self._update(mi, n.id, cur)
         frames = {mi: {nid: st.frame(self.spark, sql) for nid, sql in per.items()} for mi, per in updates.items()}
+        self.window_frames = {text: st.frame(self.spark, sql) for text, sql in self.window_frames.items()}
         out = st.frame(self.spark, " UNION ALL ".join(answers)) if answers else None
         # the frames hold their analysed plans: the micro-batch's views go (the statics' stay while the query runs)
         for name in [self._scan, *self._pasts.values()]:

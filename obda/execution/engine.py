@@ -29,7 +29,7 @@ sizes.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable, Iterable
@@ -591,19 +591,73 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
     return out
 
 
-def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set]) -> Callable[[tuple], tuple | None]:
+def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set],
+            windows: "_Windows") -> Callable[[tuple], tuple | None]:
     """A member's output tuple → its answer tuple; None where a check tested on the answer (its terms hidden items
     after the answer's columns) does not keep it.  ``timed``: the answers of the checks decided per timestamp, at
-    the timestamp being closed (:meth:`QueryEngine.step`)."""
+    the timestamp being closed; ``windows``: those of the checks in a window of time (:meth:`QueryEngine.step`)."""
     bind = _texts(binder(mp.member.items, mp.out_attrs), text_columns)
     checks, visible = mp.member.checks, mp.member.visible
     if not checks:
         return bind
 
+    def keeps(c, full: tuple) -> bool:
+        if c.window is not None:
+            return c.keeps_in_window(full, windows.times[c.query], windows.now)
+        return c.keeps(full, timed[c.query] if c.timed else None)
+
     def checked(values: tuple) -> tuple | None:
         full = bind(values)
-        return full[:visible] if all(c.keeps(full, timed[c.query] if c.timed else None) for c in checks) else None
+        return full[:visible] if all(keeps(c, full) for c in checks) else None
     return checked
+
+
+class _Windows:
+    """The answers of the checks in a window of the answer's past (rule A3): per check query, the timestamps at
+    which it answered each key (its answer without its time), kept for the longest window that reads it."""
+
+    def __init__(self, plan: Forest):
+        self.keep: dict[str, int] = {}  # check query -> how far back (µs) a window reads it
+        for mf in plan.members:
+            for c in mf.member.checks:
+                if c.window is not None:
+                    self.keep[c.query] = max(self.keep.get(c.query, 0), -c.window[0])
+        self.times: dict[str, dict[tuple, set[int]]] = {q: {} for q in self.keep}
+        self._order: dict[str, deque] = {q: deque() for q in self.keep}  # (timestamp, key) as they came: expiry
+        self.now = 0
+
+    def add(self, query: str, ts: int, answers: list["Answer"]) -> None:
+        """The check query's answers at closed timestamp ``ts``; what no window can read any more is dropped."""
+        self.put(query, [(ts, a.values[:-1]) for a in answers], ts)
+
+    def put(self, query: str, rows: list[tuple[int, tuple]], closed: int) -> None:
+        """The check query's ``(timestamp, key)`` answers up to ``closed``, the last closed timestamp (after every
+        earlier one put); what no window can read any more is dropped."""
+        times, order, self.now = self.times[query], self._order[query], closed
+        for ts, key in sorted(rows, key=lambda r: r[0]):
+            kept = times.setdefault(key, set())
+            if ts not in kept:
+                kept.add(ts)
+                order.append((ts, key))
+        oldest = closed - self.keep[query]
+        while order and order[0][0] < oldest:
+            ts, key = order.popleft()
+            kept = times[key]
+            kept.discard(ts)
+            if not kept:
+                del times[key]
+
+    @property
+    def entries(self) -> int:
+        return sum(len(ts) for times in self.times.values() for ts in times.values())
+
+    def state(self) -> dict:
+        return {q: {k: sorted(ts) for k, ts in times.items()} for q, times in self.times.items()}
+
+    def restore(self, st: dict) -> None:
+        for q in self.times:
+            self.times[q] = {tuple(k): set(ts) for k, ts in st.get(q, {}).items()}
+            self._order[q] = deque(sorted(((t, k) for k, ts in self.times[q].items() for t in ts), key=lambda r: r[0]))
 
 
 def _texts(bind: Callable[[tuple], tuple], columns: frozenset[int]) -> Callable[[tuple], tuple]:
@@ -633,8 +687,10 @@ class QueryEngine:
         # same rows, and their answers at the timestamp being closed
         self.timed = {text: QueryEngine(f, statics) for text, f in plan.timed_checks}
         self._timed_answers: dict[str, set] = {text: set() for text in self.timed}
+        self.windows = _Windows(plan)
         self.set_statics(statics)
-        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._timed_answers) for m in self.members}
+        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._timed_answers, self.windows)
+                         for m in self.members}
         self.emitted: set[tuple] = set()
         self.static_done = False
         if plan.keyed_by_time:  # answers keyed by their own timestamp: none repeats an earlier closed one
@@ -644,7 +700,7 @@ class QueryEngine:
     def bind_checks(self, plan: Forest) -> None:
         """``plan``: this engine's plan with its checks' answers (:meth:`Forest.bind_checks`), tested on answers."""
         for m, mf in zip(self.members, plan.members):
-            self._binders[id(m.plan)] = _answer(mf, plan.text_columns, self._timed_answers)
+            self._binders[id(m.plan)] = _answer(mf, plan.text_columns, self._timed_answers, self.windows)
 
     def set_statics(self, statics: dict[int, Counted], joined: dict[int, Counted] | None = None) -> None:
         """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens);
@@ -657,9 +713,13 @@ class QueryEngine:
             e.set_statics(statics, joined)
 
     def state(self) -> dict:
-        return {"members": [m.state() for m in self.members], "emitted": self.emitted, "static_done": self.static_done}
+        out = {"members": [m.state() for m in self.members], "emitted": self.emitted, "static_done": self.static_done}
+        if self.windows.times:
+            out["windows"] = self.windows.state()
+        return out
 
     def restore(self, st: dict) -> None:
+        self.windows.restore(st.get("windows", {}))
         for m, s in zip(self.members, st["members"]):
             m.restore(s)
         self.emitted.clear()  # in place: the members' after_absorb holds it
@@ -668,7 +728,7 @@ class QueryEngine:
 
     @property
     def entries(self) -> int:
-        return sum(m.entries for m in self.members) + len(self.emitted)
+        return sum(m.entries for m in self.members) + len(self.emitted) + self.windows.entries
 
     @property
     def static_entries(self) -> int:
@@ -715,9 +775,14 @@ class QueryEngine:
             self.static_done = True
             for m in self.members:
                 self._collect(m.plan, m.static_answers(), ts, answers)
-        for text, e in self.timed.items():  # one timestamp's answers, none kept after it (rule A2)
-            self._timed_answers[text] = {a.values for a in e.step(ts, cur)}
+        for text, e in self.timed.items():  # one timestamp's answers, none kept after it (rule A2) but for a window
+            found = e.step(ts, cur)
             e.emitted.clear()
+            if text in self.windows.times:
+                self.windows.add(text, ts, found)
+            else:
+                self._timed_answers[text] = {a.values for a in found}
+        self.windows.now = ts
         for m in self.members:
             rows = {a: cur.get(p.id) for a, p in m.plan.pipelines.items() if p.table.is_stream}
             if not any(rows.values()):

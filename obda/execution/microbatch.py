@@ -252,6 +252,8 @@ class Closing:
         self.frame = None  # answers written by the sink with Spark
         self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
         self.keyed: dict[int, tuple] = {}  # part index -> (member, node, key positions, key): keyed rows' values
+        self.windows: dict[int, str] = {}  # part index -> a check query in a window of the past (rule A3)
+        self.window_rows: dict[str, list] = {}  # its (timestamp, key) answers of the range
         self.consumed: dict[int, dict[int, dict]] = {}  # member -> node -> (positions, key) -> values
         self.closes = False
         self.deltas: dict[int, dict[int, dict]] = {}
@@ -281,6 +283,9 @@ class Closing:
             return
         if tag in self.partials:
             q.aggregate.add_partial(self.partials[tag], at, vals)
+            return
+        if tag in self.windows:
+            self.window_rows.setdefault(self.windows[tag], []).append((at, vals))
             return
         if tag in self.keyed:
             mi, nid, pos, name = self.keyed[tag]
@@ -313,6 +318,8 @@ class Closing:
                 consumed = {nid: [(pos, values) for (pos, name), values in per.items() if me.marks.get(name)]
                             for nid, per in self.consumed.get(mi, {}).items()}
                 me.absorb(b.hi, self.deltas.get(mi, {}), consumed)
+            for text in q.engine.windows.times:
+                q.engine.windows.put(text, self.window_rows.get(text, []), b.hi)
             if b.first_ts is not None and b.first_ts <= b.hi:
                 self._flush_answers()
             if self.frame is not None:

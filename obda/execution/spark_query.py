@@ -183,6 +183,9 @@ class SparkSteps:
             for nid, df in per_node.items():
                 closing.parts.append(df)
                 closing.slots.append((mi, nid))
+        for text, df in self._distributed.window_frames.items():  # a check's answers the driver keeps (rule A3)
+            closing.windows[len(closing.parts)] = text
+            closing.parts.append(df)
         self._keyed_parts(projected, batch, closing)
         if answers is not None and self.aggregate is not None:  # partial aggregates, not the answers
             for kind, df in self.aggregate.partial_frames(answers):

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Callable
 
 from obda.errors import UnsupportedConstructError
-from obda.mapping._unfold_ir import KeyIn
+from obda.mapping._unfold_ir import KeyIn, Shift
 from obda.mapping._unfold_terms import Unsat, projection_sql, same_kind, term_kind
 from obda.model.query import Exists, Query
 
@@ -73,5 +73,13 @@ class Checks:
                     f"datatypes ({', '.join(sorted(str(k[1] or k[0]) for k in kinds))}); compare one kind: split "
                     "the pattern's UNION or variable predicate", check.location)
             terms.append(projection_sql(tv))
-        return KeyIn(tuple(terms), check.negated, u.sql)
+        window = ()
+        if check.window is not None:  # the pattern's time (its last column) against the member's (rule A3)
+            w = check.window
+            ts = bound[w.outer].parts[0].val.expr  # a time variable is bound to its atom's timestamp column
+            shifted = lambda k: Shift(ts, k) if k else ts  # noqa: E731
+            window = tuple(b for b in (
+                None if w.lower is None else (">" if w.lower_strict else ">=", shifted(w.lower)),
+                None if w.upper is None else ("<" if w.upper_strict else "<=", shifted(w.upper))) if b is not None)
+        return KeyIn(tuple(terms), check.negated, u.sql, window)
 

@@ -35,6 +35,8 @@ from typing import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
+from obda.model.query import WINDOW_ALIAS
+
 UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 # printable ASCII characters that IRI-safe encoding replaces ('%' must come first)
 ENCODED_CHARS = "%" + "".join(c for c in map(chr, range(32, 127)) if c not in UNRESERVED and c != "%")
@@ -639,17 +641,31 @@ class Seq(Expr):
 
 class KeyIn(Expr):
     """``[NOT] (t1, ...) IN (subquery)``: a check (OPTIONAL's anti-join, MINUS, [NOT] EXISTS) of a member's terms
-    against another query's answers.  The subquery is that query's SQL over static tables, with FROM aliases of
-    its own: fixed text, never renamed with the member's."""
+    against another query's answers.  The subquery is that query's SQL with FROM aliases of its own: fixed text,
+    never renamed with the member's.  With a ``window`` (rules A3–A6: ``(op, bound)`` pairs, each ``query's last
+    column op bound``, a bound over the member's timestamp) it is the correlated
+    ``[NOT] EXISTS (SELECT 1 FROM (subquery) AS __w WHERE __w.c1 = t1 AND … AND __w.time op bound …)``."""
 
-    __slots__ = ("terms", "negated", "query", "_qsql")
+    __slots__ = ("terms", "negated", "query", "_qsql", "window")
 
-    def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression):
+    def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression,
+                 window: tuple[tuple[str, Expr], ...] = ()):
         super().__init__()
-        self.terms, self.negated, self.query = terms, negated, query
+        self.terms, self.negated, self.query, self.window = terms, negated, query, window
         self._qsql = query.sql()
 
     def _template(self) -> Template:
+        if self.window:
+            names = self.query.named_selects
+            parts: list[Template] = [(f"{'NOT ' if self.negated else ''}EXISTS (SELECT 1 FROM ({self._qsql}) AS "
+                                      f"{WINDOW_ALIAS} WHERE ",)]
+            conds = [(f"{WINDOW_ALIAS}.{n} = ", t) for n, t in zip(names, self.terms)]
+            conds += [(f"{WINDOW_ALIAS}.{names[-1]} {_CMP_SQL[op]} ", b) for op, b in self.window]
+            for i, (text, e) in enumerate(conds):
+                parts.append(((" AND " if i else "") + text,))
+                parts.append(e.template)
+            parts.append((")",))
+            return _join(*parts)
         if not self.terms:
             return ((f"NOT EXISTS ({self._qsql})" if self.negated else f"EXISTS ({self._qsql})"),)
         parts: list[Template] = [("NOT (" if self.negated else "(",)]
@@ -661,10 +677,20 @@ class KeyIn(Expr):
         return _join(*parts)
 
     def _rename(self, ren):
-        return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query)
+        return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query,
+                     tuple((op, b.rename(ren)) for op, b in self.window))
 
     def to_sqlglot(self, amap=None):
         terms = [t.to_sqlglot(amap) for t in self.terms]
+        if self.window:
+            names = self.query.named_selects
+            col = lambda n: exp.column(n, table=WINDOW_ALIAS)  # noqa: E731
+            conds = [exp.EQ(this=col(n), expression=t) for n, t in zip(names, terms)]
+            conds += [_CMP_CLASSES[op](this=col(names[-1]), expression=b.to_sqlglot(amap)) for op, b in self.window]
+            inner = exp.select("1").from_(exp.Subquery(this=self.query.copy(), alias=exp.TableAlias(
+                this=exp.to_identifier(WINDOW_ALIAS)))).where(exp.and_(*conds))
+            node = exp.Exists(this=inner)
+            return exp.Not(this=node) if self.negated else node
         if not terms:  # no shared variable: whether the other query has an answer at all
             node = exp.Exists(this=self.query.copy())
             return exp.Not(this=node) if self.negated else node

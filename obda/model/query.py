@@ -229,7 +229,8 @@ class CQ:
                 atoms.append(replace(a, subject=s(a.subject), object=s(a.object), time=time))
         filters = tuple(replace(c, left=s(c.left), right=s(c.right)) for c in self.filters)
         binds = tuple((s(v), substitute_expression(e, mapping)) for v, e in self.binds)
-        checks = tuple(replace(c, outer=tuple(mapping.get(v, v) for v in c.outer)) for c in self.checks)
+        checks = tuple(replace(c, outer=tuple(mapping.get(v, v) for v in c.outer), window=c.window and replace(
+            c.window, outer=mapping.get(c.window.outer, c.window.outer))) for c in self.checks)
         return CQ(tuple(atoms), filters, binds, checks)
 
     def with_atoms(self, atoms: Iterable[Atom], filters: Iterable[Comparison] | None = None) -> "CQ":
@@ -241,6 +242,28 @@ class CQ:
         parts += [f"BIND({e} AS {v})" for v, e in self.binds]
         parts += [str(c) for c in self.checks]
         return " ∧ ".join(parts)
+
+
+WINDOW_ALIAS = "__w"  # in SQL, the FROM alias of the query a check in a window of time reads (rules A3–A6)
+
+
+@dataclass(frozen=True, order=True)
+class TimeWindow:
+    """Where a check's pattern is matched in time, relative to the answer's (docs/analysis.md, rules A2–A6): the
+    pattern's time ``inner`` (projected last by the check's pattern) within ``[outer + lower, outer + upper]``
+    (microseconds; ``*_strict``: the bound itself excluded; None: unbounded on that side)."""
+
+    outer: Var
+    inner: Var
+    lower: int | None
+    lower_strict: bool
+    upper: int | None
+    upper_strict: bool
+
+    def __str__(self) -> str:
+        lo = "-∞" if self.lower is None else f"{self.outer}{self.lower:+d}µs"
+        hi = "+∞" if self.upper is None else f"{self.outer}{self.upper:+d}µs"
+        return f"{self.inner} ∈ {'(' if self.lower_strict else '['}{lo}, {hi}{')' if self.upper_strict else ']'}"
 
 
 @dataclass(frozen=True)
@@ -260,12 +283,13 @@ class Exists:
     keep: tuple[Var, ...] = ()
     construct: str = field(default="NOT EXISTS", compare=False)
     location: Location = field(default_factory=Location, compare=False)
+    window: TimeWindow | None = None  # the pattern in a window of the answer's time (it projects its time last)
 
     def __str__(self) -> str:
         head = "NOT EXISTS" if self.negated else "EXISTS"
         inner = "  ∪  ".join(f"{{{b}}}" for b in self.pattern.branches)
         shared = " ".join(map(str, self.outer))
-        return f"{head}[{shared}] {inner}"
+        return f"{head}[{shared}] {inner}" + (f" where {self.window}" if self.window else "")
 
 
 AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median",  # median: SQL only

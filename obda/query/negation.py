@@ -27,6 +27,7 @@ from obda.model.query import CQ, Exists, Query, Var
 from obda.query.expressions import unwrap
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
+from obda.query.windows import check_window
 
 SAME_TIMESTAMP = ("over stream data runs within one timestamp only: the pattern it is compared with and its own "
                   "stream patterns in one GRAPH {time} (docs/semantics.md, rule A2); across timestamps its answers "
@@ -58,17 +59,24 @@ class Negation(Located):
         return inner
 
     def _check(self, group: list[Branch], shared: tuple[Var, ...], negated: bool, kw: str, at: int | None,
-               p: Branch) -> Exists:
+               p: Branch, window: list = ()) -> Exists:
         """The check of ``p`` against ``group`` on ``shared``; a ``group`` over stream data must be in ``p``'s
-        timestamp: every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared (rule A2)."""
+        timestamp — every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared (rule A2) — or in a window of
+        it (``window``: the comparisons of the group's time with ``p``'s; rules A3–A6, :mod:`obda.query.windows`)."""
         times = {a.time for b in group for a in b.atoms if a.time is not None}
-        if times:
+        mine = {a.time for a in p.atoms if a.time is not None}
+        span = None
+        if window:
+            span = check_window(self, window, times, mine, kw, at)
+            shared = tuple(v for v in shared if v != span.inner)
+        elif times:
             (time,) = times
-            if time not in shared or {a.time for a in p.atoms if a.time is not None} != times:
+            if time not in shared or mine != times:
                 raise self.unsupported(kw, f"{kw} " + SAME_TIMESTAMP.format(time=time), at)
-        pattern = Query(projection=shared, branches=tuple(q.to_cq() for q in group), distinct=True,
+        projection = shared + ((span.inner,) if span else ())
+        pattern = Query(projection=projection, branches=tuple(q.to_cq() for q in group), distinct=True,
                         location=self.loc(at))
-        return Exists(pattern, shared, negated, construct=kw, location=self.loc(at))
+        return Exists(pattern, shared, negated, construct=kw, location=self.loc(at), window=span)
 
     def _by_shared(self, p: Branch, inner: list[Branch]) -> dict[tuple[Var, ...], list[Branch]]:
         """The branches of the other pattern grouped by the variables each shares with ``p``."""
@@ -79,13 +87,18 @@ class Negation(Located):
             groups.setdefault(shared, []).append(q)
         return groups
 
-    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset, conditions: list) -> list:
+    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset, conditions: list,
+                        window: list | None = None) -> list:
         """An OPTIONAL's FILTERs: the parts (``&&`` operands) reading only the group's variables stay its filters
         (returned); the parts reading variables bound only before the OPTIONAL (``outer``) become the left join's
-        condition (appended to ``conditions``); a part reading both kinds is refused, located."""
+        condition (appended to ``conditions``); a part reading both kinds is refused, located.  A [NOT] EXISTS's
+        (``window`` a list; ``outer`` the query's time variables): a part comparing the pattern's time with
+        another time goes to ``window`` as its DNF alternative (rules A3–A6)."""
         from obda.query.expressions import expression_variables
 
         inside = set().union(*(b.bound_vars() for b in branches)) if branches else set()
+        if window is not None:
+            outer = outer - inside
         kept = []
         for f in filters:
             e = unwrap(f.expr)
@@ -97,6 +110,12 @@ class Negation(Located):
                 names = {Var(n) for n in expression_variables(x)}
                 if names <= inside:
                     kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
+                elif window is not None and names <= outer | inside and names & inside <= self.time_vars:
+                    window.append((self._window_part(x, f), f.start))  # the pattern's time against the answer's
+                elif names <= outer and window is not None:
+                    raise self.unsupported(
+                        "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads only times bound outside it "
+                        "is not supported; write that condition outside the EXISTS", f.start)
                 elif names <= outer:
                     conditions.append(replace(f, expr=x, dnf=()))
                 elif not names <= outer | inside:  # a variable bound on neither side: the scope error of the group
@@ -107,6 +126,20 @@ class Negation(Located):
                         "only inside it and one bound only before it is not supported (a correlated left join); "
                         "write it as && of parts each reading one side", f.start)
         return kept
+
+    def _window_part(self, x, f) -> tuple:
+        """A FILTER part comparing two times (``?t2 >= ?t1 - "PT1H"^^xsd:dayTimeDuration``): its comparisons,
+        one conjunction; anything else is refused, located."""
+        from obda.model.query import Shifted
+
+        alternatives = self._dnf_of(x, f)
+        if len(alternatives) != 1 or not all(
+                isinstance(t, (Var, Shifted)) and c.op != "!=" for c in alternatives[0] for t in (c.left, c.right)):
+            raise self.unsupported(
+                "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads a variable bound outside it is "
+                "supported as a window of times only: comparisons (&&) of the pattern's GRAPH time with the "
+                "answer's, each moved by a duration at most", f.start)
+        return alternatives[0]
 
     def _dnf_of(self, e, f):
         from obda.query.expressions import FilterProblem
@@ -169,19 +202,21 @@ class Negation(Located):
             out.append(replace(p, checks=p.checks + checks))
         return out
 
-    def _exists(self, branches: list[Branch], pending: list[tuple[list[Branch], bool, int | None]]) -> list[Branch]:
-        """A group's FILTER [NOT] EXISTS, on every branch of the group (filter scope: the whole group)."""
+    def _exists(self, branches: list[Branch], pending: list[tuple[list[Branch], bool, int | None, list]]) -> list[Branch]:
+        """A group's FILTER [NOT] EXISTS, on every branch of the group (filter scope: the whole group); each with
+        the comparisons of its pattern's time with the answer's, its window."""
         out: list[Branch] = []
         for p in branches:
             checks: list[Exists] = []
-            for inner, negated, at in pending:
+            for inner, negated, at, window in pending:
                 kw = "NOT EXISTS" if negated else "EXISTS"
                 groups = self._by_shared(p, inner)  # none shared: whether the pattern has a solution at all
                 if not negated and len(groups) > 1:
                     raise self.unsupported(kw, "FILTER EXISTS over a UNION whose branches share different "
                                            "variables with the group is not supported; write one FILTER EXISTS per "
                                            "branch in a UNION of the group", at)
-                checks.extend(self._check(group, shared, negated, kw, at, p) for shared, group in groups.items())
+                checks.extend(self._check(group, shared, negated, kw, at, p, window)
+                              for shared, group in groups.items())
             out.append(replace(p, checks=p.checks + tuple(checks)))
         return out
 

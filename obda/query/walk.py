@@ -218,10 +218,11 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
     # ------------------------------------------------------------------ graph patterns
 
     def _group(self, gp: CompValue, time: Var | None, open_i: int,
-               optional: tuple[frozenset, list] | None = None) -> list[Branch]:
+               optional: tuple | None = None) -> list[Branch]:
         """Branches of a group ``{ ... }`` whose '{' is token ``open_i``; leaves the cursor after its '}'.
         ``optional``: the group is an OPTIONAL's — the variables bound before it, and the list that receives the
-        parts of its FILTERs reading them, the left join's condition
+        parts of its FILTERs reading them, the left join's condition — or a [NOT] EXISTS's — the time variables,
+        the list, and the list receiving the comparisons of its time with the answer's, its window
         (:meth:`~obda.query.negation.Negation.join_conditions`)."""
         close_i = self.ts.matching(open_i)
         self.pos = open_i + 1
@@ -251,8 +252,10 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
                 end = self._filter_end(at if at is not None else self.pos)
                 negated = exists_filter(part["expr"])
                 kw = "NOT EXISTS" if negated else "EXISTS"
-                inner = self._other_pattern(unwrap(part["expr"])["graph"], time, kw, at, close_i, in_scope=False)
-                exists.append((inner, negated, at))
+                window: list = []  # its FILTERs' comparisons of its time with the answer's (rules A3–A6)
+                inner = self._other_pattern(unwrap(part["expr"])["graph"], time, kw, at, close_i, in_scope=False,
+                                            optional=(self.time_vars, [], window))
+                exists.append((inner, negated, at, window))
                 self.pos = end + 1
             elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
                 kw = "OPTIONAL" if name == "OptionalGraphPattern" else "MINUS"

@@ -80,3 +80,27 @@ def test_a_check_over_two_entries_counts_its_terms_as_projected(verdicts):
     assert verdicts(base + " AND NOT (S.A, T.E) IN (SELECT R.x, R.y FROM R)")[:2] == ("unbounded", "unbounded")
     assert verdicts("SELECT DISTINCT S.A, T.E FROM S, T WHERE S.t1 = T.t2 AND S.A > 0 AND S.A < 9")[:2] == (
         "unbounded", "unbounded")  # the same as projecting T.E
+
+
+WINDOW = ("SELECT S.A FROM S WHERE NOT EXISTS (SELECT 1 FROM (SELECT T.D AS d, T.t2 AS ts FROM T) AS __w WHERE "
+          "__w.d = S.B AND {})")
+
+
+def test_a_check_in_a_window_of_the_past_keeps_the_verdict(verdicts, sources):
+    """Rule A3: the correlated [NOT] EXISTS a windowed check unfolds into is read as a check of (S.B, S.t1) against
+    the query's (d, ts), in a window of S.t1; the verdict is the member's without it."""
+    sql = WINDOW.format("__w.ts >= S.t1 - INTERVAL '60' SECOND AND __w.ts < S.t1")
+    poly, naive, report = verdicts(sql)
+    assert (poly, naive) == verdicts("SELECT S.A FROM S")[:2] == ("bounded", "bounded")
+    assert all(any("rule A3" in n for n in m.notes) for m in report.members)
+    (mf,) = build_forest(sql, sources).members
+    (check,) = mf.member.checks
+    assert check.timed and check.window == (-60_000_000, False, 0, True)
+
+
+@pytest.mark.parametrize("window", ["__w.ts > S.t1 AND __w.ts <= S.t1 + INTERVAL '60' SECOND",  # the future (A4)
+                                    "__w.ts < S.t1"])  # no lower bound (A5)
+def test_a_check_in_a_window_not_in_the_past_is_refused_located(verdicts, window):
+    with pytest.raises(AnalysisError) as e:
+        verdicts(WINDOW.format(window))
+    assert "rule A3" in str(e.value) and e.value.location.column > 20, e.value

@@ -124,6 +124,17 @@ CHECK_CASES = [
          "(m1.b, m1.ts) IN (SELECT m3.f, m3.ts FROM u AS m3)", "bounded"),
     Case("anti_join_never_matches", "SELECT m1.a AS a FROM s AS m1 WHERE NOT (m1.b, m1.ts) IN "
          "(SELECT m2.d, m2.ts FROM t AS m2 WHERE m2.e > 99)", "bounded"),
+    # in a window of the answer's past (rule A3, the SQL a FILTER [NOT] EXISTS with a window unfolds into): the
+    # other stream's rows of the last seconds, kept across micro-batches; rows leaving the window with no new rows
+    Case("anti_join_past_window", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
+         "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2) AS __w WHERE __w.d = m1.b AND "
+         "__w.ts >= m1.ts - INTERVAL '3' SECOND AND __w.ts < m1.ts)", "bounded"),
+    Case("semi_join_window_to_now", "SELECT m1.a AS a FROM s AS m1 WHERE EXISTS (SELECT 1 FROM "
+         "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE m2.e > 2) AS __w WHERE __w.d = m1.b AND "
+         "__w.ts > m1.ts - INTERVAL '2' SECOND AND __w.ts <= m1.ts)", "bounded"),
+    Case("anti_join_past_window_on_time", "SELECT m1.a AS a, m2.e AS e FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts "
+         "AND m1.b = m2.d AND NOT EXISTS (SELECT 1 FROM (SELECT m3.ts AS ts FROM u AS m3 WHERE m3.f > 4) AS __w "
+         "WHERE __w.ts >= m1.ts - INTERVAL '2' SECOND AND __w.ts < m1.ts)", "bounded"),
 ]
 
 

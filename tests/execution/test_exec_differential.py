@@ -116,3 +116,18 @@ def test_checks_in_the_answers_timestamp_match_duckdb_on_seeds(case, seeds):
     assert analyze(case.sql, sources()).verdict == case.verdict
     answered = sum(bool(_check(case, seed)[1]) for seed in seeds)
     assert answered >= len(seeds) / 2, f"{case.name}: answers on {answered} of {len(seeds)} seeds"
+
+
+def test_a_window_of_the_past_keeps_only_the_answers_of_its_length():
+    """Rule A3's memory (a window, per answer): over 200 timestamps the other stream's answers kept never exceed
+    those the window can read — 3 seconds back, so at most 4 timestamps of at most 3 keys each."""
+    case = next(c for c in CHECK_CASES if c.name == "anti_join_past_window")
+    rows = random_streams(7, steps=200)
+    peak = 0
+
+    def on_close(rt, out):
+        nonlocal peak
+        peak = max(peak, rt.engine.windows.entries)
+
+    _, out = drive(case.sql, sources(), random_splits(rows, 7), static={"r": STATIC_R}, on_close=on_close)
+    assert out and 0 < peak <= 4 * 3, peak

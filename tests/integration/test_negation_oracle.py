@@ -111,6 +111,19 @@ CASES = [
     # a pattern that never matches (no level 7): NOT EXISTS keeps every row of every timestamp
     Case("not_exists_never_in_timestamp", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { GRAPH ?t "
          "{ ?al :level 7 } } }", "bounded", 6),
+    # in a window of the answer's past (rule A3): final when the answer's timestamp closes
+    Case("not_exists_in_the_minute_before", "SELECT ?r ?v ?t WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { "
+         "GRAPH ?t2 { ?al :level 3 } FILTER(?t2 < ?t && ?t2 >= ?t - \"PT1M\"^^xsd:dayTimeDuration) } }", "bounded", 4),
+    Case("not_exists_same_alarm_before", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } FILTER NOT EXISTS { "
+         "GRAPH ?t2 { ?al :raisedBy ?p } FILTER(?t2 < ?t && ?t2 >= ?t - \"PT1M\"^^xsd:dayTimeDuration) } }",
+         "bounded", 4),
+    Case("exists_same_alarm_before", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } FILTER EXISTS { "
+         "GRAPH ?t2 { ?al :raisedBy ?p } FILTER(?t2 >= ?t - \"PT2M\"^^xsd:dayTimeDuration && ?t > ?t2) } }",
+         "bounded", 1),
+    # the window reaches the answer's own timestamp (?t2 <= ?t)
+    Case("not_exists_in_the_last_half_minute", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { "
+         "GRAPH ?t2 { ?al :level 3 } FILTER(?t2 <= ?t && ?t2 >= ?t - \"PT30S\"^^xsd:dayTimeDuration) } }",
+         "bounded", 2),
     # the other pattern joins static data
     Case("not_exists_same_timestamp_static_join", "SELECT ?al WHERE { GRAPH ?t { ?al :raisedBy ?p } FILTER NOT EXISTS "
          "{ GRAPH ?t { ?al :raisedBy ?q } ?q :age ?g FILTER(?g > 40) } }", "bounded", 4),
@@ -154,6 +167,22 @@ def test_a_check_holds_at_most_its_budget_of_answers(world, tmp_path, monkeypatc
     with pytest.raises(ExecutionError, match="has 7 answers, more than the 3"):
         q.open()
     q.close()
+
+
+WINDOW_REFUSED = "SELECT ?r WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { GRAPH ?t2 { ?al :level 3 } FILTER(%s) } }"
+
+
+@pytest.mark.parametrize("window, rule", [
+    ("?t2 > ?t", "rule A6"),  # an unbounded future: never final
+    ("?t2 > ?t && ?t2 <= ?t + \"PT1H\"^^xsd:dayTimeDuration", "rule A4"),  # final an hour later: not executed yet
+    ("?t2 < ?t", "rule A5"),  # no lower bound: kept forever
+])
+def test_a_window_not_in_the_past_is_refused_with_its_rule(world, window, rule):
+    project, _, _ = world
+    with pytest.raises(UnsupportedConstructError) as e:
+        project.compile(PREFIX + WINDOW_REFUSED % window)
+    assert e.value.construct == "NOT EXISTS" and rule in str(e.value)
+    assert (e.value.location.line, e.value.location.column) == (4, 45)
 
 
 @pytest.mark.parametrize("query, construct, at", [

@@ -25,6 +25,7 @@ from obda.analysis.sql_reading import (
     parse_sql,
     reads_stream,
     transform_outside_checks,
+    window_check,
 )
 from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
@@ -152,7 +153,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         return _unqualify(e, resolve, is_ts)
 
     local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
-    joined_checks: list[tuple[list[exp.Expression], bool, exp.Expression, bool]] = []  # tested on answers (timed)
+    joined_checks: list[tuple] = []  # tested on answers: (terms, negated, query, timed, window)
     cross: list[CrossPred] = []
     exprs: list[tuple[Attr, exp.Expression]] = []
     unsat = False
@@ -178,8 +179,10 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
             if len(owners) > 1 or timed:  # tested on the joined answer, its terms hidden items (OutputCheck)
                 parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
+                w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3)
                 joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
-                                      check_query(check), timed))
+                                      check_query(check), timed,
+                                      w and (w.lower, w.lower_strict, w.upper, w.upper_strict)))
                 continue
             local[owners.pop()].append(_unqualify(c, resolve, is_ts))
             continue
@@ -224,12 +227,13 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
         items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts), times=times))
     checks: list[OutputCheck] = []
-    for k, (terms_of, negated, query, timed) in enumerate(joined_checks):
+    for k, (terms_of, negated, query, timed, window) in enumerate(joined_checks):
         start = len(items)
         items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=tuple(
             (a.alias, a.column) for a in determined_times(t, lambda c: EAttr(*resolve(c)), types, stream_ts)))
             for i, t in enumerate(terms_of))
-        checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed))
+        checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
+                                  window=window))
     return Member(
         index=index,
         aliases=tuple(aliases.items()),

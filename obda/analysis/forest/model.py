@@ -98,12 +98,26 @@ class OutputCheck:
     values: frozenset | None = None
     tree: object = field(default=None, compare=False, repr=False)  # the query's sqlglot tree (SQL input)
     timed: bool = False
+    # in a window of the answer's time (rule A3): the query's last column (its time) minus the answer's timestamp
+    # (the last term) within (lower, lower strict, upper, upper strict), µs; the other terms compared as equal
+    window: tuple[int | None, bool, int | None, bool] | None = None
 
     def keeps(self, answer: tuple, values: frozenset | set | None = None) -> bool:
         key = tuple(answer[p] for p in self.positions)
         if None in key:
             return False  # NULL never agrees: IN is unknown, NOT IN too
         return (key in (self.values if values is None else values)) != self.negated
+
+    def keeps_in_window(self, answer: tuple, times: dict, now: int) -> bool:
+        """Rule A3: whether the check keeps ``answer`` (closed at ``now``, µs) given ``times``, the timestamps at
+        which its query answered each key (its answers without their time)."""
+        key = tuple(answer[p] for p in self.positions[:-1])
+        if None in key:
+            return False  # NULL never agrees
+        lo, lo_strict, hi, hi_strict = self.window
+        found = any((lo is None or (t - now > lo if lo_strict else t - now >= lo))
+                    and (hi is None or (t - now < hi if hi_strict else t - now <= hi)) for t in times.get(key, ()))
+        return found != self.negated
 
     def condition(self, columns: list[str], dialect: str = "spark") -> str:
         """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""

@@ -46,7 +46,13 @@ def check_shape(mf: MemberForest, c: OutputCheck, forest: Forest, text: str | No
     def refuse(message: str) -> AnalysisError:
         return AnalysisError(what + message, _location(c.tree, text, file))
 
+    if c.window is not None and (c.window[0] is None or c.window[2] is None or c.window[2] > 0):
+        raise refuse("is executed in a window of the answer's past only, bounded below and ending at the answer's "
+                     "timestamp at the latest (rule A3); a window into its future is final only later (A4, A6) and "
+                     "one without a lower bound keeps everything (A5): not executed yet")
     j = time_position(mf, c.positions)
+    if c.window is not None and j != len(c.positions) - 1:
+        j = None  # a window is relative to the answer's own timestamp, its last term
     if j is None:
         raise refuse(ACROSS.format(why="the answer joins rows of several timestamps" if len(mf.nodes) > 1 else
                                    "no term compared with it is the answer's own timestamp"))
