@@ -87,17 +87,18 @@ class Negation(Located):
             groups.setdefault(shared, []).append(q)
         return groups
 
-    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset, conditions: list,
+    def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset, conditions: list | None,
                         window: list | None = None) -> list:
         """An OPTIONAL's FILTERs: the parts (``&&`` operands) reading only the group's variables stay its filters
         (returned); the parts reading variables bound only before the OPTIONAL (``outer``) become the left join's
-        condition (appended to ``conditions``); a part reading both kinds is refused, located.  A [NOT] EXISTS's
-        (``window`` a list; ``outer`` the query's time variables): a part comparing the pattern's time with
-        another time goes to ``window`` as its DNF alternative (rules A3–A6)."""
+        condition (appended to ``conditions``); a part comparing the group's time with a time bound before it goes
+        to ``window`` as its comparisons (rules A3–A6); a part reading both kinds otherwise is refused, located.
+        A [NOT] EXISTS's (``conditions`` None; ``outer`` the query's time variables): the same, but a part reading
+        only times bound outside it is refused."""
         from obda.query.expressions import expression_variables
 
         inside = set().union(*(b.bound_vars() for b in branches)) if branches else set()
-        if window is not None:
+        if conditions is None:
             outer = outer - inside
         kept = []
         for f in filters:
@@ -110,9 +111,10 @@ class Negation(Located):
                 names = {Var(n) for n in expression_variables(x)}
                 if names <= inside:
                     kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
-                elif window is not None and names <= outer | inside and names & inside <= self.time_vars:
+                elif (window is not None and names <= (outer & self.time_vars) | inside
+                      and names & inside <= self.time_vars):
                     window.append((self._window_part(x, f), f.start))  # the pattern's time against the answer's
-                elif names <= outer and window is not None:
+                elif names <= outer and conditions is None:
                     raise self.unsupported(
                         "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads only times bound outside it "
                         "is not supported; write that condition outside the EXISTS", f.start)
@@ -172,10 +174,11 @@ class Negation(Located):
         return prefix if mode == "true" else out
 
     def _optional(self, branches: list[Branch], inner: list[Branch], at: int | None,
-                  conditions: list | None = None) -> list[Branch]:
+                  conditions: list | None = None, window: list = ()) -> list[Branch]:
         """LeftJoin(P, Q, c): Join(P, Q) where ``c`` is true, and each P solution for which no compatible Q solution
         makes ``c`` true — with ``c`` reading P's variables only: where ``c`` is not true, or where it is and no Q
-        solution is compatible (SPARQL 1.1 §18.5; the alternatives are exclusive)."""
+        solution is compatible (SPARQL 1.1 §18.5; the alternatives are exclusive).  ``window``: the parts of ``c``
+        comparing Q's time with P's — filters of the join (an interval join), the window of the check (A3)."""
         out: list[Branch] = []
         for p in branches:
             if not p.atoms:  # LeftJoin of the empty solution: Q's solutions, or one empty answer when it has none
@@ -184,10 +187,11 @@ class Negation(Located):
                                        "without OPTIONAL (or put a triple pattern before it)", at)
             bound = p.term_vars() | {a.time for a in p.atoms if a.time is not None}
             holds = self._condition(conditions, "true", bound) if conditions else [()]
-            out.extend(replace(p.join(q), filters=p.filters + q.filters + a) for q in inner for a in holds)
+            timing = tuple(c for comparisons, _ in window for c in comparisons)
+            out.extend(replace(p.join(q), filters=p.filters + q.filters + timing + a) for q in inner for a in holds)
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution
-                checks.append(self._check(group, shared, True, "OPTIONAL", at, p))
+                checks.append(self._check(group, shared, True, "OPTIONAL", at, p, window))
             out.extend(replace(p, filters=p.filters + a, checks=p.checks + tuple(checks)) for a in holds)
             if conditions:
                 out.extend(replace(p, filters=p.filters + a) for a in self._condition(conditions, "not_true", bound))

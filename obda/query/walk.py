@@ -254,17 +254,17 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
                 kw = "NOT EXISTS" if negated else "EXISTS"
                 window: list = []  # its FILTERs' comparisons of its time with the answer's (rules A3–A6)
                 inner = self._other_pattern(unwrap(part["expr"])["graph"], time, kw, at, close_i, in_scope=False,
-                                            optional=(self.time_vars, [], window))
+                                            optional=(self.time_vars, None, window))
                 exists.append((inner, negated, at, window))
                 self.pos = end + 1
             elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
                 kw = "OPTIONAL" if name == "OptionalGraphPattern" else "MINUS"
                 at = self.ts.find_word(kw, self.pos, close_i)
                 if kw == "OPTIONAL":
-                    outer, conditions = frozenset(v for b in branches for v in b.bound_vars()), []
+                    outer, conditions, window = frozenset(v for b in branches for v in b.bound_vars()), [], []
                     inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=True,
-                                                optional=(outer, conditions))
-                    branches = self._limit(self._optional(branches, inner, at, conditions), at)
+                                                optional=(outer, conditions, window))
+                    branches = self._limit(self._optional(branches, inner, at, conditions, window), at)
                 else:
                     inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=False)
                     branches = self._limit(self._minus(branches, inner, at), at)

@@ -120,6 +120,13 @@ CASES = [
     Case("exists_same_alarm_before", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } FILTER EXISTS { "
          "GRAPH ?t2 { ?al :raisedBy ?p } FILTER(?t2 >= ?t - \"PT2M\"^^xsd:dayTimeDuration && ?t > ?t2) } }",
          "bounded", 1),
+    # OPTIONAL across timestamps: the join an interval join, the anti-join a check in the window (A3)
+    Case("optional_in_the_minute_before", "SELECT ?al ?t ?t2 WHERE { GRAPH ?t { ?al :raisedBy ?p } OPTIONAL { "
+         "GRAPH ?t2 { ?al :raisedBy ?p } FILTER(?t2 < ?t && ?t2 >= ?t - \"PT1M\"^^xsd:dayTimeDuration) } }",
+         "bounded", 5),
+    Case("optional_level_in_the_last_half_minute", "SELECT ?r ?v ?l WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { "
+         "GRAPH ?t2 { ?al :level ?l } FILTER(?l > 2 && ?t2 <= ?t && ?t2 > ?t - \"PT30S\"^^xsd:dayTimeDuration) } }",
+         "bounded", 6),
     # the window reaches the answer's own timestamp (?t2 <= ?t)
     Case("not_exists_in_the_last_half_minute", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { "
          "GRAPH ?t2 { ?al :level 3 } FILTER(?t2 <= ?t && ?t2 >= ?t - \"PT30S\"^^xsd:dayTimeDuration) } }",
