@@ -1,7 +1,8 @@
 """Generated OPTIONAL / MINUS / FILTER [NOT] EXISTS queries over the multiplicity fixture: obda's SQL on DuckDB and
 the local executor equal pyoxigraph (the W3C bag oracle), query after query.
 
-The generator (hypothesis) makes the awkward cases on purpose: variables shared or not, shared as terms of
+The generator (hypothesis) makes the awkward cases on purpose (a quarter of the queries check a pattern over
+stream data in the answer's own timestamp or in a window of its past: rules A2, A3): variables shared or not, shared as terms of
 different kinds (an age against a department: never compatible), patterns that can never match (a department's
 age), a stream pattern before a static one, an OPTIONAL's condition over P's variables (numbers, IRIs, errors),
 DISTINCT or not, projecting the variables in scope (MINUS and NOT
@@ -33,8 +34,34 @@ def triple(draw, properties):
     return f"?{s} {draw(st.sampled_from(properties))} ?{o}"
 
 
+WINDOWS = ('?t2 < ?t && ?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration', '?t2 <= ?t && ?t2 > ?t - "PT90S"^^xsd:dayTimeDuration',
+           '?t2 >= ?t - "PT2M"^^xsd:dayTimeDuration && ?t > ?t2', '?t2 = ?t - "PT1M"^^xsd:dayTimeDuration')
+
+
+@st.composite
+def stream_checks(draw):
+    """The other pattern over stream data: in the answer's own GRAPH ?t (rule A2) or in a window of its past
+    (A3), after a stream pattern (and maybe a static one); timestamps with no match and patterns that never match
+    come from the fixture (a level no alarm has, a value no reading has)."""
+    p = f"GRAPH ?t {{ {draw(triple(STREAM + (':level',)))} }} " + " ".join(
+        f"{t} ." for t in draw(st.lists(triple(STATIC), max_size=1)))
+    q = draw(triple(STREAM + (":level",)))
+    if draw(st.booleans()):
+        q += f" FILTER(?{draw(st.sampled_from(VARS))} {draw(st.sampled_from(('>', '<', '=')))} 2)"
+    construct = draw(st.sampled_from(("OPTIONAL", "MINUS", "FILTER NOT EXISTS", "FILTER EXISTS")))
+    if construct != "MINUS" and draw(st.booleans()):
+        other = f"GRAPH ?t2 {{ {q} }} FILTER({draw(st.sampled_from(WINDOWS))})"
+    else:
+        other = f"GRAPH ?t {{ {q} }}"
+    scope = {v for v in VARS if f"?{v} " in p + " " or (construct == "OPTIONAL" and f"?{v}" in q)}
+    distinct = "DISTINCT " if draw(st.booleans()) else ""
+    return f"SELECT {distinct}{' '.join(f'?{v}' for v in sorted(scope))} ?t WHERE {{ {p} {construct} {{ {other} }} }}"
+
+
 @st.composite
 def queries(draw):
+    if draw(st.integers(0, 3)) == 0:
+        return draw(stream_checks())
     stream = draw(st.booleans())
     first = draw(triple(STREAM)) if stream else draw(triple(STATIC))
     rest = draw(st.lists(triple(STATIC), max_size=1))
