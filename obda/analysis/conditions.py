@@ -98,7 +98,10 @@ class Conditions(SelectReading):
             # (A3: those of a window of its past, kept for the window's length)
             terms = check_terms(node)
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
-            windowed = isinstance(node, exp.Exists) and window_check(node) is not None
+            window = window_check(node) if isinstance(node, exp.Exists) else None
+            windowed = window is not None
+            if windowed and window.lower is not None:
+                self.check_windows.append(-window.lower)
             rule = "A3" if windowed else "A2" if reads_stream(check_query(node), ctx.sources) else "A1"
             if len(entries) > 1 and rule == "A1":  # tested on the joined answer: its terms are kept like projected
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])

@@ -57,6 +57,8 @@ class SpjMember:
     # attributes of comparisons of two entries with the columns they read (Rules 6, 7)
     filters: tuple[str, ...] = ()
     derived: tuple[tuple[Attr, tuple[Attr, ...]], ...] = ()
+    # checks in a window of the answer's past (rule A3): how far back (µs) each reads its query's answers
+    check_windows: tuple[int, ...] = ()
 
     @property
     def projection_kind(self) -> str:
@@ -123,6 +125,7 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
             notes=tuple(f"check {c}: {_CHECK_NOTES[rule]}" for c, rule in dict.fromkeys(s.checks)),
+            check_windows=tuple(s.check_windows),
         ))
     return members
 

@@ -140,6 +140,14 @@ def _member(m: SpjMember, checker: str) -> MemberReport:
         notes=tuple(notes), checker=checker,
     )
     report = _interval_window(m, report) if m.differences else report
+    if m.check_windows and report.verdict == BOUNDED:  # rule A3: what the check keeps, in the plan and the memory
+        width = describe_micros(max(m.check_windows))
+        plan = {**report.plan, "check window": {
+            "strategy": "window", "keeps": [f"its query's answers of the last {width}, per key"],
+            "bound": f"the check's query's answers (key, timestamp) of the last {width}"}}
+        memory = report.memory or (f"window, per solution: the check's answers of the last {width} — independent of "
+                                   "the streams' length, proportional to their rate")
+        report = replace(report, plan=plan, memory=memory)
     return computed.adjust(m, report)
 
 

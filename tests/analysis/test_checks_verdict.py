@@ -93,6 +93,8 @@ def test_a_check_in_a_window_of_the_past_keeps_the_verdict(verdicts, sources):
     poly, naive, report = verdicts(sql)
     assert (poly, naive) == verdicts("SELECT S.A FROM S")[:2] == ("bounded", "bounded")
     assert all(any("rule A3" in n for n in m.notes) for m in report.members)
+    (m,) = report.members  # what the window keeps, said in the plan and the memory
+    assert "last 1 min" in m.memory and "last 1 min" in m.plan["check window"]["keeps"][0]
     (mf,) = build_forest(sql, sources).members
     (check,) = mf.member.checks
     assert check.timed and check.window == (-60_000_000, False, 0, True)
