@@ -112,7 +112,7 @@ class Negation(Located):
                 if names <= inside:
                     kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
                 elif (window is not None and names <= (outer & self.time_vars) | inside
-                      and names & inside <= self.time_vars):
+                      and names & inside and names - inside and names & inside <= self.time_vars):
                     window.append((self._window_part(x, f), f.start))  # the pattern's time against the answer's
                 elif names <= outer and conditions is None:
                     raise self.unsupported(
@@ -138,9 +138,9 @@ class Negation(Located):
         if len(alternatives) != 1 or not all(
                 isinstance(t, (Var, Shifted)) and c.op != "!=" for c in alternatives[0] for t in (c.left, c.right)):
             raise self.unsupported(
-                "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads a variable bound outside it is "
-                "supported as a window of times only: comparisons (&&) of the pattern's GRAPH time with the "
-                "answer's, each moved by a duration at most", f.start)
+                "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS (or OPTIONAL) that reads the time of the "
+                "answer is supported as a window of times only: comparisons (&&) of the pattern's GRAPH time with "
+                "the answer's, each moved by a duration at most", f.start)
         return alternatives[0]
 
     def _dnf_of(self, e, f):

@@ -127,6 +127,10 @@ CASES = [
     Case("optional_level_in_the_last_half_minute", "SELECT ?r ?v ?l WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { "
          "GRAPH ?t2 { ?al :level ?l } FILTER(?l > 2 && ?t2 <= ?t && ?t2 > ?t - \"PT30S\"^^xsd:dayTimeDuration) } }",
          "bounded", 6),
+    # with a part reading the answer's time only: the left join's condition on P, beside the window
+    Case("optional_window_and_condition_on_the_time", "SELECT ?al ?t ?t2 WHERE { GRAPH ?t { ?al :raisedBy ?p } "
+         "OPTIONAL { GRAPH ?t2 { ?al :raisedBy ?p } FILTER(?t2 < ?t && ?t2 >= ?t - \"PT1M\"^^xsd:dayTimeDuration && "
+         "?t > \"2024-01-01T10:00:30Z\"^^xsd:dateTime) } }", "bounded", 5),
     # the window reaches the answer's own timestamp (?t2 <= ?t)
     Case("not_exists_in_the_last_half_minute", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT EXISTS { "
          "GRAPH ?t2 { ?al :level 3 } FILTER(?t2 <= ?t && ?t2 >= ?t - \"PT30S\"^^xsd:dayTimeDuration) } }",
