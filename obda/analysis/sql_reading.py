@@ -189,11 +189,8 @@ def window_check(check: exp.Exists) -> WindowCheck | None:
         if found is None:
             raise AnalysisError(f"condition {c.sql()!r} of a windowed check: compare its query's columns only")
         inner, op, outer, micros = found
-        if not (isinstance(inner, exp.Column) and inner.table == WINDOW_ALIAS):
-            inner, outer, op = outer, inner, FLIP[op]
-            micros = -micros
-            if micros:
-                raise AnalysisError(f"condition {c.sql()!r} of a windowed check: move the member's timestamp")
+        if not (isinstance(inner, exp.Column) and inner.table == WINDOW_ALIAS):  # a op b + k  ⇔  b flip(op) a − k
+            inner, outer, op, micros = outer, inner, FLIP[op], -micros
         if inner.name == names[-1] and op != "=":  # the window: inner − ts op micros
             ts = outer
             side, strict = ("upper", op == "<") if op in ("<", "<=") else ("lower", op == ">")
@@ -240,7 +237,8 @@ def _is_check_query(node: exp.Expression) -> bool:
 
 def _check_tables(query: exp.Expression, ctx: _Ctx) -> None:
     """A check's subquery reads known tables: static ones (rule A1), or streams in the timestamp of the member's
-    own rows (rule A2, whose shape the forest checks: :func:`obda.analysis.forest.timed.timed_checks`)."""
+    own rows or a window of their past (rules A2, A3, whose shape the forest checks:
+    :func:`obda.analysis.forest.timed.check_shape`)."""
     for t in query.find_all(exp.Table):
         table = ctx.sources.table(t.name) if isinstance(t.this, exp.Identifier) else None
         if table is None:

@@ -95,9 +95,10 @@ def test_a_check_in_a_window_of_the_past_keeps_the_verdict(verdicts, sources):
     assert all(any("rule A3" in n for n in m.notes) for m in report.members)
     (m,) = report.members  # what the window keeps, said in the plan and the memory
     assert "last 1 min" in m.memory and "last 1 min" in m.plan["check window"]["keeps"][0]
-    (mf,) = build_forest(sql, sources).members
-    (check,) = mf.member.checks
-    assert check.timed and check.window == (-60_000_000, False, 0, True)
+    for text in (sql, WINDOW.format("S.t1 - INTERVAL '60' SECOND <= __w.ts AND S.t1 > __w.ts")):  # either side
+        (mf,) = build_forest(text, sources).members
+        (check,) = mf.member.checks
+        assert check.timed and check.window == (-60_000_000, False, 0, True)
 
 
 @pytest.mark.parametrize("window", ["__w.ts > S.t1 AND __w.ts <= S.t1 + INTERVAL '60' SECOND",  # the future (A4)
