@@ -1,17 +1,20 @@
-"""Checks decided per timestamp (docs/analysis.md, rule A2): OPTIONAL, MINUS and [NOT] EXISTS over stream data.
+"""Checks decided per timestamp (docs/analysis.md, rules A2, A3): OPTIONAL, MINUS and [NOT] EXISTS over streams.
 
 A member's check whose query reads a stream (:attr:`OutputCheck.timed <obda.analysis.forest.model.OutputCheck>`)
-compares the member's answer with the answers of that query **in the answer's own timestamp**.  Both sides are
-then decided when that timestamp closes, from its rows alone, and nothing is kept for later:
+compares the member's answer with the answers of that query **in the answer's own timestamp** (A2) or, with an
+:attr:`~obda.analysis.forest.model.OutputCheck.window`, in a window of its past (A3: the query's answers of the
+window are kept).  The check is decided when the answer's timestamp closes:
 
 * the member is one unit (every stream row of an answer has the same timestamp ``T``: one node of its forest),
-  and one of the check's terms is determined by that timestamp;
+  and one of the check's terms is determined by that timestamp (a window's: its last term, the window's origin);
 * every member of the check's query is one unit too, and its answer's column at the same position is
-  determined by its unit's timestamp — so only answers of ``T`` can agree with an answer of ``T``.
+  determined by its unit's timestamp — so only answers of ``T`` (of the window) can agree with an answer of ``T``;
+* a window lies in the past: bounded below, ending at ``T`` at the latest.
 
 The check's forest reads its own rows: its pipelines get ids after the query's own (``first_id``) and join the
 query's pipelines and per-atom view deduplication, so the executor reads, projects and closes them with the
-query's (:func:`merge`).  Anything else (a check across timestamps: rules A3–A6) is refused with the reason.
+query's (:func:`merge`).  Anything else (a check across timestamps without a window, a window into the future:
+rules A4–A6) is refused with the reason.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from dataclasses import replace
 from obda.analysis.forest.model import Forest, MemberForest, OutputCheck, Pipeline, ViewDedupe
 from obda.errors import AnalysisError, Location
 
-ACROSS = ("is decided in one timestamp only (rule A2, docs/analysis.md): {why}; a check across timestamps (rules "
-          "A3–A6) is not executed yet")
+ACROSS = ("is decided in one timestamp (rule A2, docs/analysis.md) or a window of its past (A3): {why}; a check "
+          "across timestamps otherwise (rules A4–A6) is not executed yet")
 
 
 def time_position(mf: MemberForest, positions: tuple[int, ...]) -> int | None:
