@@ -458,7 +458,8 @@ class SparkForest:
     def _check_condition(self, st: _Statement, c, values: list[str], name: str) -> str:
         """A check on the answers of CTE ``name`` (hidden items in ``values`` columns): against its query's static
         answers (an IN list), or, decided in the answer's timestamp (rule A2), against the answers of its query at
-        that timestamp — ``[NOT] EXISTS``, an anti-join (semi-join) in the same plan."""
+        that timestamp — ``[NOT] EXISTS``, an anti-join (semi-join) in the same plan — or in a window of its past
+        (A3), against those answers and the driver's kept ones, their timestamps in the window."""
         if not c.timed:
             return c.condition(values)
         terms = [f"{_q(name)}.{_q(values[p])}" for p in c.positions]

@@ -69,7 +69,11 @@ def test_spark_matches_duckdb_and_local_backend(spark, tmp_path, seed, name):
     assert q.metrics.rows_in["s"] == len(rows["s"])
 
 
-@pytest.mark.parametrize("case", CHECK_CASES, ids=lambda c: c.name)
+ON_SPARK = ("anti_join_same_ts", "anti_join_on_the_timestamp", "anti_join_past_window", "anti_join_past_window_on_time")
+
+
+@pytest.mark.parametrize("case", [c if c.name in ON_SPARK else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in CHECK_CASES], ids=lambda c: c.name)
 def test_checks_in_the_answers_timestamp_on_spark(spark, tmp_path, case):
     """[NOT] IN over a stream in the answer's own timestamp (rule A2), planned as an anti-join (semi-join) inside
     the micro-batch's one job: DuckDB's answers, the local backend's lines, one job per micro-batch."""
