@@ -110,3 +110,35 @@ def test_a_small_shared_micro_batch_runs_each_query_on_its_own(spark, tmp_path, 
     loop.step()
     assert loop.batches == 1
     assert sorted(reads.values()) == [1] * len(NAMES) and all(len(k) == 1 for k in reads)  # one reader per scan
+
+
+@pytest.mark.slow  # ~30 s
+def test_checks_over_streams_run_in_the_shared_loop_as_alone(spark, tmp_path):
+    """Queries with a check over another stream — in the answer's timestamp (rule A2) and in a window of its past
+    (A3: kept answers) — share the loop's reads and jobs with a plain query, and each writes what it writes alone."""
+    from execution.exec_harness import CHECK_CASES
+
+    cases = {c.name: c for c in CHECK_CASES if c.name in ("anti_join_same_ts", "anti_join_past_window")}
+    cases["row5_bag"] = CASE["row5_bag"]
+    rows = random_streams(43)
+    src = sources(s="data/s", t="data/t", u="data/u", r="data/r")
+    write_csv_batches(tmp_path / "data", random_splits(rows, 43, max_chunk=4), src)
+    write_static(tmp_path / "data", "r", STATIC_R)
+
+    def query(name, out):
+        return ContinuousQuery(plan_execution(cases[name].sql, src), base_dir=tmp_path, spark=spark,
+                               sink=JsonLinesSink(tmp_path / out), max_files_per_batch=2)
+
+    loop = SharedScan(spark, max_files_per_batch=2)
+    shared = {n: query(n, f"shared-{n}.jsonl") for n in cases}
+    for n, q in shared.items():
+        loop.add(n, q)
+    loop.run_until_exhausted()
+    assert all(q.error is None for q in shared.values())
+    for q in shared.values():
+        q.close()
+    for n in cases:
+        alone = query(n, f"alone-{n}.jsonl")
+        alone.run_until_exhausted()
+        alone.close()
+        assert _lines(tmp_path / f"shared-{n}.jsonl") == _lines(tmp_path / f"alone-{n}.jsonl") != Counter(), n
