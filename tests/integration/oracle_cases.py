@@ -132,26 +132,29 @@ def _sorted(bag: Counter, comp) -> Counter:
     return concatenations_sorted(bag, comp.query) if comp.query.aggregation is not None else bag
 
 
-def case_tests(cases: list[Case]):
+def case_tests(cases: list[Case], spark_slow: frozenset = frozenset()):
     """The two tests of a module of cases: the SQL on DuckDB and the local executor, then (stream cases) Spark,
-    each equal to pyoxigraph. A module assigns them to its own names, which pytest collects."""
+    each equal to pyoxigraph (``spark_slow``: the ids whose Spark run is under ``-m slow`` only). A module assigns
+    them to its own names, which pytest collects."""
 
     @pytest.mark.parametrize("case", cases, ids=[c.id for c in cases])
     def test_sql_and_local_executor_equal_pyoxigraph(world, case, tmp_path):
         check_sql_and_local(world, case, tmp_path)
 
     @pytest.mark.spark
-    @pytest.mark.parametrize("case", **spark_cases(cases))
+    @pytest.mark.parametrize("case", **spark_cases(cases, spark_slow))
     def test_spark_executor_equals_pyoxigraph(world, case, tmp_path, spark):
         check_spark(world, case, tmp_path, spark)
 
     return test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph
 
 
-def spark_cases(cases: list[Case]) -> dict:
-    """``pytest.mark.parametrize`` arguments for the stream cases the Spark executor runs."""
+def spark_cases(cases: list[Case], slow: frozenset = frozenset()) -> dict:
+    """``pytest.mark.parametrize`` arguments for the stream cases the Spark executor runs (those in ``slow``:
+    under ``-m slow`` only)."""
     chosen = [c for c in cases if c.stream and not c.changelog]
-    return {"argvalues": chosen, "ids": [c.id for c in chosen]}
+    return {"argvalues": [pytest.param(c, marks=pytest.mark.slow) if c.id in slow else c for c in chosen],
+            "ids": [c.id for c in chosen]}
 
 
 def check_catalog_entry(demo_world, entry) -> None:
