@@ -22,6 +22,7 @@ from obda.analysis.sql_reading import (
     _snippet,
     check_query,
     check_terms,
+    conjuncts,
     key_check,
     reads_stream,
     window_check,
@@ -220,20 +221,13 @@ def _disjuncts(f, sel: SelectReading, distinct: bool, node) -> list[list[Predica
     return [list(dict.fromkeys(d)) for d in ds]
 
 
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
-    node = node.unnest()
-    if isinstance(node, exp.And):
-        return _conjuncts(node.this) + _conjuncts(node.expression)
-    return [node]
-
-
 def _take_differences(parts: list[exp.Expression], s: SelectReading):
     """Split the top-level conjuncts into ordinary conditions and interval-join constraints
     ``ts1 op ts2 ± INTERVAL …`` between two stream timestamps (:class:`Difference`, with their node)."""
     rest: list[exp.Expression] = []
     found: list[tuple[Difference, exp.Expression]] = []
     for part in parts:
-        for c in _conjuncts(part):
+        for c in conjuncts(part):
             d = _difference(c, s)
             if d is None:
                 rest.append(c)

@@ -17,7 +17,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from obda.analysis.elements import FLIP, Attr
-from obda.analysis.windows import interval_comparison
+from obda.analysis.windows import ORDER_OPS, interval_comparison
 from obda.errors import AnalysisError, Location
 from obda.model.query import WINDOW_ALIAS
 from obda.model.sources import ColumnType, Sources, Table
@@ -182,10 +182,10 @@ def window_check(check: exp.Exists) -> WindowCheck | None:
     names = query.named_selects
     terms: dict[str, exp.Expression] = {}
     ts, bounds = None, {"lower": None, "upper": None}
-    for c in _conjunction(sel.args["where"].this):
+    for c in conjuncts(sel.args["where"].this):
         found = interval_comparison(c)
         if found is None and isinstance(c, (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
-            found = (c.this.unnest(), _CMP_OPS[type(c)], c.expression.unnest(), 0)
+            found = (c.this.unnest(), ORDER_OPS[type(c)], c.expression.unnest(), 0)
         if found is None:
             raise AnalysisError(f"condition {c.sql()!r} of a windowed check: compare its query's columns only")
         inner, op, outer, micros = found
@@ -207,12 +207,12 @@ def window_check(check: exp.Exists) -> WindowCheck | None:
                        lo and lo[0], bool(lo and lo[1]), hi and hi[0], bool(hi and hi[1]))
 
 
-_CMP_OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
-
-
-def _conjunction(e: exp.Expression) -> list[exp.Expression]:
+def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
+    """The top-level ``AND`` operands of ``e``, parentheses dropped; [] for None."""
+    if e is None:
+        return []
     e = e.unnest()
-    return _conjunction(e.this) + _conjunction(e.expression) if isinstance(e, exp.And) else [e]
+    return conjuncts(e.this) + conjuncts(e.expression) if isinstance(e, exp.And) else [e]
 
 
 def transform_outside_checks(e: exp.Expression, fn) -> exp.Expression:

@@ -27,7 +27,7 @@ INF = float("inf")
 
 _UNIT_MICROS = {"MICROSECOND": 1, "MILLISECOND": 1_000, "SECOND": 1_000_000, "MINUTE": 60_000_000,
                 "HOUR": 3_600_000_000, "DAY": 86_400_000_000}
-_OPS = {exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.GTE: ">=", exp.GT: ">"}
+ORDER_OPS = {exp.LT: "<", exp.LTE: "<=", exp.EQ: "=", exp.GTE: ">=", exp.GT: ">"}  # comparison class → op
 
 
 def interval_micros(node: exp.Interval) -> int:
@@ -55,7 +55,7 @@ def implied_order(op: str, micros: int) -> str | None:
 def interval_comparison(c: exp.Expression) -> tuple[exp.Column, str, exp.Column, int] | None:
     """``a op b ± INTERVAL …`` (either side moved) as ``(a, op, b, micros)`` meaning ``a op b + micros``;
     None when ``c`` is not a comparison of a column with a column moved by an interval."""
-    op = _OPS.get(type(c))
+    op = ORDER_OPS.get(type(c))
     if op is None:
         return None
 

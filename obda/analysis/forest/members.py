@@ -21,6 +21,7 @@ from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem, OutputC
 from obda.analysis.sql_reading import (
     check_query,
     check_terms,
+    conjuncts,
     key_check,
     parse_sql,
     reads_stream,
@@ -82,16 +83,6 @@ def _item_name(e: exp.Expression) -> str:
     raise ExecutionError(f"projected item {e.sql()!r} has no name (use AS)")
 
 
-def _conjuncts(e: exp.Expression | None) -> list[exp.Expression]:
-    if e is None:
-        return []
-    if isinstance(e, exp.Paren):
-        return _conjuncts(e.this)
-    if isinstance(e, exp.And):
-        return _conjuncts(e.this) + _conjuncts(e.expression)
-    return [e]
-
-
 def unparen(e: exp.Expression) -> exp.Expression:
     while isinstance(e, exp.Paren):
         e = e.this
@@ -108,7 +99,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         froms.append(sel.args["from_"].this)
     for j in sel.args.get("joins") or []:
         froms.append(j.this)
-        conds.extend(_conjuncts(j.args.get("on")))
+        conds.extend(conjuncts(j.args.get("on")))
     for t in froms:
         if isinstance(t, exp.Subquery) and t.alias in views:
             view = views[t.alias]
@@ -128,7 +119,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         if alias in aliases:
             raise ExecutionError(f"FROM alias {alias!r} is used twice in one member")
         aliases[alias] = table
-    conds.extend(_conjuncts(sel.args.get("where").this if sel.args.get("where") else None))
+    conds.extend(conjuncts(sel.args.get("where").this if sel.args.get("where") else None))
 
     def resolve(col: exp.Column) -> Attr:
         if col.table:
