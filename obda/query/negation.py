@@ -11,9 +11,11 @@ of obda already runs, plus *checks* (:class:`~obda.model.query.Exists`) on them 
   check over the variables ``Q`` shares with the branch.
 
 The other pattern ``Q`` is read as any group.  Over static data its answers do not change while the query
-runs, so a check is decided once per row (docs/analysis.md, rule A1); over stream data it must be in the
-timestamp of the branch it is compared with — every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared —
-and is decided when that timestamp closes (rule A2).  A check is a query of its own (``SELECT DISTINCT`` the shared variables), rewritten and
+runs, so a check is decided once per row (docs/analysis.md, rule A1).  Over stream data it is in the timestamp
+of the branch it is compared with — every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared (rule A2) —
+or in a window of that timestamp's past, which its FILTER states (``?t2 >= ?t - d && ?t2 < ?t``: rule A3,
+:mod:`obda.query.windows`); either is decided when the branch's timestamp closes.  A check is a query of its own
+(``SELECT DISTINCT`` the shared variables, and the pattern's time for a window), rewritten and
 unfolded as any query.
 """
 
