@@ -29,12 +29,13 @@ sizes.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import defaultdict
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Callable, Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
+from obda.execution.check_windows import CheckWindows
 from obda.model.query import FLIP, OPS
 from obda.execution.answers import as_text
 
@@ -592,7 +593,7 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
 
 
 def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set],
-            windows: "_Windows") -> Callable[[tuple], tuple | None]:
+            windows: "CheckWindows") -> Callable[[tuple], tuple | None]:
     """A member's output tuple → its answer tuple; None where a check tested on the answer (its terms hidden items
     after the answer's columns) does not keep it.  ``timed``: the answers of the checks decided per timestamp, at
     the timestamp being closed; ``windows``: those of the checks in a window of time (:meth:`QueryEngine.step`)."""
@@ -610,54 +611,6 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set
         full = bind(values)
         return full[:visible] if all(keeps(c, full) for c in checks) else None
     return checked
-
-
-class _Windows:
-    """The answers of the checks in a window of the answer's past (rule A3): per check query, the timestamps at
-    which it answered each key (its answer without its time), kept for the longest window that reads it."""
-
-    def __init__(self, plan: Forest):
-        self.keep: dict[str, int] = {}  # check query -> how far back (µs) a window reads it
-        for mf in plan.members:
-            for c in mf.member.checks:
-                if c.window is not None:
-                    self.keep[c.query] = max(self.keep.get(c.query, 0), -c.window[0])
-        self.times: dict[str, dict[tuple, set[int]]] = {q: {} for q in self.keep}
-        self._order: dict[str, deque] = {q: deque() for q in self.keep}  # (timestamp, key) as they came: expiry
-        self.now = 0
-
-    def add(self, query: str, ts: int, answers: list["Answer"]) -> None:
-        """The check query's answers at closed timestamp ``ts``; what no window can read any more is dropped."""
-        self.put(query, [(ts, a.values[:-1]) for a in answers], ts)
-
-    def put(self, query: str, rows: list[tuple[int, tuple]], closed: int) -> None:
-        """The check query's ``(timestamp, key)`` answers up to ``closed``, the last closed timestamp (after every
-        earlier one put); what no window can read any more is dropped."""
-        times, order, self.now = self.times[query], self._order[query], closed
-        for ts, key in sorted(rows, key=lambda r: r[0]):
-            kept = times.setdefault(key, set())
-            if ts not in kept:
-                kept.add(ts)
-                order.append((ts, key))
-        oldest = closed - self.keep[query]
-        while order and order[0][0] < oldest:
-            ts, key = order.popleft()
-            kept = times[key]
-            kept.discard(ts)
-            if not kept:
-                del times[key]
-
-    @property
-    def entries(self) -> int:
-        return sum(len(ts) for times in self.times.values() for ts in times.values())
-
-    def state(self) -> dict:
-        return {q: {k: sorted(ts) for k, ts in times.items()} for q, times in self.times.items()}
-
-    def restore(self, st: dict) -> None:
-        for q in self.times:
-            self.times[q] = {tuple(k): set(ts) for k, ts in st.get(q, {}).items()}
-            self._order[q] = deque(sorted(((t, k) for k, ts in self.times[q].items() for t in ts), key=lambda r: r[0]))
 
 
 def _texts(bind: Callable[[tuple], tuple], columns: frozenset[int]) -> Callable[[tuple], tuple]:
@@ -687,7 +640,7 @@ class QueryEngine:
         # same rows, and their answers at the timestamp being closed
         self.timed = {text: QueryEngine(f, statics) for text, f in plan.timed_checks}
         self._timed_answers: dict[str, set] = {text: set() for text in self.timed}
-        self.windows = _Windows(plan)
+        self.windows = CheckWindows(plan)
         self.set_statics(statics)
         self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._timed_answers, self.windows)
                          for m in self.members}
