@@ -662,7 +662,7 @@ class QueryEngine:
         self.joined_statics = dict(joined or {})
         for m in self.members:
             m.set_statics({a: statics.get(p.id, {}) for a, p in m.plan.pipelines.items() if not p.table.is_stream})
-        for e in getattr(self, "timed", {}).values():
+        for e in self.timed.values():
             e.set_statics(statics, joined)
 
     def state(self) -> dict:
@@ -735,7 +735,6 @@ class QueryEngine:
                 self.windows.add(text, ts, found)
             else:
                 self._timed_answers[text] = {a.values for a in found}
-        self.windows.now = ts
         for m in self.members:
             rows = {a: cur.get(p.id) for a, p in m.plan.pipelines.items() if p.table.is_stream}
             if not any(rows.values()):

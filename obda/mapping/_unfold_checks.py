@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Callable
 
 from obda.errors import UnsupportedConstructError
-from obda.mapping._unfold_ir import KeyIn, Shift
-from obda.mapping._unfold_terms import Unsat, projection_sql, same_kind, term_kind
+from obda.mapping._unfold_ir import KeyIn
+from obda.mapping._unfold_terms import Unsat, projection_sql, same_kind, term_kind, time_sql
 from obda.model.query import Exists, Query
 
 
@@ -75,11 +75,10 @@ class Checks:
             terms.append(projection_sql(tv))
         window = ()
         if check.window is not None:  # the pattern's time (its last column) against the member's (rule A3)
-            w = check.window
-            ts = bound[w.outer].parts[0].val.expr  # a time variable is bound to its atom's timestamp column
-            shifted = lambda k: Shift(ts, k) if k else ts  # noqa: E731
+            w, ts = check.window, bound[check.window.outer]
             window = tuple(b for b in (
-                None if w.lower is None else (">" if w.lower_strict else ">=", shifted(w.lower)),
-                None if w.upper is None else ("<" if w.upper_strict else "<=", shifted(w.upper))) if b is not None)
+                None if w.lower is None else (">" if w.lower_strict else ">=", time_sql(ts, w.lower or None)),
+                None if w.upper is None else ("<" if w.upper_strict else "<=", time_sql(ts, w.upper or None)))
+                if b is not None)
         return KeyIn(tuple(terms), check.negated, u.sql, window)
 

@@ -16,10 +16,19 @@ from sqlglot import exp
 from obda.errors import MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion
 from obda.mapping._unfold_instances import _constant_value, _Memo
-from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw, Seq, Shift, const
+from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw, Seq, const
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
 from obda.mapping._unfold_tables import FromEntry
-from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, compare_terms, projection_sql
+from obda.mapping._unfold_terms import (
+    Slot,
+    TermValue,
+    Unsat,
+    Val,
+    category,
+    compare_terms,
+    projection_sql,
+    time_sql,
+)
 from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
 from obda.mapping.functions import computed_value, same_kind, term_kind
 from obda.model.compilation import AtomSource, MemberOrigin
@@ -122,9 +131,7 @@ def _filter(m: _Member, f: Comparison, cq: CQ) -> None:
 def _plain_filter(m: _Member, f: Comparison, cq: CQ) -> None:
     if isinstance(f.left, Shifted) or isinstance(f.right, Shifted):  # an interval join: timestamp columns
         def ts(t) -> Expr:
-            tv = m.bound[t.var if isinstance(t, Shifted) else t]
-            col = tv.parts[0].val.expr  # a time variable is bound to its atom's timestamp column
-            return Shift(col, t.micros) if isinstance(t, Shifted) else col
+            return time_sql(m.bound[t.var], t.micros) if isinstance(t, Shifted) else time_sql(m.bound[t])
 
         m.conds.append(Cmp(f.op, ts(f.left), ts(f.right)))
         return

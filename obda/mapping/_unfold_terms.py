@@ -41,6 +41,7 @@ from obda.mapping._unfold_ir import (
     Expr,
     IsoText,
     NotAll,
+    Shift,
     const,
     from_sqlglot,
     parse_datetime,
@@ -264,6 +265,13 @@ def concat_sql(tv: TermValue) -> Expr:
     if len(items) == 1:
         return items[0]
     return Concat(tuple(items))
+
+
+def time_sql(tv: TermValue, micros: int | None = None) -> Expr:
+    """The timestamp column a time variable is bound to (its atom's), moved by ``micros`` when given: one side of
+    an interval join's or a check window's comparison."""
+    col = tv.parts[0].val.expr  # type: ignore[union-attr]
+    return col if micros is None else Shift(col, micros)
 
 
 def projection_sql(tv: TermValue) -> Expr:
