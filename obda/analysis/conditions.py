@@ -96,14 +96,16 @@ class Conditions(SelectReading):
         if isinstance(node, (exp.In, exp.Exists)) and key_check(node) is not None:
             # a check against static answers (rule A1) or those of the row's own timestamp (A2): a filter without
             # effect on boundedness
-            # (A3: those of a window of its past, kept for the window's length)
+            # (A3, A4: those of a window of its time, kept for the window's length; A4: the answer waits for the
+            # window's end)
             terms = check_terms(node)
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
             window = window_check(node) if isinstance(node, exp.Exists) else None
             windowed = window is not None
-            if windowed and window.lower is not None:
-                self.check_windows.append(-window.lower)
-            rule = "A3" if windowed else "A2" if reads_stream(check_query(node), ctx.sources) else "A1"
+            if windowed and window.lower is not None and window.upper is not None:
+                self.check_windows.append((window.lower, window.upper))
+            rule = (("A4" if window.upper is not None and window.upper > 0 else "A3") if windowed
+                    else "A2" if reads_stream(check_query(node), ctx.sources) else "A1")
             if len(entries) > 1 and rule == "A1":  # tested on the joined answer: its terms are kept like projected
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])
             label = (f"EXISTS (… in a window of {_snippet(terms.expressions[-1])})" if windowed

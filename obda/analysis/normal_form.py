@@ -57,8 +57,8 @@ class SpjMember:
     # attributes of comparisons of two entries with the columns they read (Rules 6, 7)
     filters: tuple[str, ...] = ()
     derived: tuple[tuple[Attr, tuple[Attr, ...]], ...] = ()
-    # checks in a window of the answer's past (rule A3): how far back (µs) each reads its query's answers
-    check_windows: tuple[int, ...] = ()
+    # checks in a window of the answer's time (rules A3, A4): each window's bounds (µs) relative to the answer's
+    check_windows: tuple[tuple[int, int], ...] = ()
 
     @property
     def projection_kind(self) -> str:
@@ -137,6 +137,9 @@ _CHECK_NOTES = {
           "computed when that timestamp closes and tested on its answers; it keeps no synopsis (rule A2)",
     "A3": "the answers of a query over streams in a window of the answer's past ([NOT] EXISTS), kept for the "
           "window's length and tested on the answers when their timestamp closes: a window, per answer (rule A3)",
+    "A4": "the answers of a query over streams in a window reaching after the answer's time ([NOT] EXISTS): each "
+          "answer waits until the window's end closes, then is tested against that query's answers in the window, "
+          "kept for the window's length: a window, per answer (rule A4)",
 }
 
 

@@ -290,8 +290,8 @@ class SelectReading:
         self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
         self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
-        self.checks: list[tuple[str, str]] = []  # [NOT] (…) IN (SELECT …): (the check, its rule: A1, A2 or A3)
-        self.check_windows: list[int] = []  # how far back (µs) each check in a window of the past reads (A3)
+        self.checks: list[tuple[str, str]] = []  # [NOT] (…) IN (SELECT …): (the check, its rule: A1 to A4)
+        self.check_windows: list[tuple[int, int]] = []  # each check's window of time (µs, rules A3, A4)
         self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 

@@ -140,13 +140,17 @@ def _member(m: SpjMember, checker: str) -> MemberReport:
         notes=tuple(notes), checker=checker,
     )
     report = _interval_window(m, report) if m.differences else report
-    if m.check_windows and report.verdict == BOUNDED:  # rule A3: what the check keeps, in the plan and the memory
-        width = describe_micros(max(m.check_windows))
-        plan = {**report.plan, "check window": {
-            "strategy": "window", "keeps": [f"its query's answers of the last {width}, per key"],
-            "bound": f"the check's query's answers (key, timestamp) of the last {width}"}}
-        memory = report.memory or (f"window, per solution: the check's answers of the last {width} — independent of "
-                                   "the streams' length, proportional to their rate")
+    if m.check_windows and report.verdict == BOUNDED:  # rules A3, A4: what the check keeps, in the plan and memory
+        width = describe_micros(max(max(hi, 0) - lo for lo, hi in m.check_windows))
+        keeps = [f"its query's answers of the last {width}, per key"]
+        bound = f"the check's query's answers (key, timestamp) of the last {width}"
+        wait = max(hi for _, hi in m.check_windows)
+        if wait > 0:  # rule A4: the answers wait for their window's end
+            keeps.append(f"the answers of the last {describe_micros(wait)}, until their window closes")
+            bound += f", and the answers of the last {describe_micros(wait)}"
+        plan = {**report.plan, "check window": {"strategy": "window", "keeps": keeps, "bound": bound}}
+        memory = report.memory or (f"window, per solution: {bound} — independent of the streams' length, "
+                                   "proportional to their rate")
         report = replace(report, plan=plan, memory=memory)
     return computed.adjust(m, report)
 

@@ -230,8 +230,11 @@ class SparkForest:
         # the checks decided in the answer's own timestamp (rule A2): their queries' plans over the same rows
         self._timed = {text: SparkForest(spark, f, engine.timed[text], ns) for text, f in forest.timed_checks}
         self._timed_answers: dict[str, str | None] = {}
-        # the checks in a window of the past (rule A3): their query's answers of the range, for the driver's store
+        # the checks in a window of time (rules A3, A4): their query's answers of the range, for the driver's store
         self.window_frames: dict[str, object] = {}
+        # the answers of the range of members whose check waits for the end of its window (rule A4), with their
+        # hidden terms, per member: the driver holds them (engine.waiting)
+        self.waiting_frames: dict[int, object] = {}
 
     def _view(self, df, name: str) -> str:
         name = self._prefix + name
@@ -410,9 +413,13 @@ class SparkForest:
         return _Rel(st.add(f"m{mi}{prefix}", " UNION ALL ".join(parts)), frozenset(node.key), tcol, count)
 
     def _answers(self, st: _Statement, mi: int, memo: dict) -> list[str]:
-        """The member's answers in the range as SELECTs: ``__at``, the bound values, one row per occurrence."""
+        """The member's answers in the range as SELECTs: ``__at``, the bound values, one row per occurrence; for a
+        member whose check waits for the end of its window (rule A4), all its values and a count ``__n`` (those
+        checks are the driver's)."""
         mf = self.forest.members[mi]
         nm = self._names[mi]
+        waits = mi in self.engine.waiting.wait
+        checks = [c for c in mf.member.checks if not c.waits]
         out = []
         for i, r in enumerate(mf.roots):
             cur = self._cur(st, mi, r, memo)
@@ -445,10 +452,15 @@ class SparkForest:
             shown = ", ".join(_q(c) for c in [AT] + values[:mf.member.visible])
             bag = count is not None and not self.forest.distinct
             name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n" if bag else cols))
-            if mf.member.checks:
-                checked = " AND ".join(self._check_condition(st, c, values, name) for c in mf.member.checks)
+            if checks:
+                checked = " AND ".join(self._check_condition(st, c, values, name) for c in checks)
                 name = st.add(f"m{mi}_chk{i}", f"SELECT * FROM {_q(name)} WHERE {checked}")
-            if bag:
+            if waits:
+                every = ", ".join(_q(c) for c in [AT] + values)
+                n = "1" if self.forest.distinct else "SUM(__n)" if bag else "COUNT(*)"
+                out.append(f"SELECT {every}, CAST({n} AS BIGINT) AS __n FROM {_q(name)}"
+                           f"{' WHERE __n > 0' if bag else ''} GROUP BY {every}")
+            elif bag:
                 out.append(f"SELECT {shown} FROM {_q(name)} LATERAL VIEW explode(array_repeat(0, CAST(__n AS INT))) "
                            f"__e AS __rep WHERE __n > 0")
             else:
@@ -490,7 +502,7 @@ class SparkForest:
 
     def _timed_plans(self, st: _Statement) -> None:
         """The answers of every check decided per timestamp, over the micro-batch's rows and range: one CTE each;
-        for a check in a window of the past (rule A3), with the answers of earlier micro-batches the driver keeps
+        for a check in a window of time (rules A3, A4), with the answers of earlier micro-batches the driver keeps
         (``engine.windows``), and a frame of the range's for the driver to keep (:attr:`window_frames`)."""
         self._timed_answers, self.window_frames = {}, {}
         windows = self.engine.windows
@@ -507,6 +519,8 @@ class SparkForest:
             batch = st.add(f"c{k}_batch", " UNION ALL ".join(parts)) if parts else None
             if batch is not None:
                 self.window_frames[text] = f"SELECT {cols} FROM {_q(batch)}"
+            if not any(c.query == text and not c.waits for mf in self.forest.members for c in mf.member.checks):
+                continue  # only read by checks that wait for their window's end: the driver's (rule A4)
             sources = [f"SELECT {cols} FROM {_q(batch)}"] if batch is not None else []
             kept = {key + (t,): 1 for key, times in windows.times[text].items() for t in times}
             if kept:
@@ -542,11 +556,12 @@ class SparkForest:
         self._timed_plans(st)
         answers: list[str] = []
         updates: dict[int, dict[int, str]] = {}
+        waiting: dict[int, list[str]] = {}
         for mi, mf in enumerate(self.forest.members):
             if mf.unsatisfiable or not mf.nodes:
                 continue
             memo: dict = {}
-            answers += self._answers(st, mi, memo)
+            (waiting.setdefault(mi, []) if mi in self.engine.waiting.wait else answers).extend(self._answers(st, mi, memo))
             me: MemberEngine = self.engine.members[mi]
             for n in mf.nodes:
                 if keep_upto is None or not me.keeps_after(n.id, keep_upto):
@@ -556,6 +571,8 @@ class SparkForest:
                     updates.setdefault(mi, {})[n.id] = self._update(mi, n.id, cur)
         frames = {mi: {nid: st.frame(self.spark, sql) for nid, sql in per.items()} for mi, per in updates.items()}
         self.window_frames = {text: st.frame(self.spark, sql) for text, sql in self.window_frames.items()}
+        self.waiting_frames = {mi: st.frame(self.spark, " UNION ALL ".join(parts)) for mi, parts in waiting.items()
+                               if parts}
         out = st.frame(self.spark, " UNION ALL ".join(answers)) if answers else None
         # the frames hold their analysed plans: the micro-batch's views go (the statics' stay while the query runs)
         for name in [self._scan, *self._pasts.values()]:

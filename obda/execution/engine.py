@@ -35,7 +35,7 @@ from operator import itemgetter
 from typing import Callable, Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
-from obda.execution.check_windows import CheckWindows
+from obda.execution.check_windows import CheckWindows, Waiting
 from obda.model.query import FLIP, OPS
 from obda.execution.answers import as_text
 
@@ -596,11 +596,14 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set
             windows: "CheckWindows") -> Callable[[tuple], tuple | None]:
     """A member's output tuple → its answer tuple; None where a check tested on the answer (its terms hidden items
     after the answer's columns) does not keep it.  ``timed``: the answers of the checks decided per timestamp, at
-    the timestamp being closed; ``windows``: those of the checks in a window of time (:meth:`QueryEngine.step`)."""
+    the timestamp being closed; ``windows``: those of the checks in a window of time (:meth:`QueryEngine.step`).
+    A member with a check decided later (rule A4, :class:`Waiting`) keeps the hidden items, for that check."""
     bind = _texts(binder(mp.member.items, mp.out_attrs), text_columns)
-    checks, visible = mp.member.checks, mp.member.visible
+    checks, visible = [c for c in mp.member.checks if not c.waits], mp.member.visible
+    if len(checks) < len(mp.member.checks):
+        visible = len(mp.member.items)
     if not checks:
-        return bind
+        return bind if visible == len(mp.member.items) else lambda values: bind(values)[:visible]
 
     def keeps(c, full: tuple) -> bool:
         if c.window is not None:
@@ -641,6 +644,8 @@ class QueryEngine:
         self.timed = {text: QueryEngine(f, statics) for text, f in plan.timed_checks}
         self._timed_answers: dict[str, set] = {text: set() for text in self.timed}
         self.windows = CheckWindows(plan)
+        self.waiting = Waiting(plan)
+        self._index = {id(mf): mi for mi, mf in enumerate(plan.members)}
         self.set_statics(statics)
         self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._timed_answers, self.windows)
                          for m in self.members}
@@ -669,10 +674,13 @@ class QueryEngine:
         out = {"members": [m.state() for m in self.members], "emitted": self.emitted, "static_done": self.static_done}
         if self.windows.times:
             out["windows"] = self.windows.state()
+        if self.waiting.wait:
+            out["waiting"] = self.waiting.state()
         return out
 
     def restore(self, st: dict) -> None:
         self.windows.restore(st.get("windows", {}))
+        self.waiting.restore(st.get("waiting", []))
         for m, s in zip(self.members, st["members"]):
             m.restore(s)
         self.emitted.clear()  # in place: the members' after_absorb holds it
@@ -681,7 +689,7 @@ class QueryEngine:
 
     @property
     def entries(self) -> int:
-        return sum(m.entries for m in self.members) + len(self.emitted) + self.windows.entries
+        return sum(m.entries for m in self.members) + len(self.emitted) + self.windows.entries + self.waiting.entries
 
     @property
     def static_entries(self) -> int:
@@ -689,8 +697,16 @@ class QueryEngine:
         return sum(m.static_entries for m in self.members) + self.check_entries
 
     def _collect(self, mp: MemberForest, out: Counted, emitted_at, answers: list[Answer]) -> None:
-        """Append the answers of ``out`` in a deterministic order (by the member's output tuple)."""
+        """Append the answers of ``out`` in a deterministic order (by the member's output tuple); those of a member
+        with a check decided later wait for it (rule A4: :meth:`close_waiting`)."""
         bind = self._binders[id(mp)]
+        mi = self._index.get(id(mp))
+        if mi in self.waiting.wait:
+            for vals in _ordered(out):
+                full = bind(vals)
+                if full is not None:
+                    self.waiting.hold(mi, emitted_at, full, out[vals])
+            return
         if self.plan.distinct:
             # most answers of a DISTINCT query were emitted before: drop them before sorting
             fresh = {}
@@ -735,6 +751,7 @@ class QueryEngine:
                 self.windows.add(text, ts, found)
             else:
                 self._timed_answers[text] = {a.values for a in found}
+        self.close_waiting(ts, answers)
         for m in self.members:
             rows = {a: cur.get(p.id) for a, p in m.plan.pipelines.items() if p.table.is_stream}
             if not any(rows.values()):
@@ -743,6 +760,23 @@ class QueryEngine:
         if self.plan.keyed_by_time:
             self.emitted.clear()
         return answers
+
+    def close_waiting(self, ts: int, answers: list[Answer]) -> None:
+        """At closed timestamp ``ts``, once the checks' answers of ``ts`` are in :attr:`windows`: the answers whose
+        check window ended by ``ts`` (rule A4) are tested and emitted at ``ts``; then what no window can read any
+        more is dropped.  The answers of ``ts`` itself wait after this (:meth:`_collect`)."""
+        for mi, at, full, count in self.waiting.due(ts):
+            mf = self.plan.members[mi]
+            if not all(c.keeps_in_window(full, self.windows.times[c.query], at) for c in mf.member.checks if c.waits):
+                continue
+            b = full[:mf.member.visible]
+            if self.plan.distinct:
+                if b in self.emitted:
+                    continue
+                self.emitted.add(b)
+            answers.append(Answer(ts, b, count if not self.plan.distinct else 1))
+        if self.windows.times:
+            self.windows.expire(ts)
 
     def static_only(self) -> list[Answer]:
         """For a query without any stream table: all answers, once."""

@@ -252,8 +252,16 @@ class Closing:
         self.frame = None  # answers written by the sink with Spark
         self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
         self.keyed: dict[int, tuple] = {}  # part index -> (member, node, key positions, key): keyed rows' values
-        self.windows: dict[int, str] = {}  # part index -> a check query in a window of the past (rule A3)
+        self.windows: dict[int, str] = {}  # part index -> a check query in a window of time (rules A3, A4)
         self.window_rows: dict[str, list] = {}  # its (timestamp, key) answers of the range
+        # rule A4: part index -> member whose answers wait for their check's window; the part of the timestamps at
+        # which the query reads a row (where waiting answers are decided); those collected, per timestamp
+        self.waiting: dict[int, int] = {}
+        self.data_part: int | None = None
+        self._data: dict[int, list] = {}  # timestamp -> the answers that start waiting there
+        self._times: list[int] | None = None  # those timestamps in order, once all are in; the next one to step
+        self._next = 0
+        self._rows_at: dict[int, dict[str, list]] = {}  # timestamp -> check query -> its answers there
         self.consumed: dict[int, dict[int, dict]] = {}  # member -> node -> (positions, key) -> values
         self.closes = False
         self.deltas: dict[int, dict[int, dict]] = {}
@@ -287,12 +295,20 @@ class Closing:
         if tag in self.windows:
             self.window_rows.setdefault(self.windows[tag], []).append((at, vals))
             return
+        if tag == self.data_part:
+            self._data.setdefault(at, [])
+            return
+        if tag in self.waiting:
+            self._data.setdefault(at, []).append((self.waiting[tag], vals[:-1], vals[-1]))
+            return
         if tag in self.keyed:
             mi, nid, pos, name = self.keyed[tag]
             self.consumed.setdefault(mi, {}).setdefault(nid, {}).setdefault((pos, name), set()).add(vals)
             return
         from obda.execution.engine import Answer
 
+        if self._data:  # the waiting answers decided up to this answer's timestamp, first (as the local backend)
+            self._decide(at)
         if q.plan.distinct:
             if vals in q.engine.emitted:
                 return
@@ -300,6 +316,26 @@ class Closing:
         self.pending.append(Answer(at, vals, 1))
         if len(self.pending) >= 10_000:
             self._flush_answers()
+
+    def _decide(self, upto: int) -> None:
+        """Rule A4, at each timestamp of the range up to ``upto`` at which the query read a row, in order: the check
+        queries' answers of that timestamp join the kept ones, the waiting answers whose window ended are decided
+        (:meth:`QueryEngine.close_waiting <obda.execution.engine.QueryEngine.close_waiting>`), and that timestamp's
+        answers start waiting — the local backend's steps, so both stamp every answer alike."""
+        engine = self.query.engine
+        if self._times is None:  # the parts before the answers' are all in
+            self._times = sorted(self._data)
+            for text, rows in self.window_rows.items():
+                for at, key in rows:
+                    self._rows_at.setdefault(at, {}).setdefault(text, []).append((at, key))
+        while self._next < len(self._times) and self._times[self._next] <= upto:
+            ts = self._times[self._next]
+            self._next += 1
+            for text in engine.windows.times:
+                engine.windows.put(text, self._rows_at.get(ts, {}).get(text, []), ts, expire=False)
+            engine.close_waiting(ts, self.pending)
+            for mi, full, count in self._data[ts]:
+                engine.waiting.hold(mi, ts, full, count)
 
     def _flush_answers(self) -> None:
         q = self.query
@@ -318,9 +354,12 @@ class Closing:
                 consumed = {nid: [(pos, values) for (pos, name), values in per.items() if me.marks.get(name)]
                             for nid, per in self.consumed.get(mi, {}).items()}
                 me.absorb(b.hi, self.deltas.get(mi, {}), consumed)
-            for text in q.engine.windows.times:
-                q.engine.windows.put(text, self.window_rows.get(text, []), b.hi)
-            if b.first_ts is not None and b.first_ts <= b.hi:
+            if self.data_part is not None:  # rule A4: decided one timestamp at a time, up to the range's end
+                self._decide(b.hi)
+            else:
+                for text in q.engine.windows.times:
+                    q.engine.windows.put(text, self.window_rows.get(text, []), b.hi)
+            if (b.first_ts is not None and b.first_ts <= b.hi) or self.pending:
                 self._flush_answers()
             if self.frame is not None:
                 frame = self.frame

@@ -183,9 +183,15 @@ class SparkSteps:
             for nid, df in per_node.items():
                 closing.parts.append(df)
                 closing.slots.append((mi, nid))
-        for text, df in self._distributed.window_frames.items():  # a check's answers the driver keeps (rule A3)
+        for text, df in self._distributed.window_frames.items():  # a check's answers the driver keeps (A3, A4)
             closing.windows[len(closing.parts)] = text
             closing.parts.append(df)
+        if self.engine.waiting.wait:  # answers waiting for their check's window (A4), and when to decide them
+            for mi, df in self._distributed.waiting_frames.items():
+                closing.waiting[len(closing.parts)] = mi
+                closing.parts.append(df)
+            closing.data_part = len(closing.parts)
+            closing.parts.append(self._data_times(projected, lo, None if open_ended else hi))
         self._keyed_parts(projected, batch, closing)
         if answers is not None and self.aggregate is not None:  # partial aggregates, not the answers
             for kind, df in self.aggregate.partial_frames(answers):
@@ -198,7 +204,7 @@ class SparkSteps:
             return closing
         # answers that go through the driver travel in the same job as the synopsis updates; for a sink that
         # writes with Spark too while they are few (the last micro-batch's count): Spark's write is a job
-        if answers is not None and (self.plan.distinct or not self.sink.writes_frames
+        if answers is not None and (self.plan.distinct or not self.sink.writes_frames or self.engine.waiting.wait
                                     or (self.last_answers < self.driver_answers and new_bytes < self.spill_bytes)):
             if self.plan.distinct:  # each distinct answer at its first timestamp
                 answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
@@ -207,6 +213,26 @@ class SparkSteps:
         elif answers is not None:
             closing.frame = answers
         return closing
+
+    def _data_times(self, projected, lo: int | None, hi: int | None):
+        """The timestamps of ``(lo, hi]`` at which the query reads a row (one of its stream pipelines keeps it): the
+        local backend's closed timestamps, at which a waiting answer is decided (rule A4)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        from obda.execution.answers import AT
+        from obda.execution.distributed import TS
+
+        flags = [flag_column(p.id, self.ns) for p in self.plan.pipelines if p.table.is_stream]
+        ts = F.col(TS)
+        mine = ts.isNotNull() & reduce(lambda a, b: a | b, [F.coalesce(F.col(f), F.lit(False)) for f in flags
+                                                            if f in projected.columns] or [F.lit(False)])
+        if lo is not None:
+            mine = mine & (ts > F.lit(lo))
+        if hi is not None:
+            mine = mine & (ts <= F.lit(hi))
+        return projected.where(mine).select(ts.alias(AT)).distinct()
 
     def _aggregate_data(self, projected, batch: "Batch", closing: "Closing", new_panes: bool = True) -> None:
         """An aggregate's part of the collect job: the data timestamps its changelog lines fall on

@@ -25,7 +25,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 
 from dataclasses import replace
 
-from obda.model.query import CQ, Exists, Query, Var
+from obda.model.query import CQ, Exists, Query, Shifted, Var
 from obda.query.expressions import unwrap
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
@@ -190,6 +190,10 @@ class Negation(Located):
             bound = p.term_vars() | {a.time for a in p.atoms if a.time is not None}
             holds = self._condition(conditions, "true", bound) if conditions else [()]
             timing = tuple(c for comparisons, _ in window for c in comparisons)
+            if self.distinct and any(isinstance(t, Shifted) for c in timing for t in (c.left, c.right)):
+                raise self.unsupported("OPTIONAL", "SELECT DISTINCT with an interval join (OPTIONAL's pattern in a "
+                                       "window of time joins the answer) is not supported yet; use SELECT (each "
+                                       "answer once per solution) or an aggregate", at)
             out.extend(replace(p.join(q), filters=p.filters + q.filters + timing + a) for q in inner for a in holds)
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution

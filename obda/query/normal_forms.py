@@ -95,6 +95,9 @@ class PendingFilter:
     start: int  # token index of the FILTER keyword
     end: int  # token index of the last token of the FILTER
     dnf: list[tuple[Comparison, ...]]
+    # SELECT DISTINCT with a time moved by a duration: refused where the FILTER joins (not where it is the window
+    # of a [NOT] EXISTS, rules A3, A4), once that is known
+    interval: Exception | None = None
 
 
 class NormalForms(Located):
@@ -140,6 +143,7 @@ class NormalForms(Located):
             expr = self._take_windows(expr, start, end)
             if expr is None:
                 return None
+        interval = None
         try:
             dnf = self._dnf(expr)
             for conj in dnf:
@@ -147,13 +151,15 @@ class NormalForms(Located):
                     problem = time_function_problem(c, self.time_vars) or time_comparison_problem(c, self.time_vars)
                     if problem:
                         raise problem
-                    if self.distinct and isinstance(c.right if isinstance(c.right, Shifted) else c.left, Shifted):
-                        raise FilterProblem("interval join", "SELECT DISTINCT with an interval join (a time variable "
-                                            "moved by a duration) is not supported yet; use SELECT (each answer once "
-                                            "per solution) or an aggregate", Hint("word", "FILTER"))
+                    if self.distinct and interval is None and isinstance(
+                            c.right if isinstance(c.right, Shifted) else c.left, Shifted):
+                        interval = self.problem(FilterProblem(
+                            "interval join", "SELECT DISTINCT with an interval join (a time variable moved by a "
+                            "duration) is not supported yet; use SELECT (each answer once per solution) or an "
+                            "aggregate", Hint("word", "FILTER")), start, end)
         except FilterProblem as p:
             raise self.problem(p, start, end) from None
-        return PendingFilter(expr, start, end, dnf)
+        return PendingFilter(expr, start, end, dnf, interval)
 
     def _take_windows(self, expr, start: int, end: int):
         """Remove the ``NOW()`` comparisons of a FILTER (its top-level ``&&`` operands) into ``self.windows``;
@@ -212,6 +218,9 @@ class NormalForms(Located):
         dropped for that branch.
         """
         self.in_scope.update(v for b in branches for v in b.bound_vars())
+        for f in filters:
+            if f.interval is not None:
+                raise f.interval
         if not filters:
             return branches
 

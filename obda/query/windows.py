@@ -7,8 +7,8 @@ variables).  Those comparisons, each ``?t2 (+ d) op ?t1 (+ d')``, bound ``?t2 - 
 
 * **A3** — a window in the answer's past or its own timestamp (``?t2 - ?t1 <= 0`` and bounded below): final
   when the answer's timestamp closes; the pattern's answers of the last ``d`` are kept.  Runs.
-* **A4** — a window reaching into the future (``?t2 - ?t1`` may be positive, bounded above): final only once
-  ``?t1 + d`` closes.  Not executed yet.
+* **A4** — a window reaching into the future (``?t2 - ?t1`` may be positive, bounded above and below): final
+  once ``?t1 + d`` closes; the answer waits until then (:mod:`obda.execution.check_windows`).  Runs.
 * **A5** — no lower bound: the pattern's answers would be kept forever.  Not executed yet.
 * **A6** — no upper bound into the future: never final.
 
@@ -47,14 +47,10 @@ def check_window(conv, parts: list, times: set, mine: set, kw: str, at: int | No
     lower, upper = bounds["lower"], bounds["upper"]
     window = TimeWindow(outer, inner, None if lower is None else lower[0], bool(lower and lower[1]),
                         None if upper is None else upper[0], bool(upper and upper[1]))
-    future = upper is None or upper[0] > 0
-    if future and upper is None:
+    if upper is None:
         why = (f"its pattern may match at any later time ({inner} has no upper bound after {outer}), so no answer "
-               "would ever be final (rule A6)")
-    elif future:
-        why = (f"its pattern may match after {outer} (up to {window.upper} µs later), so an answer would be final "
-               "only once that time closes (rule A4); that is not executed yet: bound the window by the answer's "
-               f"time ({inner} <= {outer})")
+               "would ever be final (rule A6); bound it: "
+               f"{inner} <= {outer} + \"PT1H\"^^xsd:dayTimeDuration")
     elif lower is None:
         why = (f"its window has no lower bound ({inner} may be any earlier time), so every pattern answer would be "
                f"kept forever (rule A5); bound it: {inner} >= {outer} - \"PT1H\"^^xsd:dayTimeDuration")

@@ -101,9 +101,27 @@ def test_a_check_in_a_window_of_the_past_keeps_the_verdict(verdicts, sources):
         assert check.timed and check.window == (-60_000_000, False, 0, True)
 
 
-@pytest.mark.parametrize("window", ["__w.ts > S.t1 AND __w.ts <= S.t1 + INTERVAL '60' SECOND",  # the future (A4)
-                                    "__w.ts < S.t1"])  # no lower bound (A5)
-def test_a_check_in_a_window_not_in_the_past_is_refused_located(verdicts, window):
+def test_a_check_in_a_window_after_the_answer_keeps_the_verdict(verdicts, sources):
+    """Rule A4: a window reaching after the answer's time; the verdict is the member's without it, and the plan and
+    the memory say what waits: the answers of the window's last part, and the check's answers of its length."""
+    sql = WINDOW.format("__w.ts > S.t1 - INTERVAL '30' SECOND AND __w.ts <= S.t1 + INTERVAL '60' SECOND")
+    poly, naive, report = verdicts(sql)
+    assert (poly, naive) == ("bounded", "bounded")
+    assert all(any("rule A4" in n for n in m.notes) for m in report.members)
+    (m,) = report.members
+    keeps = m.plan["check window"]["keeps"]
+    assert "last 90 s" in keeps[0] and "last 1 min" in keeps[1] and "until their window closes" in keeps[1], keeps
+    (mf,) = build_forest(sql, sources).members
+    (check,) = mf.member.checks
+    assert check.window == (-30_000_000, True, 60_000_000, False) and check.waits == 60_000_000
+    assert verdicts(WINDOW.replace("SELECT S.A", "SELECT DISTINCT S.A").format(
+        "__w.ts > S.t1 AND __w.ts <= S.t1 + INTERVAL '60' SECOND"))[:2] == verdicts("SELECT DISTINCT S.A FROM S")[:2]
+
+
+@pytest.mark.parametrize("window", ["__w.ts > S.t1",  # no upper bound (A6)
+                                    "__w.ts < S.t1",  # no lower bound (A5)
+                                    "__w.ts < S.t1 + INTERVAL '60' SECOND"])
+def test_a_check_in_a_window_without_a_bound_is_refused_located(verdicts, window):
     with pytest.raises(AnalysisError) as e:
         verdicts(WINDOW.format(window))
-    assert "rule A3" in str(e.value) and e.value.location.column > 20, e.value
+    assert "rules A3, A4" in str(e.value) and e.value.location.column > 20, e.value

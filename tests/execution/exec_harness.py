@@ -61,6 +61,10 @@ class Case:
     sql: str
     verdict: str  # what the analyser reports: bounded | unbounded | not_shown
     keys_bound: int | None = None  # an upper bound of synopsis entries for bounded cases
+    # rule A4 (a check in a window reaching after the answer's time m1.ts): how long (s) an answer waits, and the
+    # SQL of the timestamps at which the query reads a row (where a waiting answer is decided)
+    waits: int = 0
+    data: str = ""
 
 
 S_T = "FROM s AS m1, t AS m2"
@@ -136,6 +140,34 @@ CHECK_CASES = [
          "AND m1.b = m2.d AND NOT EXISTS (SELECT 1 FROM (SELECT m3.ts AS ts FROM u AS m3 WHERE m3.f > 4) AS __w "
          "WHERE __w.ts >= m1.ts - INTERVAL '2' SECOND AND __w.ts < m1.ts)", "bounded"),
 ]
+
+# in a window reaching after the answer's time (rule A4): an answer waits until its window's end has closed, and is
+# emitted at the first timestamp at or after it at which the query reads a row (:func:`released`)
+WAITING_CASES = [
+    Case("anti_join_future_window", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
+         "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2) AS __w WHERE __w.d = m1.b AND "
+         "__w.ts > m1.ts AND __w.ts <= m1.ts + INTERVAL '3' SECOND)", "bounded", waits=3,
+         data="SELECT ts FROM s UNION SELECT ts FROM t"),
+    Case("semi_join_around_the_answer", "SELECT m1.a AS a FROM s AS m1 WHERE m1.c < 5 AND EXISTS (SELECT 1 FROM "
+         "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE m2.e > 2) AS __w WHERE __w.d = m1.b AND "
+         "__w.ts >= m1.ts - INTERVAL '1' SECOND AND __w.ts <= m1.ts + INTERVAL '2' SECOND)", "bounded", waits=2,
+         data="SELECT ts FROM s WHERE c < 5 UNION SELECT ts FROM t WHERE e > 2"),
+    Case("anti_join_future_window_set", "SELECT DISTINCT m1.b AS b FROM s AS m1 WHERE 0 < m1.b AND m1.b < 5 AND NOT "
+         "EXISTS (SELECT 1 FROM "
+         "(SELECT m3.f AS f, m3.ts AS ts FROM u AS m3) AS __w WHERE __w.f = m1.b AND "
+         "__w.ts > m1.ts AND __w.ts < m1.ts + INTERVAL '2' SECOND)", "bounded", waits=2,
+         data="SELECT ts FROM s WHERE 0 < b AND b < 5 UNION SELECT ts FROM u"),
+]
+
+
+def released(oracle: "Oracle", case: Case, upto: dt.datetime | None = None) -> Counter:
+    """Rule A4: the answers over the rows up to ``upto`` whose window ended by the last timestamp at which the
+    query read a row (``case.data``): those the executor emitted by then."""
+    oracle.con.execute(f"SET VARIABLE upto = {_lit(upto or _FAR)}")
+    last = oracle.con.execute(f"SELECT max(ts) FROM ({case.data})").fetchone()[0]
+    if last is None:
+        return Counter()
+    return oracle.answers(f"{case.sql} AND m1.ts <= {_lit(last - dt.timedelta(seconds=case.waits))}", upto)
 
 
 CASE = {c.name: c for c in CASES}

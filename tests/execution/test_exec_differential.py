@@ -11,7 +11,8 @@ from collections import Counter
 import pytest
 
 from seeds import seed_sets
-from execution.exec_harness import CASE, CASES, CHECK_CASES, S_T, STATIC_R, Case, Oracle, counter_of, drive, from_us, random_splits, random_streams, sources
+from execution.exec_harness import (CASE, CASES, CHECK_CASES, S_T, STATIC_R, WAITING_CASES, Case, Oracle, counter_of, drive,
+                                    from_us, random_splits, random_streams, released, sources)
 
 BOUNDED = [c for c in CASES if c.verdict == "bounded"]
 
@@ -131,3 +132,52 @@ def test_a_window_of_the_past_keeps_only_the_answers_of_its_length():
 
     _, out = drive(case.sql, sources(), random_splits(rows, 7), static={"r": STATIC_R}, on_close=on_close)
     assert out and 0 < peak <= 4 * 3, peak
+
+
+@seed_sets()
+@pytest.mark.parametrize("case", WAITING_CASES, ids=lambda c: c.name)
+def test_checks_in_a_window_after_the_answer_match_duckdb_on_seeds(case, seeds):
+    """Rule A4: an answer waits until its check's window has closed. After every closed timestamp and at the end,
+    on the seeds (every other one with gaps longer than the window), what the executor emitted equals DuckDB's
+    answer over the rows so far, of the answers whose window ended by the last timestamp the query read; each is
+    stamped with that timestamp or a later one."""
+    from obda.analysis import analyze
+
+    assert analyze(case.sql, sources()).verdict == case.verdict
+    distinct = "DISTINCT" in case.sql
+    answered = 0
+    for seed in seeds:
+        rows = random_streams(seed, gaps=0.3 if seed % 2 else 0.0)
+        oracle = Oracle(sources(), rows, {"r": STATIC_R})
+        snapshots = {}
+
+        def on_close(rt, out):
+            if rt.closed_upto is not None:
+                snapshots[from_us(rt.closed_upto)] = counter_of(out)
+
+        _, out = drive(case.sql, sources(), random_splits(rows, seed), on_close=on_close)
+        assert len(snapshots) >= 2
+        for m, got in snapshots.items():
+            expected = released(oracle, case, m)
+            assert (set(got) == set(expected) and max(got.values(), default=1) == 1) if distinct else got == expected, \
+                (case.name, seed, m, got - expected, expected - got)
+        stamps = [a.emitted_at for a in out]
+        assert stamps == sorted(stamps)
+        answered += bool(out)
+    assert answered >= len(seeds) / 2, f"{case.name}: answers on {answered} of {len(seeds)} seeds"
+
+
+def test_answers_waiting_for_their_window_are_only_those_of_its_length():
+    """Rule A4's memory (a window, per answer): over 200 timestamps the answers waiting never exceed those of the
+    window's last 3 seconds — at most 4 timestamps of at most 3 rows each — and the other stream's answers kept
+    never exceed those of the 3 seconds a waiting answer's window reads."""
+    case = next(c for c in WAITING_CASES if c.name == "anti_join_future_window")
+    rows = random_streams(7, steps=200)
+    waiting = kept = 0
+
+    def on_close(rt, out):
+        nonlocal waiting, kept
+        waiting, kept = max(waiting, rt.engine.waiting.entries), max(kept, rt.engine.windows.entries)
+
+    _, out = drive(case.sql, sources(), random_splits(rows, 7), on_close=on_close)
+    assert out and 0 < waiting <= 4 * 3 and 0 < kept <= 4 * 3, (waiting, kept)

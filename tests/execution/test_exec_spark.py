@@ -10,9 +10,11 @@ from execution.exec_harness import (
     CASE,
     CHECK_CASES,
     STATIC_R,
+    WAITING_CASES,
     Oracle,
     random_splits,
     random_streams,
+    released,
     sources,
     spark_jobs,
     write_csv_batches,
@@ -91,16 +93,39 @@ def test_checks_in_the_answers_timestamp_on_spark(spark, tmp_path, case):
     assert jobs <= q.metrics.batches, (jobs, q.metrics.batches)  # at most one per micro-batch: the check adds none
 
 
-RESUMED = {c.name: c for c in CHECK_CASES if c.name in ("anti_join_same_ts", "anti_join_past_window")}
+@pytest.mark.parametrize("case", [c if c.name == "anti_join_future_window" else pytest.param(c, marks=pytest.mark.slow)
+                                  for c in WAITING_CASES], ids=lambda c: c.name)
+def test_checks_in_a_window_after_the_answer_on_spark(spark, tmp_path, case):
+    """Rule A4 on Spark: the answers waiting for their check's window come back in the micro-batch's one job with
+    the check's answers and the timestamps the query read, and the driver decides them as the local backend does:
+    DuckDB's released answers, the local backend's lines (same emitted_at), one job per micro-batch."""
+    seed = 4
+    src, rows = project(tmp_path, seed)
+    j0 = spark_jobs(spark)
+    q, text = run(spark, tmp_path, src, case, "spark.jsonl", max_files_per_batch=3)
+    jobs = spark_jobs(spark) - j0
+    expected = released(Oracle(src, rows, {"r": STATIC_R}), case)
+    got = bindings(text, q.columns)
+    assert (set(got) == set(expected)) if "DISTINCT" in case.sql else (got == expected)
+    assert sum(expected.values()) > 0
+    _, local = run(spark, tmp_path, src, case, "local.jsonl", backend="local", max_files_per_batch=3)
+    assert Counter(local.splitlines()) == Counter(text.splitlines())
+    assert jobs <= q.metrics.batches, (jobs, q.metrics.batches)
+
+
+RESUMED = {c.name: c for c in CHECK_CASES + WAITING_CASES
+           if c.name in ("anti_join_same_ts", "anti_join_past_window", "anti_join_future_window")}
 
 
 @pytest.mark.parametrize("name, backend", [("anti_join_same_ts", "local"), ("anti_join_past_window", "local"),
-                                           ("anti_join_past_window", "spark"),
+                                           ("anti_join_past_window", "spark"), ("anti_join_future_window", "local"),
+                                           pytest.param("anti_join_future_window", "spark", marks=pytest.mark.slow),
                                            pytest.param("anti_join_same_ts", "spark", marks=pytest.mark.slow)])
 def test_a_check_over_a_stream_resumes_from_its_checkpoint(spark, tmp_path, backend, name):
     """Stopped after two micro-batches and resumed from its checkpoint, a query with a check over another stream
     writes the lines of one uninterrupted run: the rows of both streams' open timestamps come back (rule A2), and
-    the other stream's answers its window still reads (A3: state in the checkpoint)."""
+    the other stream's answers its window still reads (A3: state in the checkpoint), and the answers still waiting
+    for their window's end (A4: in the checkpoint too)."""
     case = RESUMED[name]
     src, rows = project(tmp_path, 23, max_chunk=3)
     kw = dict(backend=backend, max_files_per_batch=2)
@@ -109,7 +134,8 @@ def test_a_check_over_a_stream_resumes_from_its_checkpoint(spark, tmp_path, back
     assert full.startswith(part) and part != full
     _, resumed = run(spark, tmp_path, src, case, "part.jsonl", checkpoint_dir=tmp_path / "ck", **kw)
     assert resumed == full
-    assert bindings(full, ("a", "b")) == Oracle(src, rows).answers(case.sql)
+    oracle = Oracle(src, rows)
+    assert bindings(full, ("a", "b")) == (released(oracle, case) if case.waits else oracle.answers(case.sql))
 
 
 def test_spark_restart_from_checkpoint(spark, tmp_path):

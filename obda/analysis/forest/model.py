@@ -98,9 +98,15 @@ class OutputCheck:
     values: frozenset | None = None
     tree: object = field(default=None, compare=False, repr=False)  # the query's sqlglot tree (SQL input)
     timed: bool = False
-    # in a window of the answer's time (rule A3): the query's last column (its time) minus the answer's timestamp
-    # (the last term) within (lower, lower strict, upper, upper strict), µs; the other terms compared as equal
+    # in a window of the answer's time (rules A3, A4): the query's last column (its time) minus the answer's
+    # timestamp (the last term) within (lower, lower strict, upper, upper strict), µs; the other terms equal
     window: tuple[int | None, bool, int | None, bool] | None = None
+
+    @property
+    def waits(self) -> int:
+        """How long (µs) after its timestamp an answer waits for this check (rule A4: a window reaching after
+        it, decided once its end closed); 0: decided when the answer's timestamp closes."""
+        return max(self.window[2], 0) if self.window is not None else 0
 
     def keeps(self, answer: tuple, values: frozenset | set | None = None) -> bool:
         key = tuple(answer[p] for p in self.positions)
@@ -109,8 +115,8 @@ class OutputCheck:
         return (key in (self.values if values is None else values)) != self.negated
 
     def keeps_in_window(self, answer: tuple, times: dict, now: int) -> bool:
-        """Rule A3: whether the check keeps ``answer`` (closed at ``now``, µs) given ``times``, the timestamps at
-        which its query answered each key (its answers without their time)."""
+        """Rules A3, A4: whether the check keeps ``answer`` (of timestamp ``now``, µs) given ``times``, the
+        timestamps at which its query answered each key (its answers without their time)."""
         key = tuple(answer[p] for p in self.positions[:-1])
         if None in key:
             return False  # NULL never agrees
