@@ -157,6 +157,11 @@ WAITING_CASES = [
          "(SELECT m3.f AS f, m3.ts AS ts FROM u AS m3) AS __w WHERE __w.f = m1.b AND "
          "__w.ts > m1.ts AND __w.ts < m1.ts + INTERVAL '2' SECOND)", "bounded", waits=2,
          data="SELECT ts FROM s WHERE 0 < b AND b < 5 UNION SELECT ts FROM u"),
+    # beside a member whose answers do not wait: both kinds of answers at one timestamp, in timestamp order
+    Case("anti_join_future_window_and_rows", "SELECT m2.d AS a, m2.e AS b FROM t AS m2 WHERE m2.e > 3 UNION ALL "
+         "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM (SELECT m3.f AS f, m3.ts AS ts FROM "
+         "u AS m3) AS __w WHERE __w.f = m1.b AND __w.ts >= m1.ts AND __w.ts <= m1.ts + INTERVAL '2' SECOND)", "bounded",
+         waits=2, data="SELECT ts FROM s UNION SELECT ts FROM t WHERE e > 3 UNION SELECT ts FROM u"),
 ]
 
 
