@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
 from obda.analysis.forest import Forest, build_forest
+from obda.analysis.kept_keys import keys_analysis
 from obda.analysis.normal_form import SpjMember, extract, extract_select, from_sql
 from obda.analysis.plan import SynopsisPlan
 from obda.analysis.report import AnalysisReport, MemberReport, PartReport, ViolationReport
@@ -81,7 +82,9 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
         notes.append("every member of the unfolded query was removed (unsatisfiable or duplicate): the answer is empty")
         for r in source.removed:
             notes.append(f"removed: {r}")
-    report = analyze_members(members, checker, notes, sources.constraints)
+    kept = keys_analysis(source, lambda src: analyze_members(members_of(src, sources, file), checker, None,
+                                                             sources.constraints))
+    report = analyze_members(members, checker, notes, sources.constraints, kept)
     try:
         forest, error = build_forest(source, sources, text=text, file=file), None
     except ExecutionError as e:  # analysable, but the executor cannot run it: said when it is run

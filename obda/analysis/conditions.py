@@ -104,8 +104,10 @@ class Conditions(SelectReading):
             windowed = window is not None
             if windowed and window.lower is not None and window.upper is not None:
                 self.check_windows.append((window.lower, window.upper))
-            rule = (("A4" if window.upper is not None and window.upper > 0 else "A3") if windowed
-                    else "A2" if reads_stream(check_query(node), ctx.sources) else "A1")
+            elif windowed:
+                self.kept_keys.append(window.query)
+            rule = (("A5" if window.lower is None else "A4" if window.upper is not None and window.upper > 0
+                     else "A3") if windowed else "A2" if reads_stream(check_query(node), ctx.sources) else "A1")
             if len(entries) > 1 and rule == "A1":  # tested on the joined answer: its terms are kept like projected
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])
             label = (f"EXISTS (… in a window of {_snippet(terms.expressions[-1])})" if windowed

@@ -59,6 +59,8 @@ class SpjMember:
     derived: tuple[tuple[Attr, tuple[Attr, ...]], ...] = ()
     # checks in a window of the answer's time (rules A3, A4): each window's bounds (µs) relative to the answer's
     check_windows: tuple[tuple[int, int], ...] = ()
+    # checks in a window without a lower bound (rule A5): their queries (keys, then the time), whose keys are kept
+    kept_keys: tuple[exp.Expression, ...] = ()
 
     @property
     def projection_kind(self) -> str:
@@ -125,7 +127,7 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
             notes=tuple(f"check {c}: {_CHECK_NOTES[rule]}" for c, rule in dict.fromkeys(s.checks)),
-            check_windows=tuple(s.check_windows),
+            check_windows=tuple(s.check_windows), kept_keys=tuple(s.kept_keys),
         ))
     return members
 
@@ -137,6 +139,9 @@ _CHECK_NOTES = {
           "computed when that timestamp closes and tested on its answers; it keeps no synopsis (rule A2)",
     "A3": "the answers of a query over streams in a window of the answer's past ([NOT] EXISTS), kept for the "
           "window's length and tested on the answers when their timestamp closes: a window, per answer (rule A3)",
+    "A5": "the answers of a query over streams in a window of the answer's past without a lower bound ([NOT] "
+          "EXISTS): each key of that query is kept forever, with its earliest timestamp; the memory is the set of "
+          "those keys (rule A5)",
     "A4": "the answers of a query over streams in a window reaching after the answer's time ([NOT] EXISTS): each "
           "answer waits until the window's end closes, then is tested against that query's answers in the window, "
           "kept for the window's length: a window, per answer (rule A4)",

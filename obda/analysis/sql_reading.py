@@ -292,6 +292,7 @@ class SelectReading:
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
         self.checks: list[tuple[str, str]] = []  # [NOT] (…) IN (SELECT …): (the check, its rule: A1 to A4)
         self.check_windows: list[tuple[int, int]] = []  # each check's window of time (µs, rules A3, A4)
+        self.kept_keys: list[exp.Expression] = []  # rule A5: the query of each check without a lower bound
         self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 

@@ -16,6 +16,7 @@ from obda.analysis import computed
 from obda.analysis.constraints import constrained_verdict, ordered_note, suggestion
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED, PartOutcome, check_polynomial
 from obda.analysis.explain import hint, plain, provenance, witness
+from obda.analysis.kept_keys import with_kept_keys
 from obda.analysis.naive import check_naive
 from obda.analysis.normal_form import SpjMember
 from obda.analysis.plan import build_plan
@@ -26,15 +27,20 @@ from obda.errors import AnalysisError
 
 
 def analyze_members(members: list[SpjMember], checker: str = "polynomial", notes: list[str] | None = None,
-                    constraints=()) -> AnalysisReport:
+                    constraints=(), kept=None) -> AnalysisReport:
     """``constraints``: the declared k-constraints (:mod:`obda.analysis.constraints`): each member not bounded
-    by itself also gets its verdict under the ones that apply to it."""
+    by itself also gets its verdict under the ones that apply to it.  ``kept``: how the key set of a check without
+    a lower bound is judged (rule A5, :func:`obda.analysis.kept_keys.keys_analysis`)."""
+    def report(m: SpjMember) -> MemberReport:
+        r = _with_constraints(m, _member(m, checker), constraints)
+        return with_kept_keys(r, [kept(q) for q in m.kept_keys]) if m.kept_keys and kept is not None else r
+
     members = _time_keys(members)
-    reports = tuple(_with_constraints(m, _member(m, checker), constraints) for m in members)
+    reports = tuple(report(m) for m in members)
     parts = [p.criterion for r in reports for p in r.parts if p.criterion != "unsatisfiable"]
     if "time_keyed" in parts and any(c != "time_keyed" for c in parts):  # keyed apart: remembered together
         members = [replace(m, time_columns=frozenset()) for m in members]
-        reports = tuple(_with_constraints(m, _member(m, checker), constraints) for m in members)
+        reports = tuple(report(m) for m in members)
     verdict = combine(m.verdict for m in reports) if reports else BOUNDED
     return AnalysisReport(verdict, reports, tuple(notes or ()))
 

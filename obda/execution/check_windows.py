@@ -1,9 +1,10 @@
-"""The state of the checks in a window of the answer's time (docs/analysis.md, rules A3, A4).
+"""The state of the checks in a window of the answer's time (docs/analysis.md, rules A3–A5).
 
 ``FILTER NOT EXISTS { GRAPH ?t2 { Q } FILTER(?t2 >= ?t - d && ?t2 < ?t) }`` (A3): an answer closed at ``T`` is
 tested against the timestamps at which Q answered its key in ``[T - d, T]``.  Q's answers are stepped (local
 backend) or collected (Spark) one closed timestamp at a time, in order, so they are kept in arrival order and
-dropped once no window can read them (:class:`CheckWindows`): the memory is a window, per key.
+dropped once no window can read them (:class:`CheckWindows`): the memory is a window, per key.  Without a lower
+bound (``?t2 < ?t``, A5) each key is kept forever, with its earliest timestamp only: the memory is the set of keys.
 
 ``… FILTER(?t2 > ?t && ?t2 <= ?t + d)`` (A4): the window reaches after the answer's time, so the answer waits
 (:class:`Waiting`) until ``τ + d`` has closed.  At the first closed timestamp ``T ≥ τ + d`` at which the query read
@@ -27,12 +28,20 @@ class CheckWindows:
     answered each key (its answer without its time), kept as long as the longest window reading it needs."""
 
     def __init__(self, plan: Forest):
-        self.keep: dict[str, int] = {}  # check query -> how far back (µs) from the last closed timestamp
+        # check query -> how far back (µs) from the last closed timestamp; None: forever (rule A5, no lower bound)
+        self.keep: dict[str, int | None] = {}
+        earliest: dict[str, bool] = {}
         for mf in plan.members:
             for c in mf.member.checks:
-                if c.window is not None:
-                    # A3: the window's length back from the answer's close; A4: from the end of its window
-                    self.keep[c.query] = max(self.keep.get(c.query, 0), max(c.window[2], 0) - c.window[0])
+                if c.window is None:
+                    continue
+                # A3: the window's length back from the answer's close; A4: from the end of its window
+                back = None if c.window[0] is None else max(c.window[2], 0) - c.window[0]
+                old = self.keep.get(c.query, 0)
+                self.keep[c.query] = None if back is None or old is None else max(old, back)
+                earliest[c.query] = earliest.get(c.query, True) and back is None
+        # rule A5: every window reading the query is unbounded below, so a key's earliest timestamp decides them all
+        self.earliest = {q for q, only in earliest.items() if only}
         self.times: dict[str, dict[tuple, set[int]]] = {q: {} for q in self.keep}
         self._order: dict[str, deque] = {q: deque() for q in self.keep}  # (timestamp, key) as they came: expiry
         self.now = 0
@@ -47,7 +56,10 @@ class CheckWindows:
         times, order, self.now = self.times[query], self._order[query], closed
         for ts, key in sorted(rows, key=lambda r: r[0]):
             kept = times.setdefault(key, set())
-            if ts not in kept:
+            if query in self.earliest:  # rule A5: the key's earliest timestamp only, never dropped
+                if not kept:
+                    kept.add(ts)
+            elif ts not in kept:
                 kept.add(ts)
                 order.append((ts, key))
         if expire:
@@ -61,6 +73,8 @@ class CheckWindows:
 
     def _expire(self, query: str, closed: int) -> None:
         times, order = self.times[query], self._order[query]
+        if self.keep[query] is None:
+            return
         oldest = closed - self.keep[query]
         while order and order[0][0] < oldest:
             ts, key = order.popleft()

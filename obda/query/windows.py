@@ -9,7 +9,8 @@ variables).  Those comparisons, each ``?t2 (+ d) op ?t1 (+ d')``, bound ``?t2 - 
   when the answer's timestamp closes; the pattern's answers of the last ``d`` are kept.  Runs.
 * **A4** — a window reaching into the future (``?t2 - ?t1`` may be positive, bounded above and below): final
   once ``?t1 + d`` closes; the answer waits until then (:mod:`obda.execution.check_windows`).  Runs.
-* **A5** — no lower bound: the pattern's answers would be kept forever.  Not executed yet.
+* **A5** — no lower bound: the pattern's keys are kept forever, each with its earliest time (its verdict: that of
+  the set of those keys).  Runs.
 * **A6** — no upper bound into the future: never final.
 
 The answer's stream patterns must all be in the one ``GRAPH ?t1`` (its answers close at ``?t1``), and the
@@ -51,9 +52,6 @@ def check_window(conv, parts: list, times: set, mine: set, kw: str, at: int | No
         why = (f"its pattern may match at any later time ({inner} has no upper bound after {outer}), so no answer "
                "would ever be final (rule A6); bound it: "
                f"{inner} <= {outer} + \"PT1H\"^^xsd:dayTimeDuration")
-    elif lower is None:
-        why = (f"its window has no lower bound ({inner} may be any earlier time), so every pattern answer would be "
-               f"kept forever (rule A5); bound it: {inner} >= {outer} - \"PT1H\"^^xsd:dayTimeDuration")
     else:
         return window
     raise conv.unsupported(kw, f"{kw} in a window of time: {why} (docs/analysis.md)", at)

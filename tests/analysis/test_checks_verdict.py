@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from obda.analysis import build_forest
+from obda.analysis import analyze, build_forest
 from obda.errors import AnalysisError
 
 KEYS = "(SELECT DISTINCT R.x FROM R WHERE R.y > 3)"
@@ -118,10 +118,28 @@ def test_a_check_in_a_window_after_the_answer_keeps_the_verdict(verdicts, source
         "__w.ts > S.t1 AND __w.ts <= S.t1 + INTERVAL '60' SECOND"))[:2] == verdicts("SELECT DISTINCT S.A FROM S")[:2]
 
 
-@pytest.mark.parametrize("window", ["__w.ts > S.t1",  # no upper bound (A6)
-                                    "__w.ts < S.t1",  # no lower bound (A5)
-                                    "__w.ts < S.t1 + INTERVAL '60' SECOND"])
-def test_a_check_in_a_window_without_a_bound_is_refused_located(verdicts, window):
+@pytest.mark.parametrize("keys, expected", [("T.D", "unbounded"), ("T.D", "bounded"), ("", "bounded")])
+def test_a_check_in_the_whole_past_is_judged_by_its_set_of_keys(verdicts, sources, keys, expected):
+    """Rule A5: without a lower bound the check's keys are kept forever, so the member is bounded iff P is and the
+    set of the keys is (``SELECT DISTINCT`` of them over the check's pattern: bounded under ``0 < T.D < 9``, one
+    entry without a key); both checkers agree, and the plan says what is kept."""
+    where = " WHERE T.D > 0 AND T.D < 9" if expected == "bounded" and keys else ""
+    inner = f"SELECT {keys + ' AS d, ' if keys else ''}T.t2 AS ts FROM T{where}"
+    sql = (f"SELECT S.A FROM S WHERE NOT EXISTS (SELECT 1 FROM ({inner}) AS __w WHERE "
+           f"{'__w.d = S.B AND ' if keys else ''}__w.ts < S.t1)")
+    poly, naive, report = verdicts(sql)
+    assert poly == naive == "bounded"  # P's, without the check
+    assert report.verdict == analyze(sql, sources, checker="naive").verdict == expected
+    (m,) = report.members
+    assert "forever" in m.plan["check keys"]["keeps"][0]
+    assert any("rule A5" in n for n in m.notes), m.notes
+    if expected != "bounded":
+        assert any("?t2 >= ?t -" in h for h in m.hints)
+    assert verdicts(sql.replace("SELECT S.A", "SELECT DISTINCT S.A"))[0] == "unbounded"  # P's verdict still counts
+
+
+@pytest.mark.parametrize("window", ["__w.ts > S.t1", "__w.ts >= S.t1 - INTERVAL '60' SECOND"])  # no upper bound (A6)
+def test_a_check_in_a_window_without_an_upper_bound_is_refused_located(verdicts, window):
     with pytest.raises(AnalysisError) as e:
         verdicts(WINDOW.format(window))
-    assert "rules A3, A4" in str(e.value) and e.value.location.column > 20, e.value
+    assert "rules A3–A5" in str(e.value) and "(A6)" in str(e.value) and e.value.location.column > 20, e.value

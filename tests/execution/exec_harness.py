@@ -139,6 +139,15 @@ CHECK_CASES = [
     Case("anti_join_past_window_on_time", "SELECT m1.a AS a, m2.e AS e FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts "
          "AND m1.b = m2.d AND NOT EXISTS (SELECT 1 FROM (SELECT m3.ts AS ts FROM u AS m3 WHERE m3.f > 4) AS __w "
          "WHERE __w.ts >= m1.ts - INTERVAL '2' SECOND AND __w.ts < m1.ts)", "bounded"),
+    # in the whole past (rule A5): each key's earliest answer kept forever; bounded when the keys' set is
+    Case("anti_join_whole_past", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
+         "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE 0 < m2.d AND m2.d < 4) AS __w WHERE __w.d = m1.b AND "
+         "__w.ts < m1.ts)", "bounded"),
+    Case("semi_join_whole_past_unbounded_keys", "SELECT m1.a AS a FROM s AS m1 WHERE EXISTS (SELECT 1 FROM "
+         "(SELECT m2.e AS e, m2.ts AS ts FROM t AS m2) AS __w WHERE __w.e = m1.c AND __w.ts <= m1.ts)", "unbounded"),
+    Case("anti_join_whole_past_no_key", "SELECT m1.a AS a FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
+         "(SELECT m3.ts AS ts FROM u AS m3 WHERE m3.f > 5) AS __w WHERE __w.ts < m1.ts - INTERVAL '3' SECOND)",
+         "bounded"),
 ]
 
 # in a window reaching after the answer's time (rule A4): an answer waits until its window's end has closed, and is

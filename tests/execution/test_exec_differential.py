@@ -181,3 +181,18 @@ def test_answers_waiting_for_their_window_are_only_those_of_its_length():
 
     _, out = drive(case.sql, sources(), random_splits(rows, 7), on_close=on_close)
     assert out and 0 < waiting <= 4 * 3 and 0 < kept <= 4 * 3, (waiting, kept)
+
+
+def test_a_check_in_the_whole_past_keeps_one_entry_per_key():
+    """Rule A5's memory (the set of keys): over 200 timestamps the other stream's answers kept never exceed its keys
+    (0 < d < 4: three), each with its earliest timestamp only."""
+    case = next(c for c in CHECK_CASES if c.name == "anti_join_whole_past")
+    rows = random_streams(7, steps=200)
+    peak = 0
+
+    def on_close(rt, out):
+        nonlocal peak
+        peak = max(peak, rt.engine.windows.entries)
+
+    _, out = drive(case.sql, sources(), random_splits(rows, 7), static={"r": STATIC_R}, on_close=on_close)
+    assert out and peak == 3, peak

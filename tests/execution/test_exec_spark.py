@@ -36,6 +36,7 @@ def project(tmp_path, seed, max_chunk=6):
 
 
 def run(spark, tmp_path, src, case, out, backend="spark", max_batches=None, **kw):
+    kw.setdefault("allow_unbounded", case.verdict != "bounded")
     q = ContinuousQuery(
         plan_execution(case.sql, src, [case.verdict] * (1 + case.sql.count(" UNION "))), base_dir=tmp_path, sink=JsonLinesSink(tmp_path / out), spark=spark,
         backend=backend, **kw,
@@ -71,7 +72,8 @@ def test_spark_matches_duckdb_and_local_backend(spark, tmp_path, seed, name):
     assert q.metrics.rows_in["s"] == len(rows["s"])
 
 
-ON_SPARK = ("anti_join_same_ts", "anti_join_on_the_timestamp", "anti_join_past_window", "anti_join_past_window_on_time")
+ON_SPARK = ("anti_join_same_ts", "anti_join_on_the_timestamp", "anti_join_past_window", "anti_join_past_window_on_time",
+            "anti_join_whole_past_no_key")
 
 
 @pytest.mark.parametrize("case", [c if c.name in ON_SPARK else pytest.param(c, marks=pytest.mark.slow)

@@ -34,10 +34,11 @@ def triple(draw, properties):
     return f"?{s} {draw(st.sampled_from(properties))} ?{o}"
 
 
-# windows of the past (rule A3), and reaching after the answer (A4) with the latest answer time whose window has
+# windows of the past (rules A3, A5), and reaching after the answer (A4) with the latest answer time whose window has
 # ended by the fixture's last timestamp (10:02, where both streams have rows): the executor emits no later one
 WINDOWS = ('?t2 < ?t && ?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration', '?t2 <= ?t && ?t2 > ?t - "PT90S"^^xsd:dayTimeDuration',
-           '?t2 >= ?t - "PT2M"^^xsd:dayTimeDuration && ?t > ?t2', '?t2 = ?t - "PT1M"^^xsd:dayTimeDuration')
+           '?t2 >= ?t - "PT2M"^^xsd:dayTimeDuration && ?t > ?t2', '?t2 = ?t - "PT1M"^^xsd:dayTimeDuration',
+           '?t2 < ?t', '?t2 <= ?t')  # the last two: the whole past (A5)
 FUTURE = {'?t2 > ?t && ?t2 <= ?t + "PT1M"^^xsd:dayTimeDuration': "10:01",
           '?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration && ?t2 <= ?t + "PT1M"^^xsd:dayTimeDuration': "10:01",
           '?t2 > ?t && ?t2 < ?t + "PT2M"^^xsd:dayTimeDuration': "10:00"}
