@@ -178,7 +178,8 @@ SPARK_SLOW = frozenset({"optional_same_timestamp", "exists_other_stream", "minus
                         "not_exists_same_alarm_before", "exists_same_alarm_before",
                         "not_exists_in_the_last_half_minute", "optional_level_in_the_last_half_minute",
                         "not_exists_in_the_next_minute_distinct", "exists_high_reading_within_a_minute_either_side",
-                        "not_exists_within_half_a_minute_either_side", "optional_earlier_alarm_of_the_level"})
+                        "not_exists_within_half_a_minute_either_side", "optional_earlier_alarm_of_the_level",
+                        "exists_same_person_alarmed_before", "not_exists_in_the_minute_before_distinct"})
 
 test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES, SPARK_SLOW)
 
