@@ -38,9 +38,9 @@ def _branches(e: exp.Expression) -> list[exp.Select]:
 
 
 def keys_analysis(source, analyse: Callable) -> Callable[[exp.Expression], AnalysisReport | None]:
-    """How the set of a check's keys is judged: ``analyse(members)`` of its keys query — the check's own
-    compilation with the time dropped when ``source`` is a :class:`Compilation` (its per-atom views declared there),
-    else the keys query as SQL.  Returns None for a check without keys."""
+    """How the set of a check's keys is judged: ``analyse(source)`` of its keys query — the check's own
+    compilation with the time dropped when ``source`` is a :class:`Compilation` (its per-atom views are declared
+    there), else the keys query as SQL.  The judge returns None for a check without keys."""
     def judge(query: exp.Expression) -> AnalysisReport | None:
         keys = keys_query(query)
         if keys is None:

@@ -228,11 +228,14 @@ def test_a_redelivery_of_a_landed_message_is_acknowledged_not_landed_again(tmp_p
     # the first life: the ingester's session, messages landed, never acknowledged, the connection cut
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=ing.client_id, protocol=mqtt.MQTTv5, manual_ack=True)
     c.on_message = lambda cl, ud, m: received.append(Message(m.topic, m.mid, m.payload, bool(m.dup), m.qos))
+    subscribed = []
+    c.on_subscribe = lambda *args: subscribed.append(True)
     props = Properties(PacketTypes.CONNECT)
     props.SessionExpiryInterval = 600
     c.connect("127.0.0.1", mosquitto.port, clean_start=False, properties=props)
     c.loop_start()
     c.subscribe(TOPICS["s"], qos=1)
+    wait_for(lambda: subscribed)  # the broker drops what is published before the subscription holds
     pub = mosquitto.publisher("pub-dup")
     rows = [{"a": i, "b": 0, "c": 3, "ts": f"2024-01-01T00:00:{i:02d}Z"} for i in range(12)]
     for i, r in enumerate(rows[:8]):
