@@ -119,19 +119,26 @@ def test_checks_in_the_answers_timestamp_match_duckdb_on_seeds(case, seeds):
     assert answered >= len(seeds) / 2, f"{case.name}: answers on {answered} of {len(seeds)} seeds"
 
 
+def _peaks(case: Case, *sizes) -> tuple:
+    """Over 200 timestamps of seed 7: whether the query answered, and the peak of each of ``sizes`` (functions of
+    the engine) after every micro-batch."""
+    rows = random_streams(7, steps=200)
+    peaks = [0] * len(sizes)
+
+    def on_close(rt, out):
+        for k, size in enumerate(sizes):
+            peaks[k] = max(peaks[k], size(rt.engine))
+
+    _, out = drive(case.sql, sources(), random_splits(rows, 7), static={"r": STATIC_R}, on_close=on_close)
+    return bool(out), *peaks
+
+
 def test_a_window_of_the_past_keeps_only_the_answers_of_its_length():
     """Rule A3's memory (a window, per answer): over 200 timestamps the other stream's answers kept never exceed
     those the window can read — 3 seconds back, so at most 4 timestamps of at most 3 keys each."""
-    case = next(c for c in CHECK_CASES if c.name == "anti_join_past_window")
-    rows = random_streams(7, steps=200)
-    peak = 0
-
-    def on_close(rt, out):
-        nonlocal peak
-        peak = max(peak, rt.engine.windows.entries)
-
-    _, out = drive(case.sql, sources(), random_splits(rows, 7), static={"r": STATIC_R}, on_close=on_close)
-    assert out and 0 < peak <= 4 * 3, peak
+    answered, peak = _peaks(next(c for c in CHECK_CASES if c.name == "anti_join_past_window"),
+                            lambda e: e.windows.entries)
+    assert answered and 0 < peak <= 4 * 3, peak
 
 
 @seed_sets()
@@ -171,28 +178,14 @@ def test_answers_waiting_for_their_window_are_only_those_of_its_length():
     """Rule A4's memory (a window, per answer): over 200 timestamps the answers waiting never exceed those of the
     window's last 3 seconds — at most 4 timestamps of at most 3 rows each — and the other stream's answers kept
     never exceed those of the 3 seconds a waiting answer's window reads."""
-    case = next(c for c in WAITING_CASES if c.name == "anti_join_future_window")
-    rows = random_streams(7, steps=200)
-    waiting = kept = 0
-
-    def on_close(rt, out):
-        nonlocal waiting, kept
-        waiting, kept = max(waiting, rt.engine.waiting.entries), max(kept, rt.engine.windows.entries)
-
-    _, out = drive(case.sql, sources(), random_splits(rows, 7), on_close=on_close)
-    assert out and 0 < waiting <= 4 * 3 and 0 < kept <= 4 * 3, (waiting, kept)
+    answered, waiting, kept = _peaks(next(c for c in WAITING_CASES if c.name == "anti_join_future_window"),
+                                     lambda e: e.waiting.entries, lambda e: e.windows.entries)
+    assert answered and 0 < waiting <= 4 * 3 and 0 < kept <= 4 * 3, (waiting, kept)
 
 
 def test_a_check_in_the_whole_past_keeps_one_entry_per_key():
     """Rule A5's memory (the set of keys): over 200 timestamps the other stream's answers kept never exceed its keys
     (0 < d < 4: three), each with its earliest timestamp only."""
-    case = next(c for c in CHECK_CASES if c.name == "anti_join_whole_past")
-    rows = random_streams(7, steps=200)
-    peak = 0
-
-    def on_close(rt, out):
-        nonlocal peak
-        peak = max(peak, rt.engine.windows.entries)
-
-    _, out = drive(case.sql, sources(), random_splits(rows, 7), static={"r": STATIC_R}, on_close=on_close)
-    assert out and peak == 3, peak
+    answered, peak = _peaks(next(c for c in CHECK_CASES if c.name == "anti_join_whole_past"),
+                            lambda e: e.windows.entries)
+    assert answered and peak == 3, peak
