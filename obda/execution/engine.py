@@ -602,8 +602,8 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set
     checks, visible = [c for c in mp.member.checks if not c.waits], mp.member.visible
     if len(checks) < len(mp.member.checks):
         visible = len(mp.member.items)
-    if not checks:
-        return bind if visible == len(mp.member.items) else lambda values: bind(values)[:visible]
+    if not checks:  # none, or only waiting ones: the whole tuple
+        return bind
 
     def keeps(c, full: tuple) -> bool:
         if c.window is not None:
