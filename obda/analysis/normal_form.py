@@ -139,12 +139,12 @@ _CHECK_NOTES = {
           "computed when that timestamp closes and tested on its answers; it keeps no synopsis (rule A2)",
     "A3": "the answers of a query over streams in a window of the answer's past ([NOT] EXISTS), kept for the "
           "window's length and tested on the answers when their timestamp closes: a window, per answer (rule A3)",
-    "A5": "the answers of a query over streams in a window of the answer's past without a lower bound ([NOT] "
-          "EXISTS): each key of that query is kept forever, with its earliest timestamp; the memory is the set of "
-          "those keys (rule A5)",
     "A4": "the answers of a query over streams in a window reaching after the answer's time ([NOT] EXISTS): each "
           "answer waits until the window's end closes, then is tested against that query's answers in the window, "
           "kept for the window's length: a window, per answer (rule A4)",
+    "A5": "the answers of a query over streams in a window of the answer's past without a lower bound ([NOT] "
+          "EXISTS): each key of that query is kept forever, with its earliest timestamp; the memory is the set of "
+          "those keys (rule A5)",
 }
 
 
