@@ -102,11 +102,11 @@ class Conditions(SelectReading):
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
             window = window_check(node) if isinstance(node, exp.Exists) else None
             windowed = window is not None
-            if windowed and window.lower is not None and window.upper is not None:
+            if windowed and (window.lower is not None or window.upper is None or window.upper > 0):
                 self.check_windows.append((window.lower, window.upper))
-            elif windowed:
+            if windowed and window.lower is None:
                 self.kept_keys.append(window.query)
-            rule = (("A5" if window.lower is None else "A4" if window.upper is not None and window.upper > 0
+            rule = (("A6" if window.upper is None else "A5" if window.lower is None else "A4" if window.upper > 0
                      else "A3") if windowed else "A2" if reads_stream(check_query(node), ctx.sources) else "A1")
             if len(entries) > 1 and rule == "A1":  # tested on the joined answer: its terms are kept like projected
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])

@@ -67,8 +67,9 @@ def with_kept_keys(report: MemberReport, kept: list[AnalysisReport | None]) -> M
     plan = {**report.plan, "check keys": {"strategy": "keys", "keeps": [keeps],
                                           "bound": "the set of the check's keys" if sets else "one entry"}}
     memory = report.memory
-    if verdict == BOUNDED and not memory:
-        memory = "the check's keys: a finite set" if sets else "one entry for the check"
+    if verdict == BOUNDED:
+        keys = "the check's keys: a finite set" if sets else "one entry for the check"
+        memory = f"{memory}; {keys}" if memory else keys
     hints = report.hints
     if verdict != BOUNDED and any(r.verdict != BOUNDED for r in sets):
         hints += ("bound the check's window below (?t2 >= ?t - \"PT1H\"^^xsd:dayTimeDuration): its answers are then "

@@ -58,7 +58,7 @@ class SpjMember:
     filters: tuple[str, ...] = ()
     derived: tuple[tuple[Attr, tuple[Attr, ...]], ...] = ()
     # checks in a window of the answer's time (rules A3, A4): each window's bounds (µs) relative to the answer's
-    check_windows: tuple[tuple[int, int], ...] = ()
+    check_windows: tuple[tuple[int | None, int | None], ...] = ()
     # checks in a window without a lower bound (rule A5): their queries (keys, then the time), whose keys are kept
     kept_keys: tuple[exp.Expression, ...] = ()
 
@@ -140,11 +140,13 @@ _CHECK_NOTES = {
     "A3": "the answers of a query over streams in a window of the answer's past ([NOT] EXISTS), kept for the "
           "window's length and tested on the answers when their timestamp closes: a window, per answer (rule A3)",
     "A4": "the answers of a query over streams in a window reaching after the answer's time ([NOT] EXISTS): each "
-          "answer waits until the window's end closes, then is tested against that query's answers in the window, "
-          "kept for the window's length: a window, per answer (rule A4)",
+          "answer waits until that query's first answer in the window decides it, or the window's end closes; "
+          "that query's answers are kept for the window's part before the answer: a window, per answer (rule A4)",
     "A5": "the answers of a query over streams in a window of the answer's past without a lower bound ([NOT] "
           "EXISTS): each key of that query is kept forever, with its earliest timestamp; the memory is the set of "
           "those keys (rule A5)",
+    "A6": "the answers of a query over streams in a window without an end (EXISTS): each answer waits until that "
+          "query's first answer in the window, which may never come (rule A6)",
 }
 
 

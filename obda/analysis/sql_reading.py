@@ -290,8 +290,10 @@ class SelectReading:
         self.templates: list[tuple[tuple[Attr, Attr], ...]] = []  # whole-term equalities over one template
         self.explicit: set[tuple[Attr, Attr]] = set()  # column equalities stated by ordinary conditions
         self.filters: list[str] = []  # computed conditions over one FROM entry (Rule 5)
-        self.checks: list[tuple[str, str]] = []  # [NOT] (…) IN (SELECT …): (the check, its rule: A1 to A4)
-        self.check_windows: list[tuple[int, int]] = []  # each check's window of time (µs, rules A3, A4)
+        self.checks: list[tuple[str, str]] = []  # [NOT] (…) IN (SELECT …): (the check, its rule: A1 to A6)
+        # each check's window of time (µs, rules A3, A4, A6: no upper bound), but those of the past without a lower
+        # bound (A5: its kept keys)
+        self.check_windows: list[tuple[int | None, int | None]] = []
         self.kept_keys: list[exp.Expression] = []  # rule A5: the query of each check without a lower bound
         self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)

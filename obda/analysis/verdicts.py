@@ -146,19 +146,40 @@ def _member(m: SpjMember, checker: str) -> MemberReport:
         notes=tuple(notes), checker=checker,
     )
     report = _interval_window(m, report) if m.differences else report
-    if m.check_windows and report.verdict == BOUNDED:  # rules A3, A4: what the check keeps, in the plan and memory
-        width = describe_micros(max(max(hi, 0) - lo for lo, hi in m.check_windows))
-        keeps = [f"its query's answers of the last {width}, per key"]
-        bound = f"the check's query's answers (key, timestamp) of the last {width}"
-        wait = max(hi for _, hi in m.check_windows)
-        if wait > 0:  # rule A4: the answers wait for their window's end
-            keeps.append(f"the answers of the last {describe_micros(wait)}, until their window closes")
-            bound += f", and the answers of the last {describe_micros(wait)}"
-        plan = {**report.plan, "check window": {"strategy": "window", "keeps": keeps, "bound": bound}}
-        memory = report.memory or (f"window, per solution: {bound} — independent of the streams' length, "
-                                   "proportional to their rate")
-        report = replace(report, plan=plan, memory=memory)
+    if m.check_windows:
+        report = _check_windows(m, report)
     return computed.adjust(m, report)
+
+
+def _check_windows(m: SpjMember, report: MemberReport) -> MemberReport:
+    """Rules A3, A4, A6: what the checks in a window of time keep, in the plan and memory.  A check's query's
+    answers are kept for the windows' part before the answer (an answer meets the later ones as they come); an
+    answer waits until a match decides it or its window's end closes.  A window without an end (A6) leaves
+    answers waiting for a first match that may never come: unbounded."""
+    if any(hi is None for _, hi in m.check_windows):
+        why = ("rule A6: an answer of an EXISTS in a window without an end waits for its first match, which may "
+               "never come: the answers waiting grow with the stream")
+        report = replace(report, verdict=combine([report.verdict, UNBOUNDED]), notes=report.notes + (why,),
+                         hints=report.hints + ("bound the window above (?t2 <= ?t + \"PT1H\"^^xsd:dayTimeDuration): an "
+                                               "answer then waits that long at most (rule A4)",))
+    if report.verdict != BOUNDED:
+        return report
+    keeps, bounds = [], []
+    if any(lo is not None for lo, _ in m.check_windows):  # without one (A5) the kept keys are the plan's "check keys"
+        back = max((-lo for lo, _ in m.check_windows if lo is not None and lo < 0), default=0)
+        past = f"of the last {describe_micros(back)}" if back else "of the last closed timestamp"
+        keeps.append(f"its query's answers {past}, per key")
+        bounds.append(f"the check's query's answers (key, timestamp) {past}")
+    wait = max(hi for _, hi in m.check_windows)
+    if wait > 0:  # rule A4: the answers wait for a match or their window's end
+        keeps.append(f"the answers of the last {describe_micros(wait)}, until a match or their window's end "
+                     "decides them")
+        bounds.append(f"the answers of the last {describe_micros(wait)}")
+    bound = ", and ".join(bounds)
+    plan = {**report.plan, "check window": {"strategy": "window", "keeps": keeps, "bound": bound}}
+    memory = report.memory or (f"window, per solution: {bound} — independent of the streams' length, "
+                               "proportional to their rate")
+    return replace(report, plan=plan, memory=memory)
 
 
 def _with_constraints(m: SpjMember, report: MemberReport, constraints) -> MemberReport:

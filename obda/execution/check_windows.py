@@ -1,4 +1,4 @@
-"""The state of the checks in a window of the answer's time (docs/analysis.md, rules A3–A5).
+"""The state of the checks in a window of the answer's time (docs/analysis.md, rules A3–A6).
 
 ``FILTER NOT EXISTS { GRAPH ?t2 { Q } FILTER(?t2 >= ?t - d && ?t2 < ?t) }`` (A3): an answer closed at ``T`` is
 tested against the timestamps at which Q answered its key in ``[T - d, T]``.  Q's answers are stepped (local
@@ -7,10 +7,14 @@ dropped once no window can read them (:class:`CheckWindows`): the memory is a wi
 bound (``?t2 < ?t``, A5) each key is kept forever, with its earliest timestamp only: the memory is the set of keys.
 
 ``… FILTER(?t2 > ?t && ?t2 <= ?t + d)`` (A4): the window reaches after the answer's time, so the answer waits
-(:class:`Waiting`) until ``τ + d`` has closed.  At the first closed timestamp ``T ≥ τ + d`` at which the query read
-a row it is tested against Q's answers of its window, and emitted at ``T`` if the check keeps it.  Both backends
-run one closed timestamp at a time through :meth:`QueryEngine.close_waiting
-<obda.execution.engine.QueryEngine.close_waiting>`, so they stamp every answer alike.
+(:class:`Waiting`).  It is matched against Q's kept answers of its window's past part when it starts waiting, and
+against each answer of Q as it comes: the first match decides the check (EXISTS keeps the answer, NOT EXISTS drops
+it), at the closed timestamp of that match.  A check with no match is decided at the first closed timestamp
+``T ≥ τ + d`` at which the query read a row.  The answer is emitted once every check of its member is decided and
+keeps it.  Without an end (``FILTER EXISTS { … FILTER(?t2 > ?t) }``, A6) an EXISTS answer waits until its first
+match, which may never come.  Both backends run one closed timestamp at a time through :meth:`QueryEngine.
+close_waiting <obda.execution.engine.QueryEngine.close_waiting>`, so they stamp every answer alike.  Since every
+Q answer is matched as it comes, Q's answers are kept only for the windows' past part.
 
 Both are part of the query's state and of its checkpoint, as plain data.
 """
@@ -28,20 +32,26 @@ class CheckWindows:
     answered each key (its answer without its time), kept as long as the longest window reading it needs."""
 
     def __init__(self, plan: Forest):
-        # check query -> how far back (µs) from the last closed timestamp; None: forever (rule A5, no lower bound)
+        # check query -> how far back (µs) from the last closed timestamp; None: forever (rule A5, no lower bound).
+        # An answer is tested when it closes (A3) or starts waiting (A4, A6) against the window's part up to its
+        # own timestamp; a waiting answer meets the later ones as they come
         self.keep: dict[str, int | None] = {}
         earliest: dict[str, bool] = {}
+        watched: set[str] = set()
         for mf in plan.members:
             for c in mf.member.checks:
                 if c.window is None:
                     continue
-                # A3: the window's length back from the answer's close; A4: from the end of its window
-                back = None if c.window[0] is None else max(c.window[2], 0) - c.window[0]
+                back = None if c.window[0] is None else max(0, -c.window[0])
                 old = self.keep.get(c.query, 0)
                 self.keep[c.query] = None if back is None or old is None else max(old, back)
                 earliest[c.query] = earliest.get(c.query, True) and back is None
+                if c.waits:
+                    watched.add(c.query)
         # rule A5: every window reading the query is unbounded below, so a key's earliest timestamp decides them all
         self.earliest = {q for q, only in earliest.items() if only}
+        self._watched = watched
+        self.arrived: list[tuple[str, int, tuple]] = []  # (query, timestamp, key) put since the last take, if watched
         self.times: dict[str, dict[tuple, set[int]]] = {q: {} for q in self.keep}
         self._order: dict[str, deque] = {q: deque() for q in self.keep}  # (timestamp, key) as they came: expiry
         self.now = 0
@@ -57,13 +67,23 @@ class CheckWindows:
         for ts, key in sorted(rows, key=lambda r: r[0]):
             kept = times.setdefault(key, set())
             if query in self.earliest:  # rule A5: the key's earliest timestamp only, never dropped
-                if not kept:
-                    kept.add(ts)
+                if kept:
+                    continue
+                kept.add(ts)
             elif ts not in kept:
                 kept.add(ts)
                 order.append((ts, key))
+            else:
+                continue
+            if query in self._watched:
+                self.arrived.append((query, ts, key))
         if expire:
             self._expire(query, closed)
+
+    def take_arrived(self) -> list[tuple[str, int, tuple]]:
+        """The ``(query, timestamp, key)`` answers put since the last call, of the queries a waiting check reads."""
+        out, self.arrived = self.arrived, []
+        return out
 
     def expire(self, closed: int) -> None:
         """Drop what no window can read once ``closed`` has closed."""
@@ -97,37 +117,130 @@ class CheckWindows:
 
 
 class Waiting:
-    """The answers waiting for the end of a check's window (rule A4), by deadline: ``(deadline, seq, member,
-    timestamp, answer with its hidden terms, count)``.  ``wait``: per member with such a check, the latest end
-    of its windows (µs after the answer's time)."""
+    """The answers waiting for a check decided after their timestamp (rules A4, A6), each with the checks not yet
+    decided: ``seq -> [member, timestamp, answer with its hidden terms, count, undecided checks]``, indexed by
+    each undecided check's (query, key) and, for a window with an end, by that end (a heap).  ``wait``: per member
+    with such checks, their ``(position, check)`` pairs."""
 
     def __init__(self, plan: Forest):
-        self.wait = {mi: max(c.waits for c in mf.member.checks)
+        self.wait = {mi: tuple((j, c) for j, c in enumerate(mf.member.checks) if c.waits)
                      for mi, mf in enumerate(plan.members) if any(c.waits for c in mf.member.checks)}
-        self._heap: list[tuple] = []
+        self._entries: dict[int, list] = {}
+        self._index: dict[tuple[str, tuple], set[tuple[int, int]]] = {}  # (query, key) -> (seq, check position)
+        self._heap: list[tuple[int, int, int]] = []  # (end of the window, seq, check position); stale ones skipped
         self._seq = 0
+        self.ready: list[tuple] = []  # (seq, entry) kept already, emitted at the next closed timestamp (restore)
 
-    def hold(self, mi: int, ts: int, full: tuple, count: int) -> None:
+    def hold(self, mi: int, ts: int, full: tuple, count: int, windows: CheckWindows) -> bool | None:
+        """An answer of closed timestamp ``ts`` starts waiting, after its checks met the query's answers kept in
+        ``windows`` (its window's part up to ``ts``): True when they decided to keep it at once, False when they
+        drop it, None when it waits."""
+        undecided: set[int] = set()
+        for j, c in self.wait[mi]:
+            key = c.key(full)
+            if None in key:
+                return False  # NULL never agrees (as the checks decided at once)
+            if any(c.in_window(t - ts) for t in windows.times[c.query].get(key, ())):
+                if c.negated:
+                    return False
+            else:
+                undecided.add(j)
+        if not undecided:
+            return True
         self._seq += 1
-        heapq.heappush(self._heap, (ts + self.wait[mi], self._seq, mi, ts, full, count))
+        self._add(self._seq, [mi, ts, full, count, undecided])
+        return None
 
-    def due(self, closed: int) -> list[tuple[int, int, tuple, int]]:
-        """``(member, timestamp, answer, count)`` of the answers whose window ended by ``closed``, in the order
-        they came (deadline, then arrival); they leave the store."""
-        out = []
+    def _add(self, seq: int, entry: list) -> None:
+        self._entries[seq] = entry
+        mi, ts, full = entry[0], entry[1], entry[2]
+        for j in entry[4]:
+            c = self._check(mi, j)
+            self._index.setdefault((c.query, c.key(full)), set()).add((seq, j))
+            if c.window[2] is not None:
+                heapq.heappush(self._heap, (ts + c.window[2], seq, j))
+
+    def _check(self, mi: int, j: int):
+        return next(c for k, c in self.wait[mi] if k == j)
+
+    def settle(self, closed: int, arrived: list[tuple[str, int, tuple]]) -> list[tuple[int, int, tuple, int]]:
+        """At closed timestamp ``closed``: the query answers ``arrived`` (of ``closed``) decide the checks whose
+        window they fall in (a match), then the checks whose window ended by ``closed`` are decided without one.
+        Returns ``(member, timestamp, answer, count)`` of the answers every check now keeps, in the order they
+        started waiting; those and the answers a check drops leave the store."""
+        kept: dict[int, list] = dict(self.ready)
+        self.ready = []
+
+        def decide(seq: int, j: int, matched: bool) -> None:
+            entry = self._entries[seq]
+            c = self._check(entry[0], j)
+            self._unindex(seq, j, c, entry[2])
+            if matched == c.negated:  # NOT EXISTS matched, EXISTS did not: dropped
+                self._drop(seq)
+                return
+            entry[4].discard(j)
+            if not entry[4]:
+                kept[seq] = self._entries.pop(seq)
+
+        for query, ts, key in arrived:
+            for seq, j in sorted(self._index.get((query, key), ())):
+                entry = self._entries.get(seq)
+                if entry is not None and j in entry[4] and self._check(entry[0], j).in_window(ts - entry[1]):
+                    decide(seq, j, True)
         while self._heap and self._heap[0][0] <= closed:
-            _, _, mi, ts, full, count = heapq.heappop(self._heap)
-            out.append((mi, ts, full, count))
-        return out
+            _, seq, j = heapq.heappop(self._heap)
+            entry = self._entries.get(seq)
+            if entry is not None and j in entry[4]:
+                decide(seq, j, False)
+        return [tuple(kept[s][:4]) for s in sorted(kept)]
+
+    def _unindex(self, seq: int, j: int, c, full: tuple) -> None:
+        k = (c.query, c.key(full))
+        waiting = self._index.get(k)
+        if waiting is not None:
+            waiting.discard((seq, j))
+            if not waiting:
+                del self._index[k]
+
+    def _drop(self, seq: int) -> None:
+        entry = self._entries.pop(seq)
+        for j in entry[4]:
+            self._unindex(seq, j, self._check(entry[0], j), entry[2])
 
     @property
     def entries(self) -> int:
-        return len(self._heap)
+        return len(self._entries) + len(self.ready)
 
     def state(self) -> list:
-        return sorted(self._heap)
+        return [[seq, *entry[:4], sorted(entry[4]) if len(entry) > 4 else []]
+                for seq, entry in sorted([*self._entries.items(), *self.ready])]
 
-    def restore(self, st: list) -> None:
-        self._heap = [tuple(e) for e in st]
-        heapq.heapify(self._heap)
-        self._seq = max((e[1] for e in self._heap), default=0)
+    def restore(self, st: list, windows: CheckWindows) -> None:
+        """``st``: :meth:`state`; or, from a checkpoint written before answers were decided at a match,
+        ``(deadline, seq, member, timestamp, answer, count)`` entries: those meet the kept answers of their whole
+        window (kept then for its length), the matches since they started waiting included."""
+        self._entries, self._index, self._heap = {}, {}, []
+        self.ready = []
+        for e in st:
+            if isinstance(e[5], (list, tuple)):
+                seq, mi, ts, full, count, undecided = e
+                if undecided:
+                    self._add(seq, [mi, ts, tuple(full), count, set(undecided)])
+                else:
+                    self.ready.append((seq, [mi, ts, tuple(full), count]))
+                continue
+            _, seq, mi, ts, full, count = e
+            undecided = set()
+            for j, c in self.wait[mi]:
+                key = c.key(full)
+                found = None not in key and any(c.in_window(t - ts) for t in windows.times[c.query].get(key, ()))
+                if found and c.negated or None in key:
+                    break
+                if not found:
+                    undecided.add(j)
+            else:
+                if undecided:
+                    self._add(seq, [mi, ts, tuple(full), count, undecided])
+                else:
+                    self.ready.append((seq, [mi, ts, tuple(full), count]))
+        self._seq = max([*self._entries, *(r[0] for r in self.ready)], default=0)

@@ -680,7 +680,7 @@ class QueryEngine:
 
     def restore(self, st: dict) -> None:
         self.windows.restore(st.get("windows", {}))
-        self.waiting.restore(st.get("waiting", []))
+        self.waiting.restore(st.get("waiting", []), self.windows)
         for m, s in zip(self.members, st["members"]):
             m.restore(s)
         self.emitted.clear()  # in place: the members' after_absorb holds it
@@ -698,14 +698,14 @@ class QueryEngine:
 
     def _collect(self, mp: MemberForest, out: Counted, emitted_at, answers: list[Answer]) -> None:
         """Append the answers of ``out`` in a deterministic order (by the member's output tuple); those of a member
-        with a check decided later wait for it (rule A4: :meth:`close_waiting`)."""
+        with a check decided later wait for it (rules A4, A6: :meth:`hold`, :meth:`close_waiting`)."""
         bind = self._binders[id(mp)]
         mi = self._index.get(id(mp))
         if mi in self.waiting.wait:
             for vals in _ordered(out):
                 full = bind(vals)
                 if full is not None:
-                    self.waiting.hold(mi, emitted_at, full, out[vals])
+                    self.hold(mi, emitted_at, full, out[vals], answers)
             return
         if self.plan.distinct:
             # most answers of a DISTINCT query were emitted before: drop them before sorting
@@ -762,21 +762,29 @@ class QueryEngine:
         return answers
 
     def close_waiting(self, ts: int, answers: list[Answer]) -> None:
-        """At closed timestamp ``ts``, once the checks' answers of ``ts`` are in :attr:`windows`: the answers whose
-        check window ended by ``ts`` (rule A4) are tested and emitted at ``ts``; then what no window can read any
-        more is dropped.  The answers of ``ts`` itself wait after this (:meth:`_collect`)."""
-        for mi, at, full, count in self.waiting.due(ts):
-            mf = self.plan.members[mi]
-            if not all(c.keeps_in_window(full, self.windows.times[c.query], at) for c in mf.member.checks if c.waits):
-                continue
-            b = full[:mf.member.visible]
-            if self.plan.distinct:
-                if b in self.emitted:
-                    continue
-                self.emitted.add(b)
-            answers.append(Answer(ts, b, count if not self.plan.distinct else 1))
+        """At closed timestamp ``ts``, once the checks' answers of ``ts`` are in :attr:`windows`: they decide the
+        waiting answers whose window they fall in, and the checks whose window ended by ``ts`` are decided without
+        a match (rules A4, A6); the answers every check keeps are emitted at ``ts``.  Then what no window can read
+        any more is dropped.  The answers of ``ts`` itself start waiting after this (:meth:`hold`)."""
+        for mi, _, full, count in self.waiting.settle(ts, self.windows.take_arrived()):
+            self._emit_waited(mi, ts, full, count, answers)
         if self.windows.times:
             self.windows.expire(ts)
+
+    def hold(self, mi: int, ts: int, full: tuple, count: int, answers: list[Answer]) -> None:
+        """Member ``mi``'s answer of closed timestamp ``ts`` (with its hidden terms) meets its waiting checks: it is
+        emitted at ``ts`` when the answers kept already decide them all to keep it, else it waits."""
+        if self.waiting.hold(mi, ts, full, count, self.windows):
+            self._emit_waited(mi, ts, full, count, answers)
+
+    def _emit_waited(self, mi: int, ts: int, full: tuple, count: int, answers: list[Answer]) -> None:
+        b = full[:self.plan.members[mi].member.visible]
+        if self.plan.distinct:
+            if b in self.emitted:
+                return
+            self.emitted.add(b)
+            count = 1
+        answers.append(Answer(ts, b, count))
 
     def static_only(self) -> list[Answer]:
         """For a query without any stream table: all answers, once."""

@@ -318,10 +318,11 @@ class Closing:
             self._flush_answers()
 
     def _decide(self, upto: int) -> None:
-        """Rule A4, at each timestamp of the range up to ``upto`` at which the query read a row, in order: the check
-        queries' answers of that timestamp join the kept ones, the waiting answers whose window ended are decided
-        (:meth:`QueryEngine.close_waiting <obda.execution.engine.QueryEngine.close_waiting>`), and that timestamp's
-        answers start waiting — the local backend's steps, so both stamp every answer alike."""
+        """Rules A4, A6, at each timestamp of the range up to ``upto`` at which the query read a row, in order: the
+        check queries' answers of that timestamp decide the waiting answers they match and join the kept ones, the
+        checks whose window ended are decided (:meth:`QueryEngine.close_waiting <obda.execution.engine.QueryEngine.
+        close_waiting>`), and that timestamp's answers meet the kept ones and start waiting (:meth:`QueryEngine.hold
+        <obda.execution.engine.QueryEngine.hold>`) — the local backend's steps, so both stamp every answer alike."""
         engine = self.query.engine
         if self._times is None:  # the parts before the answers' are all in
             self._times = sorted(self._data)
@@ -335,7 +336,7 @@ class Closing:
                 engine.windows.put(text, self._rows_at.get(ts, {}).get(text, []), ts, expire=False)
             engine.close_waiting(ts, self.pending)
             for mi, full, count in self._data[ts]:
-                engine.waiting.hold(mi, ts, full, count)
+                engine.hold(mi, ts, full, count, self.pending)
 
     def _flush_answers(self) -> None:
         q = self.query

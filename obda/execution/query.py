@@ -116,7 +116,7 @@ class ContinuousQuery(SparkSteps):
         self.aggregate = self._start_aggregate(plan.aggregate, allow_unbounded) if plan.aggregate is not None else None
         risky = plan.risky
         if risky and not allow_unbounded:
-            detail = ", ".join(f"member {self.plan.members[i].member.origin}: {self.verdicts[i]}" for i in risky)
+            detail = ", ".join(f"member {self.plan.members[i].member.origin + 1}: {self.verdicts[i]}" for i in risky)
             if self.aggregate is not None:
                 raise ExecutionError(
                     f"the aggregate query is bounded, but the executor runs it as its characteristic query "
@@ -299,6 +299,8 @@ class ContinuousQuery(SparkSteps):
     def _restore(self) -> None:
         path = self._ckpt_file()
         if path is None or not path.exists():
+            self.sink.begin()  # a new run: an answer file of an earlier one starts afresh
+            self.quarantine.begin()
             if self._static_quarantine:  # a restarted query wrote them on its first run
                 self.quarantine.write(self._static_quarantine)
             return

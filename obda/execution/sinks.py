@@ -91,7 +91,7 @@ class Sink:
     backend, static-only queries) and/or ``write_frame`` (answers computed by Spark), then
     ``flush`` → offset, stored in the checkpoint; ``commit(offset)`` once that checkpoint is
     on disk (a sink that publishes only committed output does it here); on restart
-    ``recover(offset)`` with the checkpointed offset.
+    ``recover(offset)`` with the checkpointed offset, else ``begin()``: a run no checkpoint continues.
     """
 
     def write_lines(self, lines: list[str]) -> None:
@@ -118,12 +118,17 @@ class Sink:
     def recover(self, offset) -> None:
         return None
 
+    def begin(self) -> None:
+        """A run that no checkpoint continues starts writing (a sink that accumulates runs does nothing)."""
+        return None
+
     def close(self) -> None:
         return None
 
 
 class JsonLinesSink(Sink):
-    """Appends lines to a file; offset = file size after an fsync.
+    """Appends lines to a file; offset = file size after an fsync.  A run that no checkpoint continues starts
+    the file afresh (:meth:`begin`): the answers of an earlier run are not repeated after themselves.
 
     A target that is not a regular file (``/dev/null``, a named pipe, a terminal) is written as a stream:
     no fsync, nothing truncated on recovery (a device or a pipe cannot be rolled back), so after a
@@ -195,6 +200,10 @@ class JsonLinesSink(Sink):
             with open(self.path, "r+b") as f:
                 f.truncate(offset)
 
+    def begin(self) -> None:
+        """Empty a regular file an earlier run wrote (a device or a pipe is written as it is)."""
+        self.recover(0)
+
     def close(self) -> None:
         if self._f is not None:
             self._f.close()
@@ -260,6 +269,10 @@ class QuarantineSink:
             self.file.recover(offset)
         elif offset is not None:
             del self.records[offset:]
+
+    def begin(self) -> None:
+        if self.file is not None:
+            self.file.begin()
 
     def read(self) -> list[dict]:
         return self.file.read() if self.file is not None else list(self.records)

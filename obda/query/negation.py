@@ -69,7 +69,7 @@ class Negation(Located):
         mine = {a.time for a in p.atoms if a.time is not None}
         span = None
         if window:
-            span = check_window(self, window, times, mine, kw, at)
+            span = check_window(self, window, times, mine, kw, at, negated)
             shared = tuple(v for v in shared if v != span.inner)
         elif times:
             (time,) = times

@@ -11,7 +11,9 @@ variables).  Those comparisons, each ``?t2 (+ d) op ?t1 (+ d')``, bound ``?t2 - 
   once ``?t1 + d`` closes; the answer waits until then (:mod:`obda.execution.check_windows`).  Runs.
 * **A5** — no lower bound: the pattern's keys are kept forever, each with its earliest time (its verdict: that of
   the set of those keys).  Runs.
-* **A6** — no upper bound into the future: never final.
+* **A6** — no upper bound into the future: an EXISTS answer is final at its first match, which may never come
+  (it waits until then; the verdict is unbounded, and it runs opted in).  A NOT EXISTS, MINUS or OPTIONAL answer
+  would never be final: refused.
 
 The answer's stream patterns must all be in the one ``GRAPH ?t1`` (its answers close at ``?t1``), and the
 pattern's in one ``GRAPH ?t2``.  Anything else is refused, located at the keyword.
@@ -25,9 +27,10 @@ _BOUND = {"<": ("upper", True), "<=": ("upper", False), ">": ("lower", True), ">
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
 
 
-def check_window(conv, parts: list, times: set, mine: set, kw: str, at: int | None) -> TimeWindow:
+def check_window(conv, parts: list, times: set, mine: set, kw: str, at: int | None, negated: bool) -> TimeWindow:
     """The window of a check from its FILTER's time comparisons ``parts`` (``(comparisons, token)`` pairs);
-    ``times``: the pattern's time variables, ``mine``: the answer's; ``conv`` locates the errors."""
+    ``times``: the pattern's time variables, ``mine``: the answer's; ``negated``: a NOT EXISTS, MINUS or OPTIONAL's
+    anti-join, which a window without an end never decides; ``conv`` locates the errors."""
     if len(times) != 1:
         raise conv.unsupported(kw, f"{kw} with a window in time needs its stream patterns in one GRAPH ?t2 (its "
                                "FILTER compares that time with the answer's)", at)
@@ -48,12 +51,11 @@ def check_window(conv, parts: list, times: set, mine: set, kw: str, at: int | No
     lower, upper = bounds["lower"], bounds["upper"]
     window = TimeWindow(outer, inner, None if lower is None else lower[0], bool(lower and lower[1]),
                         None if upper is None else upper[0], bool(upper and upper[1]))
-    if upper is None:
-        why = (f"its pattern may match at any later time ({inner} has no upper bound after {outer}), so no answer "
-               "would ever be final (rule A6); bound it: "
-               f"{inner} <= {outer} + \"PT1H\"^^xsd:dayTimeDuration")
-    else:
+    if upper is not None or not negated:
         return window
+    why = (f"its pattern may match at any later time ({inner} has no upper bound after {outer}), so no answer "
+           "would ever be final (rule A6; an EXISTS answer is final at its first match, and runs); bound it: "
+           f"{inner} <= {outer} + \"PT1H\"^^xsd:dayTimeDuration")
     raise conv.unsupported(kw, f"{kw} in a window of time: {why} (docs/analysis.md)", at)
 
 

@@ -103,19 +103,35 @@ def test_a_check_in_a_window_of_the_past_keeps_the_verdict(verdicts, sources):
 
 def test_a_check_in_a_window_after_the_answer_keeps_the_verdict(verdicts, sources):
     """Rule A4: a window reaching after the answer's time; the verdict is the member's without it, and the plan and
-    the memory say what waits: the answers of the window's last part, and the check's answers of its length."""
+    the memory say what waits: the answers of the window's last part, and the check's answers of its part before
+    the answer."""
     sql = WINDOW.format("__w.ts > S.t1 - INTERVAL '30' SECOND AND __w.ts <= S.t1 + INTERVAL '60' SECOND")
     poly, naive, report = verdicts(sql)
     assert (poly, naive) == ("bounded", "bounded")
     assert all(any("rule A4" in n for n in m.notes) for m in report.members)
     (m,) = report.members
     keeps = m.plan["check window"]["keeps"]
-    assert "last 90 s" in keeps[0] and "last 1 min" in keeps[1] and "until their window closes" in keeps[1], keeps
+    # the check's answers of the window's part before the answer: a later one meets the waiting answers as it comes
+    assert "last 30 s" in keeps[0] and "last 1 min" in keeps[1] and "until a match or their window's end" in keeps[1]
     (mf,) = build_forest(sql, sources).members
     (check,) = mf.member.checks
     assert check.window == (-30_000_000, True, 60_000_000, False) and check.waits == 60_000_000
     assert verdicts(WINDOW.replace("SELECT S.A", "SELECT DISTINCT S.A").format(
         "__w.ts > S.t1 AND __w.ts <= S.t1 + INTERVAL '60' SECOND"))[:2] == verdicts("SELECT DISTINCT S.A FROM S")[:2]
+
+
+def test_a_window_without_a_lower_bound_reaching_after_the_answer_says_both_what_it_keeps(verdicts):
+    """Rules A4 and A5 in one window (``__w.ts <= S.t1 + 1 min``): the check's keys are kept forever, and the
+    answers wait for a match or the window's end; the plan says both."""
+    sql = WINDOW.replace("T.D AS d", "T.D AS d").format("__w.ts <= S.t1 + INTERVAL '60' SECOND")
+    sql = sql.replace("FROM T)", "FROM T WHERE T.D > 0 AND T.D < 9)")
+    _, _, report = verdicts(sql)
+    assert report.verdict == "bounded"
+    (m,) = report.members
+    assert "forever" in m.plan["check keys"]["keeps"][0]
+    assert m.plan["check window"]["keeps"] == ["the answers of the last 1 min, until a match or their window's end "
+                                              "decides them"], m.plan
+    assert "the answers of the last 1 min" in m.memory and "the check's keys: a finite set" in m.memory
 
 
 @pytest.mark.parametrize("keys, expected", [("T.D", "unbounded"), ("T.D", "bounded"), ("", "bounded")])
@@ -139,7 +155,24 @@ def test_a_check_in_the_whole_past_is_judged_by_its_set_of_keys(verdicts, source
 
 
 @pytest.mark.parametrize("window", ["__w.ts > S.t1", "__w.ts >= S.t1 - INTERVAL '60' SECOND"])  # no upper bound (A6)
-def test_a_check_in_a_window_without_an_upper_bound_is_refused_located(verdicts, window):
+def test_a_negated_check_in_a_window_without_an_upper_bound_is_refused_located(verdicts, window):
     with pytest.raises(AnalysisError) as e:
         verdicts(WINDOW.format(window))
-    assert "rules A3–A5" in str(e.value) and "(A6)" in str(e.value) and e.value.location.column > 20, e.value
+    assert "rules A3–A5" in str(e.value) and "never final" in str(e.value) and e.value.location.column > 20, e.value
+
+
+@pytest.mark.parametrize("window", ["__w.ts > S.t1", "__w.ts >= S.t1 - INTERVAL '60' SECOND"])
+def test_an_exists_in_a_window_without_an_end_is_unbounded_with_its_reason(verdicts, sources, window):
+    """Rule A6: an EXISTS answer without a window end waits for its first match, which may never come: unbounded,
+    with the rule and a hint to bound the window above, under both checkers; the check's answers are kept only for
+    the window's part before the answer."""
+    sql = WINDOW.replace("NOT EXISTS", "EXISTS").format(window)
+    poly, naive, report = verdicts(sql)
+    assert poly == naive == "bounded"  # P's, without the check
+    assert report.verdict == analyze(sql, sources, checker="naive").verdict == "unbounded"
+    (m,) = report.members
+    assert any("rule A6" in n and "may never come" in n for n in m.notes), m.notes
+    assert any("?t2 <= ?t +" in h for h in m.hints), m.hints
+    (mf,) = build_forest(sql, sources).members
+    (check,) = mf.member.checks
+    assert check.window[2] is None and check.waits > 10 ** 18 and not check.negated

@@ -153,3 +153,28 @@ def test_output_to_dev_null_or_a_pipe_with_a_checkpoint_runs(tmp_path):
     assert got and all('"emitted_at"' in line for line in got)
     r = runner.invoke(app, base + ["--output", str(tmp_path / "a.jsonl")])
     assert r.exit_code == 0 and len((tmp_path / "a.jsonl").read_text().splitlines()) == len(got)
+
+
+def test_a_run_without_a_checkpoint_writes_its_answer_file_afresh(tmp_path):
+    """`obda run … --output a.jsonl` twice: the file holds one run's answers, not two; with a checkpoint the second
+    run continues the first (nothing new: the file as it was), and a checkpoint folder without state (a run that
+    stopped before its first checkpoint) starts the file afresh too."""
+    sys.path.insert(0, str(ROOT / "tests" / "api"))
+    from apikit import make_workspace
+
+    ws, _ = make_workspace(tmp_path / "ws", blocks=2)
+    q = tmp_path / "hot.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\n"
+                 "SELECT ?s ?v WHERE { GRAPH ?t { ?m :measuredBy ?s ; :hasValue ?v . } FILTER(?v > 0) }\n")
+    out = tmp_path / "a.jsonl"
+    base = ["run", str(q), "--project", str(ws), "--until-exhausted", "--backend", "local", "--output", str(out)]
+    texts = []
+    for extra in ([], [], ["--checkpoint", str(tmp_path / "ck")], ["--checkpoint", str(tmp_path / "ck")]):
+        r = runner.invoke(app, base + extra)
+        assert r.exit_code == 0, r.output
+        texts.append(out.read_text())
+    assert texts[0] and texts == [texts[0]] * 4
+    (tmp_path / "empty").mkdir()
+    out.write_text(texts[0] * 2)
+    r = runner.invoke(app, base + ["--checkpoint", str(tmp_path / "empty")])
+    assert r.exit_code == 0 and out.read_text() == texts[0], r.output

@@ -65,6 +65,8 @@ class Case:
     # SQL of the timestamps at which the query reads a row (where a waiting answer is decided)
     waits: int = 0
     data: str = ""
+    # rules A4, A6: the waiting checks are EXISTS only, so an answer is emitted at its first match
+    at_first_match: bool = False
 
 
 S_T = "FROM s AS m1, t AS m2"
@@ -160,7 +162,11 @@ WAITING_CASES = [
     Case("semi_join_around_the_answer", "SELECT m1.a AS a FROM s AS m1 WHERE m1.c < 5 AND EXISTS (SELECT 1 FROM "
          "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE m2.e > 2) AS __w WHERE __w.d = m1.b AND "
          "__w.ts >= m1.ts - INTERVAL '1' SECOND AND __w.ts <= m1.ts + INTERVAL '2' SECOND)", "bounded", waits=2,
-         data="SELECT ts FROM s WHERE c < 5 UNION SELECT ts FROM t WHERE e > 2"),
+         data="SELECT ts FROM s WHERE c < 5 UNION SELECT ts FROM t WHERE e > 2", at_first_match=True),
+    # rule A6: no end; an answer waits for its first match, which may never come (unbounded: it runs opted in)
+    Case("semi_join_any_time_after", "SELECT m1.a AS a, m1.c AS c FROM s AS m1 WHERE EXISTS (SELECT 1 FROM "
+         "(SELECT m3.f AS f, m3.ts AS ts FROM u AS m3) AS __w WHERE __w.f = m1.b AND __w.ts > m1.ts)", "unbounded",
+         waits=1 << 40, data="SELECT ts FROM s UNION SELECT ts FROM u", at_first_match=True),
     Case("anti_join_future_window_set", "SELECT DISTINCT m1.b AS b FROM s AS m1 WHERE 0 < m1.b AND m1.b < 5 AND NOT "
          "EXISTS (SELECT 1 FROM "
          "(SELECT m3.f AS f, m3.ts AS ts FROM u AS m3) AS __w WHERE __w.f = m1.b AND "
@@ -175,8 +181,11 @@ WAITING_CASES = [
 
 
 def released(oracle: "Oracle", case: Case, upto: dt.datetime | None = None) -> Counter:
-    """Rule A4: the answers over the rows up to ``upto`` whose window ended by the last timestamp at which the
-    query read a row (``case.data``): those the executor emitted by then."""
+    """Rules A4, A6: the answers over the rows up to ``upto`` whose window ended by the last timestamp at which the
+    query read a row (``case.data``): those the executor emitted by then.  An EXISTS answer is emitted at its first
+    match: all of them (the rows up to ``upto`` hold their match)."""
+    if case.at_first_match:
+        return oracle.answers(case.sql, upto)
     oracle.con.execute(f"SET VARIABLE upto = {_lit(upto or _FAR)}")
     last = oracle.con.execute(f"SELECT max(ts) FROM ({case.data})").fetchone()[0]
     if last is None:

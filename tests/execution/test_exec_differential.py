@@ -6,13 +6,14 @@ Spark path (same pipelines as DataFrame operations) runs a few seeds end to
 end in test_exec_spark.py.
 """
 
+import datetime as dt
 from collections import Counter
 
 import pytest
 
 from seeds import seed_sets
-from execution.exec_harness import (CASE, CASES, CHECK_CASES, S_T, STATIC_R, WAITING_CASES, Case, Oracle, counter_of, drive,
-                                    from_us, random_splits, random_streams, released, sources)
+from execution.exec_harness import (BASE, CASE, CASES, CHECK_CASES, S_T, STATIC_R, WAITING_CASES, Case, Oracle, counter_of, drive,
+                                    engine_for, from_us, random_splits, random_streams, released, sources)
 
 BOUNDED = [c for c in CASES if c.verdict == "bounded"]
 
@@ -177,10 +178,61 @@ def test_checks_in_a_window_after_the_answer_match_duckdb_on_seeds(case, seeds):
 def test_answers_waiting_for_their_window_are_only_those_of_its_length():
     """Rule A4's memory (a window, per answer): over 200 timestamps the answers waiting never exceed those of the
     window's last 3 seconds — at most 4 timestamps of at most 3 rows each — and the other stream's answers kept
-    never exceed those of the 3 seconds a waiting answer's window reads."""
+    never exceed those of one timestamp (at most 3 rows): the window lies after the answer, so each of them meets
+    the waiting answers as it comes and is not kept for later ones."""
     answered, waiting, kept = _peaks(next(c for c in WAITING_CASES if c.name == "anti_join_future_window"),
                                      lambda e: e.waiting.entries, lambda e: e.windows.entries)
-    assert answered and 0 < waiting <= 4 * 3 and 0 < kept <= 4 * 3, (waiting, kept)
+    assert answered and 0 < waiting <= 4 * 3 and 0 < kept <= 3, (waiting, kept)
+
+
+def test_a_match_decides_a_waiting_answer_when_it_comes():
+    """Rules A4, A6: an answer waits only until a match decides it.  s's row of second 0 (b = 1) meets u's row
+    f = 1 of second 1: the NOT EXISTS answer (window to second 3) is dropped then, and the EXISTS one (no window end)
+    emitted then, stamped second 1; once second 6 closed, only the answer of second 2 waits.  s's row of second 2 (b = 5) has no match: the NOT EXISTS answer is emitted at
+    second 7, the first timestamp the query reads after its window's end; the EXISTS one still waits at the end,
+    with that of second 7."""
+    def at(k):
+        return BASE + dt.timedelta(seconds=k)
+
+    rows = {"s": [{"a": 1, "b": 1, "c": 0, "ts": at(0)}, {"a": 2, "b": 5, "c": 0, "ts": at(2)},
+                  {"a": 9, "b": 0, "c": 0, "ts": at(7)}],
+            "u": [{"f": 1, "ts": at(1)}, {"f": 7, "ts": at(7)}]}
+    batches = [{name: [r for r in rs if r["ts"] == at(k)] for name, rs in rows.items()} for k in range(8)]
+    for name, emitted, left in (("anti_join_future_window", [(2, 7)], 1), ("semi_join_any_time_after", [(1, 1)], 2)):
+        case = next(c for c in WAITING_CASES if c.name == name)
+        sql = case.sql.replace("(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2)", "(SELECT m2.f AS d, m2.ts AS ts FROM u AS m2)")
+        waiting = {}
+
+        def on_close(rt, out):
+            if rt.closed_upto is not None:
+                waiting[(from_us(rt.closed_upto) - BASE).seconds] = rt.engine.waiting.entries
+
+        rt, out = drive(sql, sources(), batches, on_close=on_close)
+        assert [(a.values[0], (from_us(a.emitted_at) - BASE).seconds) for a in out] == emitted, (name, out)
+        assert waiting[6] == 1 and rt.engine.waiting.entries == left, (name, waiting)  # s's row of second 2 only
+
+
+@pytest.mark.parametrize("name, matched, emitted", [
+    ("anti_join_future_window", True, []), ("anti_join_future_window", False, [(1, 2)]),
+    ("semi_join_around_the_answer", True, [(1,)]), ("semi_join_around_the_answer", False, [])])
+def test_waiting_answers_of_an_older_checkpoint_meet_their_whole_window(name, matched, emitted):
+    """A checkpoint written before answers were decided at a match holds ``(deadline, seq, member, timestamp,
+    answer, count)`` entries and the check's answers of the whole window: restored, an entry meets them (a match
+    since it started waiting included) and is decided as if it had met them as they came."""
+    case = next(c for c in WAITING_CASES if c.name == name)
+    plan, engine = engine_for(case.sql, sources())
+    ((j, check),) = engine.waiting.wait[0]
+    full = [None] * len(plan.members[0].member.items)
+    full[0], full[1] = 1, 2
+    for p, v in zip(check.positions, (7, 1_000_000)):  # the check's key 7, the answer's timestamp (1 s)
+        full[p] = v
+    times = {(7,): [2_000_000]} if matched else {(8,): [2_000_000]}  # the check's answer of second 2
+    engine.restore({"members": [m.state() for m in engine.members], "emitted": set(), "static_done": True,
+                    "windows": {check.query: times},
+                    "waiting": [(1_000_000 + check.waits, 1, 0, 1_000_000, tuple(full), 1)]})
+    out: list = []
+    engine.close_waiting(9_000_000, out)  # past every window's end
+    assert [a.values for a in out] == emitted and engine.waiting.entries == 0, out
 
 
 def test_a_check_in_the_whole_past_keeps_one_entry_per_key():

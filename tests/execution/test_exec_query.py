@@ -88,7 +88,7 @@ def test_report_verdicts_are_read_per_member_of_the_forest(tmp_path):
     assert q.plan is report.forest and q.verdicts == ["bounded", "bounded"]
     m0, m1 = report.members
     worse = dataclasses.replace(report, members=(m0, dataclasses.replace(m1, verdict="not_shown")))
-    with pytest.raises(ExecutionError, match="member 1: not_shown"):
+    with pytest.raises(ExecutionError, match="member 2: not_shown"):
         ContinuousQuery(plan_execution(CASE["union_bag"].sql, src, worse), base_dir=tmp_path, backend="local")
 
     class Lookalike:  # not a report: refused, never matched by its attributes

@@ -42,12 +42,14 @@ WINDOWS = ('?t2 < ?t && ?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration', '?t2 <= ?t && 
 FUTURE = {'?t2 > ?t && ?t2 <= ?t + "PT1M"^^xsd:dayTimeDuration': "10:01",
           '?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration && ?t2 <= ?t + "PT1M"^^xsd:dayTimeDuration': "10:01",
           '?t2 > ?t && ?t2 < ?t + "PT2M"^^xsd:dayTimeDuration': "10:00"}
+# without an end (A6): an EXISTS answer is emitted at its first match (every one the data has); refused otherwise
+ENDLESS = ('?t2 > ?t', '?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration')
 
 
 @st.composite
 def stream_checks(draw):
     """The other pattern over stream data: in the answer's own GRAPH ?t (rule A2) or in a window of its past
-    (A3) or reaching after it (A4), after a stream pattern (and maybe a static one); timestamps with no match and patterns that never match
+    (A3) or reaching after it (A4; A6 without an end), after a stream pattern (and maybe a static one); timestamps with no match and patterns that never match
     come from the fixture (a level no alarm has, a value no reading has)."""
     p = f"GRAPH ?t {{ {draw(triple(STREAM + (':level',)))} }} " + " ".join(
         f"{t} ." for t in draw(st.lists(triple(STATIC), max_size=1)))
@@ -56,7 +58,7 @@ def stream_checks(draw):
         q += f" FILTER(?{draw(st.sampled_from(VARS))} {draw(st.sampled_from(('>', '<', '=')))} 2)"
     construct = draw(st.sampled_from(("OPTIONAL", "MINUS", "FILTER NOT EXISTS", "FILTER EXISTS")))
     if construct != "MINUS" and draw(st.booleans()):
-        other = f"GRAPH ?t2 {{ {q} }} FILTER({draw(st.sampled_from(WINDOWS + tuple(FUTURE)))})"
+        other = f"GRAPH ?t2 {{ {q} }} FILTER({draw(st.sampled_from(WINDOWS + tuple(FUTURE) + ENDLESS))})"
     else:
         other = f"GRAPH ?t {{ {q} }}"
     scope = {v for v in VARS if f"?{v} " in p + " " or (construct == "OPTIONAL" and f"?{v}" in q)}
@@ -100,8 +102,10 @@ def check(world, tmp_path, text: str) -> None:
     assert got == want, f"{text}\nSQL (DuckDB)\n" + bag_diff(got, want)
     obda.analyze(comp, project.sources)  # every accepted query gets a verdict
     got = executed(project, comp, tmp_path, "local")
+    if any(f"FILTER({w})" in text for w in ENDLESS):
+        event("an EXISTS in a window without an end (A6)")
     for window, last in FUTURE.items():
-        if window in text:
+        if window in text and " FILTER EXISTS {" not in text:  # an EXISTS answer: at its first match, all of them
             event("a window reaching after the answer (A4)")  # the answers still waiting for their window at the end are not written: at least those
             decided = f'?t <= "2024-01-01T{last}:00"^^xsd:dateTime'  # whose window ended are, and no other but where
             decided = f"BOUND(?t2) || {decided}" if " OPTIONAL {" in text else decided  # no answer can ever match

@@ -146,10 +146,17 @@ CASES = [
     Case("not_exists_in_the_next_minute_distinct", "SELECT DISTINCT ?p ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } "
          "FILTER NOT EXISTS { GRAPH ?t2 { ?al2 :level 3 } FILTER(?t2 > ?t && ?t2 <= ?t + "
          "\"PT1M\"^^xsd:dayTimeDuration) } }", "bounded", 3, released="?t <= \"2024-01-01T10:01:00\"^^xsd:dateTime"),
+    # an EXISTS answer is final at its first match: every answer of the data has its match in the data, so all
     Case("exists_high_reading_within_a_minute_either_side", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } "
          "FILTER EXISTS { GRAPH ?t2 { ?r :value ?v } FILTER(?v > 29 && ?t2 >= ?t - \"PT1M\"^^xsd:dayTimeDuration && "
-         "?t2 <= ?t + \"PT1M\"^^xsd:dayTimeDuration) } }", "bounded", 5,
-         released="?t <= \"2024-01-01T10:01:00\"^^xsd:dateTime"),
+         "?t2 <= ?t + \"PT1M\"^^xsd:dayTimeDuration) } }", "bounded", 5),
+    # rule A6: EXISTS in a window without an end, emitted at its first match (unbounded: the answers without one
+    # wait forever)
+    Case("exists_level_3_any_time_after", "SELECT ?r ?v ?t WHERE { GRAPH ?t { ?r :value ?v } FILTER EXISTS { "
+         "GRAPH ?t2 { ?al :level 3 } FILTER(?t2 > ?t) } }", "unbounded", 5),
+    Case("exists_level_1_from_a_minute_before_on", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } "
+         "FILTER EXISTS { GRAPH ?t2 { ?al2 :level 1 } FILTER(?t2 >= ?t - \"PT1M\"^^xsd:dayTimeDuration) } }",
+         "unbounded", 5),
     Case("not_exists_within_half_a_minute_either_side", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT "
          "EXISTS { GRAPH ?t2 { ?al :level 1 } FILTER(?t2 >= ?t - \"PT30S\"^^xsd:dayTimeDuration && ?t2 <= ?t + "
          "\"PT30S\"^^xsd:dayTimeDuration) } }", "bounded", 4,
@@ -179,7 +186,8 @@ SPARK_SLOW = frozenset({"optional_same_timestamp", "exists_other_stream", "minus
                         "not_exists_in_the_last_half_minute", "optional_level_in_the_last_half_minute",
                         "not_exists_in_the_next_minute_distinct", "exists_high_reading_within_a_minute_either_side",
                         "not_exists_within_half_a_minute_either_side", "optional_earlier_alarm_of_the_level",
-                        "exists_same_person_alarmed_before", "not_exists_in_the_minute_before_distinct"})
+                        "exists_same_person_alarmed_before", "not_exists_in_the_minute_before_distinct",
+                        "exists_level_1_from_a_minute_before_on"})
 
 test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES, SPARK_SLOW)
 

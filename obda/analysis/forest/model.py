@@ -83,6 +83,9 @@ class OutItem:
         return ()
 
 
+FOREVER = 1 << 62  # µs: how long an answer may wait for a check whose window has no end (rule A6)
+
+
 @dataclass(frozen=True)
 class OutputCheck:
     """A check (OPTIONAL, MINUS, [NOT] EXISTS) over terms of several FROM entries: tested on the joined answer.
@@ -104,9 +107,22 @@ class OutputCheck:
 
     @property
     def waits(self) -> int:
-        """How long (µs) after its timestamp an answer waits for this check (rule A4: a window reaching after
-        it, decided once its end closed); 0: decided when the answer's timestamp closes."""
-        return max(self.window[2], 0) if self.window is not None else 0
+        """How long (µs) after its timestamp an answer may wait for this check (rule A4: a window reaching after it,
+        decided at its first match or once its end closed; :data:`FOREVER` without an end, rule A6: until its first
+        match); 0: decided when the answer's timestamp closes."""
+        if self.window is None:
+            return 0
+        return FOREVER if self.window[2] is None else max(self.window[2], 0)
+
+    def key(self, answer: tuple) -> tuple:
+        """The terms of ``answer`` (its hidden items) the check compares with its query's answer, but the time."""
+        return tuple(answer[p] for p in self.positions[:-1])
+
+    def in_window(self, delta: int) -> bool:
+        """Whether a query's answer ``delta`` µs after the answer's timestamp lies in the check's window."""
+        lo, lo_strict, hi, hi_strict = self.window
+        return ((lo is None or (delta > lo if lo_strict else delta >= lo))
+                and (hi is None or (delta < hi if hi_strict else delta <= hi)))
 
     def keeps(self, answer: tuple, values: frozenset | set | None = None) -> bool:
         key = tuple(answer[p] for p in self.positions)
@@ -115,15 +131,12 @@ class OutputCheck:
         return (key in (self.values if values is None else values)) != self.negated
 
     def keeps_in_window(self, answer: tuple, times: dict, now: int) -> bool:
-        """Rules A3, A4: whether the check keeps ``answer`` (of timestamp ``now``, µs) given ``times``, the
-        timestamps at which its query answered each key (its answers without their time)."""
-        key = tuple(answer[p] for p in self.positions[:-1])
+        """Rule A3: whether the check keeps ``answer`` (of timestamp ``now``, µs) given ``times``, the timestamps
+        at which its query answered each key (its answers without their time)."""
+        key = self.key(answer)
         if None in key:
             return False  # NULL never agrees
-        lo, lo_strict, hi, hi_strict = self.window
-        found = any((lo is None or (t - now > lo if lo_strict else t - now >= lo))
-                    and (hi is None or (t - now < hi if hi_strict else t - now <= hi)) for t in times.get(key, ()))
-        return found != self.negated
+        return any(self.in_window(t - now) for t in times.get(key, ())) != self.negated
 
     def condition(self, columns: list[str], dialect: str = "spark") -> str:
         """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""

@@ -10,12 +10,13 @@ window are kept).  The check is decided when the answer's timestamp closes:
 * every member of the check's query is one unit too, and its answer's column at the same position is
   determined by its unit's timestamp — so only answers of ``T`` (of the window) can agree with an answer of ``T``;
 * a window is bounded above: in the past (A3; A5 without a lower bound), or reaching into the future (A4: the
-  answer waits until the window's end closes).
+  answer waits until a match or the window's end decides it); an EXISTS window may have no end (A6: the answer
+  waits for its first match).
 
 The check's forest reads its own rows: its pipelines get ids after the query's own (``first_id``) and join the
 query's pipelines and per-atom view deduplication, so the executor reads, projects and closes them with the
-query's (:func:`merge`).  Anything else (a check across timestamps without a window, a window without an upper bound:
-rule A6) is refused with the reason.
+query's (:func:`merge`).  Anything else (a check across timestamps without a window, a NOT EXISTS window without an
+upper bound: never final, rule A6) is refused with the reason.
 """
 
 from __future__ import annotations
@@ -50,9 +51,10 @@ def check_shape(mf: MemberForest, c: OutputCheck, forest: Forest, text: str | No
     def refuse(message: str) -> AnalysisError:
         return AnalysisError(what + message, _location(c.tree, text, file))
 
-    if c.window is not None and c.window[2] is None:
-        raise refuse("is executed in a window of the answer's time bounded above (rules A3–A5); one without an "
-                     "upper bound is never final (A6)")
+    if c.window is not None and c.window[2] is None and c.negated:
+        raise refuse("is executed in a window of the answer's time bounded above (rules A3–A5), or as an EXISTS "
+                     "without an end (A6: final at its first match); a NOT EXISTS without an upper bound is never "
+                     "final")
     j = time_position(mf, c.positions)
     if c.window is not None and j != len(c.positions) - 1:
         j = None  # a window is relative to the answer's own timestamp, its last term
