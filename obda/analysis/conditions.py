@@ -101,7 +101,7 @@ class Conditions(SelectReading):
             terms = check_terms(node)
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
             window = window_check(node) if isinstance(node, exp.Exists) else None
-            windowed = window is not None
+            windowed = window is not None and window.windowed
             if windowed and (window.lower is not None or window.upper is None or window.upper > 0):
                 self.check_windows.append((window.lower, window.upper))
             if windowed and window.lower is None:
@@ -111,6 +111,8 @@ class Conditions(SelectReading):
             if len(entries) > 1 and rule == "A1":  # tested on the joined answer: its terms are kept like projected
                 self.joined_terms.extend(terms.expressions if isinstance(terms, exp.Tuple) else [terms])
             label = (f"EXISTS (… in a window of {_snippet(terms.expressions[-1])})" if windowed
+                     else "EXISTS (… compared with " + ", ".join(_snippet(terms.expressions[i]) for i, _ in
+                                                                  window.compares) + ")" if window is not None
                      else f"{_snippet(terms)} IN (…)" if terms is not None else "EXISTS (…)")
             self.checks.append((("NOT " if neg else "") + label, rule))
             return True

@@ -19,7 +19,7 @@ from sqlglot.errors import ParseError, TokenError
 from obda.analysis.elements import FLIP, Attr
 from obda.analysis.windows import ORDER_OPS, interval_comparison
 from obda.errors import AnalysisError, Location
-from obda.model.query import WINDOW_ALIAS
+from obda.model.query import COMPARE_ALIAS, WINDOW_ALIAS
 from obda.model.sources import ColumnType, Sources, Table
 
 
@@ -158,9 +158,12 @@ def check_terms(check: exp.In | exp.Exists) -> exp.Expression | None:
 @dataclass(frozen=True)
 class WindowCheck:
     """``[NOT] EXISTS (SELECT 1 FROM (query) AS __w WHERE __w.c1 = t1 AND … AND __w.time op ts ± INTERVAL …)``,
-    what a check in a window of time unfolds into (rules A3–A6; :class:`obda.mapping._unfold_ir.KeyIn`):
-    ``terms`` — the member's terms compared with the query's columns in order, then its timestamp ``ts``;
-    ``bounds`` — ``query's time − ts`` within ``[lower, upper]`` (µs; strict flags; None: unbounded)."""
+    what a check in a window of time unfolds into (rules A3–A6; :class:`obda.mapping._unfold_ir.KeyIn`), or
+    ``… FROM (query) AS __c WHERE __c.c1 = t1 AND … AND __c.ck op e …``, a check whose FILTER compares the query's
+    columns after its keys with the member's terms (``compares``: ``(column position, op)``, each ``column op its
+    term``): ``terms`` — the member's terms compared with the query's columns in order (its keys, then those of
+    ``compares``), then, in a window, its timestamp ``ts``; ``bounds`` — ``query's time − ts`` within
+    ``[lower, upper]`` (µs; strict flags; None: unbounded)."""
 
     query: exp.Expression
     terms: tuple[exp.Expression, ...]
@@ -168,43 +171,79 @@ class WindowCheck:
     lower_strict: bool
     upper: int | None
     upper_strict: bool
+    compares: tuple[tuple[int, str], ...] = ()
+    windowed: bool = True
 
 
 def window_check(check: exp.Exists) -> WindowCheck | None:
-    """The windowed check an ``EXISTS`` is, or None (an uncorrelated ``[NOT] EXISTS (SELECT …)``)."""
+    """The correlated check an ``EXISTS`` is — in a window of time, or comparing columns — or None (an
+    uncorrelated ``[NOT] EXISTS (SELECT …)``)."""
     sel = check.this
     frm = sel.args.get("from_") or sel.args.get("from") if isinstance(sel, exp.Select) else None
     sub = frm.this if frm is not None else None
-    if not (isinstance(sub, exp.Subquery) and sub.alias == WINDOW_ALIAS and not sel.args.get("joins")
-            and sel.args.get("where") is not None):
+    if not (isinstance(sub, exp.Subquery) and sub.alias in (WINDOW_ALIAS, COMPARE_ALIAS)
+            and not sel.args.get("joins") and sel.args.get("where") is not None):
         return None
-    query = sub.this
+    alias, query = sub.alias, sub.this
     names = query.named_selects
-    terms: dict[str, exp.Expression] = {}
+    equal: dict[str, exp.Expression] = {}  # column -> the member's term it equals
+    other: dict[str, tuple[str, exp.Expression]] = {}  # column -> (op, the member's term): a compared column
     ts, bounds = None, {"lower": None, "upper": None}
     for c in conjuncts(sel.args["where"].this):
-        found = interval_comparison(c)
-        if found is None and isinstance(c, (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
-            found = (c.this.unnest(), ORDER_OPS[type(c)], c.expression.unnest(), 0)
+        found = interval_comparison(c) if alias == WINDOW_ALIAS else None
+        if found is None and isinstance(c, (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
+            found = (c.this.unnest(), "!=" if isinstance(c, exp.NEQ) else ORDER_OPS[type(c)], c.expression.unnest(), 0)
         if found is None:
-            raise AnalysisError(f"condition {c.sql()!r} of a windowed check: compare its query's columns only")
+            raise AnalysisError(f"condition {c.sql()!r} of a correlated check: compare its query's columns only")
         inner, op, outer, micros = found
-        if not (isinstance(inner, exp.Column) and inner.table == WINDOW_ALIAS):  # a op b + k  ⇔  b flip(op) a − k
+        if not _mine(inner, alias):  # a op b + k  ⇔  b flip(op) a − k
             inner, outer, op, micros = outer, inner, FLIP[op], -micros
-        if inner.name == names[-1] and op != "=":  # the window: inner − ts op micros
+        if not _mine(inner, alias) or any(_mine(x, alias) for x in outer.find_all(exp.Column)):
+            raise AnalysisError(f"condition {c.sql()!r} of a correlated check: compare one of its query's columns "
+                                "with the member's terms")
+        name = _column_of(inner).name
+        if alias == WINDOW_ALIAS and name == names[-1] and op != "=":  # the window: inner − ts op micros
             ts = outer
             side, strict = ("upper", op == "<") if op in ("<", "<=") else ("lower", op == ">")
             bounds[side] = (micros, strict)
-        elif op == "=" and not micros:
-            terms[inner.name] = outer
+        elif op == "=" and not micros and name not in equal:
+            equal[name] = outer
+        elif alias == COMPARE_ALIAS and not micros and name not in other:
+            other[name] = (op, outer)
         else:
-            raise AnalysisError(f"condition {c.sql()!r} of a windowed check: equal columns, or its time in a window")
-    if ts is None or set(terms) != set(names[:len(terms)]):
+            raise AnalysisError(f"condition {c.sql()!r} of a {'windowed' if alias == WINDOW_ALIAS else 'correlated'} "
+                                "check: equal columns, or its time in a window, or one comparison per other column")
+    if alias == COMPARE_ALIAS:
+        k = 0  # the keys: the query's first columns, each equal to a term; each other column compared with one
+        while k < len(names) and names[k] in equal and names[k] not in other:
+            k += 1
+        rest = names[k:]
+        if any((n in equal) == (n in other) for n in rest):
+            raise AnalysisError("a correlated check compares its query's first columns with the member's terms, "
+                                "then each of its other columns with one of them")
+        compared = [(n, other.get(n) or ("=", equal[n])) for n in rest]
+        return WindowCheck(query, tuple(equal[n] for n in names[:k]) + tuple(e for _, (_, e) in compared),
+                           None, False, None, False, tuple((names.index(n), op) for n, (op, _) in compared), False)
+    keys = names[:len(equal)]
+    if ts is None or other or set(equal) != set(keys):
         raise AnalysisError("a windowed check compares its query's first columns with the member's terms and its "
                             "last column (a time) with the member's timestamp")
     lo, hi = bounds["lower"], bounds["upper"]
-    return WindowCheck(query, tuple(terms[n] for n in names[:len(terms)]) + (ts,),
+    return WindowCheck(query, tuple(equal[n] for n in keys) + (ts,),
                        lo and lo[0], bool(lo and lo[1]), hi and hi[0], bool(hi and hi[1]))
+
+
+def _column_of(e: exp.Expression) -> exp.Expression:
+    """The column under the casts SQL compares a term's text with (``CAST(__c.p AS VARCHAR)``)."""
+    while isinstance(e, exp.Cast):
+        e = e.this.unnest()
+    return e
+
+
+def _mine(e: exp.Expression, alias: str) -> bool:
+    """Whether ``e`` is a column of the correlated check's query (``alias``), maybe under casts."""
+    e = _column_of(e)
+    return isinstance(e, exp.Column) and e.table == alias
 
 
 def conjuncts(e: exp.Expression | None) -> list[exp.Expression]:

@@ -477,11 +477,13 @@ class SparkForest:
         terms = [f"{_q(name)}.{_q(values[p])}" for p in c.positions]
         if c.window is not None:  # the key terms equal, the time in the window (µs): not the answer's own
             terms = terms[:-1]
-        present = [f"{t} IS NOT NULL" for t in terms]  # NULL never agrees (as the IN of the static checks)
+        n = len(terms) - len(c.compares)  # then the terms a FILTER of the check compares its columns with
+        present = [f"{t} IS NOT NULL" for t in terms[:n]]  # NULL never agrees (as the IN of the static checks)
         answers = self._timed_answers.get(c.query)
         if answers is None:  # the query has no member that can answer
             return _and(present + ["TRUE" if c.negated else "FALSE"])
-        same = [f"__k.{_q(value_column(j))} = {t}" for j, t in enumerate(terms)]
+        same = [f"__k.{_q(value_column(j))} = {t}" for j, t in enumerate(terms[:n])]
+        same += [f"__k.{_q(value_column(n + i))} {op} {t}" for i, (op, t) in enumerate(zip(c.compares, terms[n:]))]
         if c.window is None:
             same.insert(0, f"__k.{_q(AT)} = {_q(name)}.{_q(AT)}")
         else:

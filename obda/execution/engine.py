@@ -36,7 +36,7 @@ from typing import Callable, Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, MemberForest, OutItem
 from obda.execution.check_windows import CheckWindows, Waiting
-from obda.model.query import FLIP, OPS
+from obda.model.query import FLIP, sql_compare
 from obda.execution.answers import as_text
 
 Counted = dict  # {tuple: int}
@@ -114,17 +114,14 @@ class Rel:
         return len(self.data)
 
 
-_OPS = OPS
-
-
 def _test(op: str, a, b, offset: int = 0) -> bool:
     """SQL comparison ``a op b + offset``: NULL compares false; incomparable types compare false."""
-    if a is None or b is None:
-        return False
-    try:
-        return _OPS[op](a, b + offset if offset else b)
-    except TypeError:
-        return False
+    if offset and b is not None:
+        try:
+            b = b + offset
+        except TypeError:
+            return False
+    return sql_compare(op, a, b)
 
 
 def tuple_getter(positions: tuple[int, ...]) -> Callable[[tuple], tuple]:

@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import Callable
 
 from obda.errors import UnsupportedConstructError
-from obda.mapping._unfold_ir import KeyIn
-from obda.mapping._unfold_terms import Unsat, projection_sql, same_kind, term_kind, time_sql
-from obda.model.query import Exists, Query
+from obda.mapping._unfold_ir import Cmp, Col, KeyIn
+from obda.mapping._unfold_terms import (RDF_LANGSTRING, Slot, TermValue, Unsat, Val, compare_terms, projection_sql,
+                                        same_kind, term_kind, time_sql)
+from obda.model.mapping import TermType
+from obda.model.query import COMPARE_ALIAS, Exists, Query
 
 
 class Checks:
@@ -80,5 +82,45 @@ class Checks:
                 None if w.lower is None else (">" if w.lower_strict else ">=", time_sql(ts, w.lower or None)),
                 None if w.upper is None else ("<" if w.upper_strict else "<=", time_sql(ts, w.upper or None)))
                 if b is not None)
-        return KeyIn(tuple(terms), check.negated, u.sql, window)
+        compares = []
+        for inner, op, outer in check.compares:  # a FILTER comparing the pattern's variables with the member's
+            found = self._compare(check, u, inner, op, bound.get(outer))
+            if found is None:  # it never holds: no solution of the pattern agrees
+                if check.negated:
+                    return None
+                raise Unsat(f"{check.construct}: {inner} {op} {outer} never holds")
+            compares.extend(found)
+        return KeyIn(tuple(terms), check.negated, u.sql, window, tuple(compares))
+
+    @staticmethod
+    def _compare(check: Exists, u, inner, op: str, tv) -> list | None:
+        """The condition of the pattern's column ``inner`` ``op`` the member's term ``tv``, as SPARQL compares the
+        terms (:func:`compare_terms`): [] always, None never."""
+        if tv is None:
+            raise UnsupportedConstructError(
+                check.construct, f"{check.construct}'s FILTER compares {inner} with a variable this branch binds only "
+                "in a FILTER or not at all; bind it with a triple pattern", check.location)
+        k = check.pattern.projection.index(inner)
+        kinds = u.kinds[k]
+        if len(kinds) != 1:
+            raise UnsupportedConstructError(
+                check.construct, f"{check.construct}: the pattern binds {inner} to terms of different kinds or "
+                f"datatypes ({', '.join(sorted(str(x[1] or x[0]) for x in kinds))}); compare one kind",
+                check.location)
+        ((kind, datatype),) = kinds
+        slot = (Slot(Val(Col(COMPARE_ALIAS, u.sql.named_selects[k])), False),)
+        if kind == "literal":
+            tag = datatype[1:] if datatype.startswith("@") else None
+            mine = TermValue(TermType.LITERAL, slot, RDF_LANGSTRING if tag is not None else datatype, tag, native=True)
+        else:
+            mine = TermValue(TermType.IRI if kind == "iri" else TermType.BLANK_NODE, slot)
+        try:
+            conds = compare_terms(op, mine, tv)
+        except Unsat:
+            return None
+        if not all(isinstance(c, Cmp) for c in conds):
+            raise UnsupportedConstructError(
+                check.construct, f"{check.construct}'s FILTER {inner} {op} … compares terms that SQL compares only "
+                "part by part; compare literals, or IRIs with = and !=", check.location)
+        return conds
 

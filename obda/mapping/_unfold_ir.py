@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
-from obda.model.query import WINDOW_ALIAS
+from obda.model.query import COMPARE_ALIAS, WINDOW_ALIAS
 
 UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
 # printable ASCII characters that IRI-safe encoding replaces ('%' must come first)
@@ -644,23 +644,27 @@ class KeyIn(Expr):
     against another query's answers.  The subquery is that query's SQL with FROM aliases of its own: fixed text,
     never renamed with the member's.  With a ``window`` (rules A3–A6: ``(op, bound)`` pairs, each ``query's last
     column op bound``, a bound over the member's timestamp) it is the correlated
-    ``[NOT] EXISTS (SELECT 1 FROM (subquery) AS __w WHERE __w.c1 = t1 AND … AND __w.time op bound …)``."""
+    ``[NOT] EXISTS (SELECT 1 FROM (subquery) AS __w WHERE __w.c1 = t1 AND … AND __w.time op bound …)``; with
+    ``compares`` (conditions over ``__w``'s columns and the member's terms: a FILTER of the pattern reading the
+    answer's variables) too."""
 
-    __slots__ = ("terms", "negated", "query", "_qsql", "window")
+    __slots__ = ("terms", "negated", "query", "_qsql", "window", "compares")
 
     def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression,
-                 window: tuple[tuple[str, Expr], ...] = ()):
+                 window: tuple[tuple[str, Expr], ...] = (), compares: tuple[Expr, ...] = ()):
         super().__init__()
-        self.terms, self.negated, self.query, self.window = terms, negated, query, window
+        self.terms, self.negated, self.query, self.window, self.compares = terms, negated, query, window, compares
         self._qsql = query.sql()
 
     def _template(self) -> Template:
-        if self.window:
+        if self.window or self.compares:
             names = self.query.named_selects
+            alias = WINDOW_ALIAS if self.window else COMPARE_ALIAS
             parts: list[Template] = [(f"{'NOT ' if self.negated else ''}EXISTS (SELECT 1 FROM ({self._qsql}) AS "
-                                      f"{WINDOW_ALIAS} WHERE ",)]
-            conds = [(f"{WINDOW_ALIAS}.{n} = ", t) for n, t in zip(names, self.terms)]
-            conds += [(f"{WINDOW_ALIAS}.{names[-1]} {_CMP_SQL[op]} ", b) for op, b in self.window]
+                                      f"{alias} WHERE ",)]
+            conds = [(f"{alias}.{n} = ", t) for n, t in zip(names, self.terms)]
+            conds += [(f"{alias}.{names[-1]} {_CMP_SQL[op]} ", b) for op, b in self.window]
+            conds += [("", c) for c in self.compares]
             for i, (text, e) in enumerate(conds):
                 parts.append(((" AND " if i else "") + text,))
                 parts.append(e.template)
@@ -678,17 +682,19 @@ class KeyIn(Expr):
 
     def _rename(self, ren):
         return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query,
-                     tuple((op, b.rename(ren)) for op, b in self.window))
+                     tuple((op, b.rename(ren)) for op, b in self.window), tuple(c.rename(ren) for c in self.compares))
 
     def to_sqlglot(self, amap=None):
         terms = [t.to_sqlglot(amap) for t in self.terms]
-        if self.window:
+        if self.window or self.compares:
             names = self.query.named_selects
-            col = lambda n: exp.column(n, table=WINDOW_ALIAS)  # noqa: E731
+            alias = WINDOW_ALIAS if self.window else COMPARE_ALIAS
+            col = lambda n: exp.column(n, table=alias)  # noqa: E731
             conds = [exp.EQ(this=col(n), expression=t) for n, t in zip(names, terms)]
             conds += [_CMP_CLASSES[op](this=col(names[-1]), expression=b.to_sqlglot(amap)) for op, b in self.window]
+            conds += [c.to_sqlglot(amap) for c in self.compares]
             inner = exp.select("1").from_(exp.Subquery(this=self.query.copy(), alias=exp.TableAlias(
-                this=exp.to_identifier(WINDOW_ALIAS)))).where(exp.and_(*conds))
+                this=exp.to_identifier(alias)))).where(exp.and_(*conds))
             node = exp.Exists(this=inner)
             return exp.Not(this=node) if self.negated else node
         if not terms:  # no shared variable: whether the other query has an answer at all

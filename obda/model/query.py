@@ -138,6 +138,16 @@ NEGATE = {"<": ">=", "<=": ">", "=": "!=", "!=": "=", ">": "<=", ">=": "<"}
 OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
 
+def sql_compare(op: str, a, b) -> bool:
+    """SQL's ``a op b`` over Python values: NULL compares false, and so do values of types that do not compare."""
+    if a is None or b is None:
+        return False
+    try:
+        return OPS[op](a, b)
+    except TypeError:
+        return False
+
+
 @dataclass(frozen=True, order=True)
 class Comparison:
     """``left op right``; op in ``< <= = != > >=``. In a CQ's filters the sides are terms, a time variable
@@ -190,7 +200,7 @@ class CQ:
     @property
     def check_inputs(self) -> frozenset[Var]:
         """The variables the checks compare with another pattern's (kept by rewriting, as answer variables)."""
-        return frozenset(v for c in self.checks for v in c.outer)
+        return frozenset(v for c in self.checks for v in c.outer + tuple(b for _, _, b in c.compares))
 
     @property
     def bind_inputs(self) -> frozenset[Var]:
@@ -230,7 +240,8 @@ class CQ:
         filters = tuple(replace(c, left=s(c.left), right=s(c.right)) for c in self.filters)
         binds = tuple((s(v), substitute_expression(e, mapping)) for v, e in self.binds)
         checks = tuple(replace(c, outer=tuple(mapping.get(v, v) for v in c.outer), window=c.window and replace(
-            c.window, outer=mapping.get(c.window.outer, c.window.outer))) for c in self.checks)
+            c.window, outer=mapping.get(c.window.outer, c.window.outer)),
+            compares=tuple((a, op, mapping.get(b, b)) for a, op, b in c.compares)) for c in self.checks)
         return CQ(tuple(atoms), filters, binds, checks)
 
     def with_atoms(self, atoms: Iterable[Atom], filters: Iterable[Comparison] | None = None) -> "CQ":
@@ -245,6 +256,7 @@ class CQ:
 
 
 WINDOW_ALIAS = "__w"  # in SQL, the FROM alias of the query a check in a window of time reads (rules A3–A6)
+COMPARE_ALIAS = "__c"  # that of a check whose FILTER compares the pattern's variables with the answer's
 
 
 @dataclass(frozen=True, order=True)
@@ -284,12 +296,17 @@ class Exists:
     construct: str = field(default="NOT EXISTS", compare=False)
     location: Location = field(default_factory=Location, compare=False)
     window: TimeWindow | None = None  # the pattern in a window of the answer's time (it projects its time last)
+    # a FILTER of the pattern comparing its variables with the answer's: ``(pattern's, op, answer's)``, each
+    # pattern variable projected after the shared ones (and before the window's time)
+    compares: tuple[tuple[Var, str, Var], ...] = ()
 
     def __str__(self) -> str:
         head = "NOT EXISTS" if self.negated else "EXISTS"
         inner = "  ∪  ".join(f"{{{b}}}" for b in self.pattern.branches)
         shared = " ".join(map(str, self.outer))
-        return f"{head}[{shared}] {inner}" + (f" where {self.window}" if self.window else "")
+        where = [str(self.window)] if self.window else []
+        where += [f"{a} {op} {b}" for a, op, b in self.compares]
+        return f"{head}[{shared}] {inner}" + (f" where {' ∧ '.join(where)}" if where else "")
 
 
 AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median",  # median: SQL only

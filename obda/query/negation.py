@@ -25,7 +25,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 
 from dataclasses import replace
 
-from obda.model.query import CQ, Exists, Query, Shifted, Var
+from obda.model.query import CQ, FLIP, Exists, Query, Shifted, Var
 from obda.query.expressions import unwrap
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
@@ -61,10 +61,12 @@ class Negation(Located):
         return inner
 
     def _check(self, group: list[Branch], shared: tuple[Var, ...], negated: bool, kw: str, at: int | None,
-               p: Branch, window: list = ()) -> Exists:
+               p: Branch, window: list = (), compares: list = ()) -> Exists:
         """The check of ``p`` against ``group`` on ``shared``; a ``group`` over stream data must be in ``p``'s
         timestamp — every stream pattern of both in one ``GRAPH ?t``, ``?t`` shared (rule A2) — or in a window of
-        it (``window``: the comparisons of the group's time with ``p``'s; rules A3–A6, :mod:`obda.query.windows`)."""
+        it (``window``: the comparisons of the group's time with ``p``'s; rules A3–A6, :mod:`obda.query.windows`).
+        ``compares``: its FILTER's comparisons of the group's variables with ``p``'s (``(pattern's, op, p's)``
+        triples, with the FILTER's token), a correlated [NOT] EXISTS."""
         times = {a.time for b in group for a in b.atoms if a.time is not None}
         mine = {a.time for a in p.atoms if a.time is not None}
         span = None
@@ -75,10 +77,23 @@ class Negation(Located):
             (time,) = times
             if time not in shared or mine != times:
                 raise self.unsupported(kw, f"{kw} " + SAME_TIMESTAMP.format(time=time), at)
-        projection = shared + ((span.inner,) if span else ())
+        pairs = []
+        for comparisons, token in compares:
+            for c in comparisons:
+                if c[2] not in p.bound_vars():
+                    raise self.unsupported(f"FILTER in {kw}", f"the FILTER compares {c[0]} with {c[2]}, which neither "
+                                           f"the {kw} pattern nor its group binds, so the FILTER is never true", token)
+                if span is not None:
+                    raise self.unsupported(f"FILTER in {kw}", f"a FILTER comparing the pattern's {c[0]} with the "
+                                           f"answer's {c[2]} in a window of time is not supported yet; compare them "
+                                           "in the pattern's own timestamp or over static data", token)
+                pairs.append(c)
+        compared = tuple(dict.fromkeys(v for v, _, _ in pairs if v not in shared))
+        projection = shared + compared + ((span.inner,) if span else ())
         pattern = Query(projection=projection, branches=tuple(q.to_cq() for q in group), distinct=True,
                         location=self.loc(at))
-        return Exists(pattern, shared, negated, construct=kw, location=self.loc(at), window=span)
+        return Exists(pattern, shared, negated, construct=kw, location=self.loc(at), window=span,
+                      compares=tuple(pairs))
 
     def _by_shared(self, p: Branch, inner: list[Branch]) -> dict[tuple[Var, ...], list[Branch]]:
         """The branches of the other pattern grouped by the variables each shares with ``p``."""
@@ -90,13 +105,14 @@ class Negation(Located):
         return groups
 
     def join_conditions(self, branches: list[Branch], filters: list, outer: frozenset, conditions: list | None,
-                        window: list | None = None) -> list:
+                        window: list | None = None, compares: list | None = None) -> list:
         """An OPTIONAL's FILTERs: the parts (``&&`` operands) reading only the group's variables stay its filters
         (returned); the parts reading variables bound only before the OPTIONAL (``outer``) become the left join's
         condition (appended to ``conditions``); a part comparing the group's time with a time bound before it goes
         to ``window`` as its comparisons (rules A3–A6); a part reading both kinds otherwise is refused, located.
         A [NOT] EXISTS's (``conditions`` None; ``outer`` the query's time variables): the same, but a part reading
-        only times bound outside it is refused."""
+        only times bound outside it is refused, and a comparison of a variable bound inside with one that is not
+        (neither a time) goes to ``compares`` (its group must bind that one: :meth:`_check`)."""
         from obda.query.expressions import expression_variables
 
         inside = set().union(*(b.bound_vars() for b in branches)) if branches else set()
@@ -116,6 +132,8 @@ class Negation(Located):
                 elif (window is not None and names <= (outer & self.time_vars) | inside
                       and names & inside and names - inside and names & inside <= self.time_vars):
                     window.append((self._window_part(x, f), f.start))  # the pattern's time against the answer's
+                elif compares is not None and names & inside and names - inside and not names & self.time_vars:
+                    compares.append((self._compare_part(x, f, inside), f.start))  # a correlated comparison
                 elif names <= outer and conditions is None:
                     raise self.unsupported(
                         "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads only times bound outside it "
@@ -145,6 +163,24 @@ class Negation(Located):
                 "the answer's, each moved by a duration at most", f.start)
         return alternatives[0]
 
+    def _compare_part(self, x, f, inside: set) -> list[tuple[Var, str, Var]]:
+        """A FILTER part inside [NOT] EXISTS comparing the pattern's variables with the answer's
+        (``FILTER(?v2 > ?v)``): its comparisons as ``(pattern's variable, op, answer's variable)``, one conjunction;
+        anything else is refused, located."""
+        alternatives = self._dnf_of(x, f)
+        out = []
+        for c in alternatives[0] if len(alternatives) == 1 else ():
+            left, right = (c.left, c.right) if c.left in inside else (c.right, c.left)
+            op = c.op if c.left in inside else FLIP[c.op]
+            if c.not_true or not (isinstance(left, Var) and isinstance(right, Var)) or right in inside:
+                break
+            out.append((left, op, right))
+        else:
+            if out:
+                return out
+        raise self.unsupported(
+            "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads a variable of the answer is supported "
+            "as comparisons (&&) of a pattern's variable with an answer's (?v2 > ?v) only", f.start)
     def _dnf_of(self, e, f):
         from obda.query.expressions import FilterProblem
 
@@ -212,20 +248,22 @@ class Negation(Located):
             out.append(replace(p, checks=p.checks + checks))
         return out
 
-    def _exists(self, branches: list[Branch], pending: list[tuple[list[Branch], bool, int | None, list]]) -> list[Branch]:
+    def _exists(self, branches: list[Branch], pending: list[tuple[list[Branch], bool, int | None, list, list]]
+                ) -> list[Branch]:
         """A group's FILTER [NOT] EXISTS, on every branch of the group (filter scope: the whole group); each with
-        the comparisons of its pattern's time with the answer's, its window."""
+        the comparisons of its pattern's time with the answer's, its window, and of its variables with the
+        answer's."""
         out: list[Branch] = []
         for p in branches:
             checks: list[Exists] = []
-            for inner, negated, at, window in pending:
+            for inner, negated, at, window, compares in pending:
                 kw = "NOT EXISTS" if negated else "EXISTS"
                 groups = self._by_shared(p, inner)  # none shared: whether the pattern has a solution at all
                 if not negated and len(groups) > 1:
                     raise self.unsupported(kw, "FILTER EXISTS over a UNION whose branches share different "
                                            "variables with the group is not supported; write one FILTER EXISTS per "
                                            "branch in a UNION of the group", at)
-                checks.extend(self._check(group, shared, negated, kw, at, p, window)
+                checks.extend(self._check(group, shared, negated, kw, at, p, window, compares)
                               for shared, group in groups.items())
             out.append(replace(p, checks=p.checks + tuple(checks)))
         return out

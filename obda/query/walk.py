@@ -253,9 +253,10 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
                 negated = exists_filter(part["expr"])
                 kw = "NOT EXISTS" if negated else "EXISTS"
                 window: list = []  # its FILTERs' comparisons of its time with the answer's (rules A3–A6)
+                compares: list = []  # and of its variables with the answer's
                 inner = self._other_pattern(unwrap(part["expr"])["graph"], time, kw, at, close_i, in_scope=False,
-                                            optional=(self.time_vars, None, window))
-                exists.append((inner, negated, at, window))
+                                            optional=(self.time_vars, None, window, compares))
+                exists.append((inner, negated, at, window, compares))
                 self.pos = end + 1
             elif name in ("OptionalGraphPattern", "MinusGraphPattern"):
                 kw = "OPTIONAL" if name == "OptionalGraphPattern" else "MINUS"

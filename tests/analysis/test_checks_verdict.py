@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from obda.analysis import analyze, build_forest
-from obda.errors import AnalysisError
+from obda.errors import AnalysisError, UnsupportedConstructError
 
 KEYS = "(SELECT DISTINCT R.x FROM R WHERE R.y > 3)"
 
@@ -176,3 +176,39 @@ def test_an_exists_in_a_window_without_an_end_is_unbounded_with_its_reason(verdi
     (mf,) = build_forest(sql, sources).members
     (check,) = mf.member.checks
     assert check.window[2] is None and check.waits > 10 ** 18 and not check.negated
+
+
+@pytest.mark.parametrize("sql", QUERIES)
+def test_a_check_comparing_its_columns_with_the_answers_keeps_the_verdict(verdicts, sources, sql):
+    """A FILTER of the pattern reading the answer's variables (the correlated ``… AS __c WHERE __c.x = … AND
+    __c.y > …``) is a check like any other: the verdict is the member's without it, with both checkers, over static
+    data (rule A1) and in the answer's timestamp (A2); the forest tests it on the answer, the compared terms after
+    the keys."""
+    static = ("NOT EXISTS (SELECT 1 FROM (SELECT R.x AS x, R.y AS y FROM R) AS __c WHERE __c.x = S.B AND "
+              "__c.y > S.A)")
+    timed = ("EXISTS (SELECT 1 FROM (SELECT T.t2 AS ts, T.E AS e FROM T) AS __c WHERE __c.ts = S.t1 AND "
+             "__c.e <> S.C)")
+    if "S." not in sql:
+        return
+    for check, rule in [(static, "A1")] + ([(timed, "A2")] if ", T " not in sql else []):  # A2: S one unit
+        with_check = sql + (" AND " if " WHERE " in sql else " WHERE ") + check
+        poly, naive, report = verdicts(with_check)
+        assert (poly, naive) == verdicts(sql)[:2]
+        assert all(any(f"rule {rule}" in n and "compared with" in n for n in m.notes) for m in report.members)
+    (mf, *_) = build_forest(sql + (" AND " if " WHERE " in sql else " WHERE ") + static, sources).members
+    (c,) = mf.member.checks
+    assert c.compares == (">",) and not c.timed and len(c.positions) == 2
+
+
+@pytest.mark.parametrize("query, message", [
+    ("SELECT ?x WHERE { GRAPH ?t { ?x :p ?v } FILTER NOT EXISTS { GRAPH ?t2 { ?y :p ?w } FILTER(?w > ?v && ?t2 < ?t "
+     "&& ?t2 >= ?t - \"PT1H\"^^xsd:dayTimeDuration) } }", "in a window of time is not supported yet"),
+    ("SELECT ?x WHERE { ?x :p ?v FILTER NOT EXISTS { ?y :p ?w FILTER(?w > ?u) } }", "neither the NOT EXISTS pattern"),
+    ("SELECT ?x WHERE { ?x :p ?v FILTER NOT EXISTS { ?y :p ?w FILTER(?w > ?v || ?w < 2) } }", "comparisons (&&)"),
+])
+def test_what_a_comparison_with_the_answer_refuses_is_located(query, message):
+    from obda.query import parse_query
+
+    with pytest.raises(UnsupportedConstructError) as e:
+        parse_query("PREFIX : <http://e/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n" + query)
+    assert message in str(e.value) and e.value.location.line == 3 and e.value.location.column > 20, e.value

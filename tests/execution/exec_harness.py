@@ -15,6 +15,7 @@ import duckdb
 import sqlglot
 
 from obda.execution.constraints import ConstraintWatch
+from obda.execution.checks import resolve_checks
 from obda.execution.engine import QueryEngine
 from obda.analysis.forest import build_forest
 from obda.execution import views as view_rows
@@ -141,6 +142,15 @@ CHECK_CASES = [
     Case("anti_join_past_window_on_time", "SELECT m1.a AS a, m2.e AS e FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts "
          "AND m1.b = m2.d AND NOT EXISTS (SELECT 1 FROM (SELECT m3.ts AS ts FROM u AS m3 WHERE m3.f > 4) AS __w "
          "WHERE __w.ts >= m1.ts - INTERVAL '2' SECOND AND __w.ts < m1.ts)", "bounded"),
+    # a FILTER of the pattern comparing its columns with the answer's (the correlated [NOT] EXISTS a FILTER reading
+    # the answer's variables unfolds into): in the answer's timestamp (rule A2), and against static data (A1)
+    Case("anti_join_same_ts_compared", "SELECT m1.a AS a, m1.c AS c FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
+         "(SELECT m2.ts AS ts, m2.e AS e FROM t AS m2) AS __c WHERE __c.ts = m1.ts AND __c.e > m1.c)", "bounded"),
+    Case("semi_join_same_ts_compared_on_a_key", "SELECT m1.a AS a FROM s AS m1 WHERE EXISTS (SELECT 1 FROM "
+         "(SELECT m2.d AS d, m2.ts AS ts, m2.e AS e FROM t AS m2) AS __c WHERE __c.d = m1.b AND __c.ts = m1.ts AND "
+         "__c.e <> m1.c)", "bounded"),
+    Case("anti_join_static_compared", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
+         "(SELECT r.id AS id FROM r) AS __c WHERE __c.id < m1.b - 3)", "bounded"),
     # in the whole past (rule A5): each key's earliest answer kept forever; bounded when the keys' set is
     Case("anti_join_whole_past", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
          "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE 0 < m2.d AND m2.d < 4) AS __w WHERE __w.d = m1.b AND "
@@ -367,15 +377,19 @@ class Oracle:
 
 
 def engine_for(sql, src: Sources, static: dict[str, list] | None = None):
-    """Plan ``sql`` (SQL text or a Compilation, whose per-atom views the executor runs) and start its engine."""
-    plan = build_forest(sql, src, "spark")
-    statics: dict[int, dict] = {}
-    for p in plan.static_pipelines():
-        counted, _ = static_rows(p.table, [p], records((static or {}).get(p.table.name, [])))
-        statics.update(counted)
-    engine = QueryEngine(plan, {})
-    engine.set_statics(*view_rows.statics(plan.views, statics))
-    return plan, engine
+    """Plan ``sql`` (SQL text or a Compilation, whose per-atom views the executor runs) and start its engine; the
+    checks against static answers answered first (as the executor does when a query opens)."""
+    def started(plan):
+        statics: dict[int, dict] = {}
+        for p in plan.static_pipelines():
+            counted, _ = static_rows(p.table, [p], records((static or {}).get(p.table.name, [])))
+            statics.update(counted)
+        engine = QueryEngine(plan, {})
+        engine.set_statics(*view_rows.statics(plan.views, statics))
+        return engine
+
+    plan = resolve_checks(build_forest(sql, src, "spark"), lambda f: [a.values for a in started(f).static_only()])
+    return plan, started(plan)
 
 
 def drive(sql, src: Sources, batches: list[dict[str, list]], static=None, on_close=None, idle_timeout=None, clock=None):

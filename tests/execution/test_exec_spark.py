@@ -73,7 +73,7 @@ def test_spark_matches_duckdb_and_local_backend(spark, tmp_path, seed, name):
 
 
 ON_SPARK = ("anti_join_same_ts", "anti_join_on_the_timestamp", "anti_join_past_window", "anti_join_past_window_on_time",
-            "anti_join_whole_past_no_key")
+            "anti_join_whole_past_no_key", "anti_join_same_ts_compared")
 
 
 @pytest.mark.parametrize("case", [c if c.name in ON_SPARK else pytest.param(c, marks=pytest.mark.slow)

@@ -46,6 +46,15 @@ FUTURE = {'?t2 > ?t && ?t2 <= ?t + "PT1M"^^xsd:dayTimeDuration': "10:01",
 ENDLESS = ('?t2 > ?t', '?t2 >= ?t - "PT1M"^^xsd:dayTimeDuration')
 
 
+def correlated(draw, construct: str) -> str:
+    """Maybe a FILTER of [NOT] EXISTS's pattern comparing two variables: one of the pattern's with one of the
+    answer's is a correlated comparison (numbers, strings, IRIs: ordering them is an error, so false)."""
+    if "EXISTS" not in construct or draw(st.integers(0, 2)):
+        return ""
+    a, b = draw(st.sampled_from(VARS)), draw(st.sampled_from(VARS))
+    return f" FILTER(?{a} {draw(st.sampled_from(('<', '>=', '=', '!=')))} ?{b})"
+
+
 @st.composite
 def stream_checks(draw):
     """The other pattern over stream data: in the answer's own GRAPH ?t (rule A2) or in a window of its past
@@ -57,6 +66,7 @@ def stream_checks(draw):
     if draw(st.booleans()):
         q += f" FILTER(?{draw(st.sampled_from(VARS))} {draw(st.sampled_from(('>', '<', '=')))} 2)"
     construct = draw(st.sampled_from(("OPTIONAL", "MINUS", "FILTER NOT EXISTS", "FILTER EXISTS")))
+    q += correlated(draw, construct)
     if construct != "MINUS" and draw(st.booleans()):
         other = f"GRAPH ?t2 {{ {q} }} FILTER({draw(st.sampled_from(WINDOWS + tuple(FUTURE) + ENDLESS))})"
     else:
@@ -76,6 +86,7 @@ def queries(draw):
     p = (f"GRAPH ?t {{ {first} }} " if stream else f"{first} . ") + " ".join(f"{t} ." for t in rest)
     q = " . ".join(draw(st.lists(triple(STATIC), min_size=1, max_size=2)))
     construct = draw(st.sampled_from(("OPTIONAL", "MINUS", "FILTER NOT EXISTS", "FILTER EXISTS")))
+    q += correlated(draw, construct)
     outer = sorted(v for v in VARS if f"?{v} " in p + " ")
     if construct == "OPTIONAL" and draw(st.booleans()):  # the left join's condition, over P's variables only
         v, w = draw(st.sampled_from(outer)), draw(st.sampled_from(outer))
@@ -104,6 +115,8 @@ def check(world, tmp_path, text: str) -> None:
     got = executed(project, comp, tmp_path, "local")
     if any(f"FILTER({w})" in text for w in ENDLESS):
         event("an EXISTS in a window without an end (A6)")
+    if any(c.compares for b in comp.query.branches for c in b.checks):
+        event("a FILTER comparing the pattern's variables with the answer's")
     for window, last in FUTURE.items():
         if window in text and " FILTER EXISTS {" not in text:  # an EXISTS answer: at its first match, all of them
             event("a window reaching after the answer (A4)")  # the answers still waiting for their window at the end are not written: at least those

@@ -176,6 +176,17 @@ CASES = [
     # the other pattern joins static data
     Case("not_exists_same_timestamp_static_join", "SELECT ?al WHERE { GRAPH ?t { ?al :raisedBy ?p } FILTER NOT EXISTS "
          "{ GRAPH ?t { ?al :raisedBy ?q } ?q :age ?g FILTER(?g > 40) } }", "bounded", 4),
+    # a FILTER of the pattern comparing its variables with the answer's (a correlated [NOT] EXISTS): over static
+    # data (the oldest of each department, and those with someone younger in theirs), in the answer's own
+    # timestamp (the highest readings of each timestamp; alarms with another person's alarm at the same time)
+    Case("not_exists_someone_older_in_the_department", "SELECT ?x ?a WHERE { ?x :age ?a ; :worksIn ?d "
+         "FILTER NOT EXISTS { ?y :age ?b ; :worksIn ?d FILTER(?b > ?a) } }", "bounded", 3),
+    Case("exists_someone_older_of_an_earlier_name_in_the_department", "SELECT ?x WHERE { ?x :name ?n ; :age ?a ; "
+         ":worksIn ?d FILTER EXISTS { ?y :name ?m ; :age ?b ; :worksIn ?d FILTER(?m < ?n && ?b > ?a) } }", "bounded", 2),
+    Case("not_exists_a_higher_reading_at_the_same_time", "SELECT ?r ?v ?t WHERE { GRAPH ?t { ?r :value ?v } "
+         "FILTER NOT EXISTS { GRAPH ?t { ?r2 :value ?v2 } FILTER(?v2 > ?v) } }", "bounded", 3),
+    Case("exists_another_persons_alarm_at_the_same_time", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } "
+         "FILTER EXISTS { GRAPH ?t { ?al2 :raisedBy ?p2 } FILTER(?p2 != ?p) } }", "bounded", 4),
 ]
 
 
@@ -191,14 +202,15 @@ SPARK_SLOW = frozenset({"optional_same_timestamp", "exists_other_stream", "minus
 
 test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES, SPARK_SLOW)
 
-STATIC_ON_SPARK = [c for c in CASES if c.id in ("optional_nested", "optional_two_tables", "optional_nothing_shared")]
+STATIC_ON_SPARK = [c for c in CASES if c.id in ("optional_nested", "optional_two_tables", "optional_nothing_shared",
+                                                 "exists_someone_older_of_an_earlier_name_in_the_department")]
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("case", STATIC_ON_SPARK, ids=[c.id for c in STATIC_ON_SPARK])
 def test_spark_executor_on_static_data_equals_pyoxigraph(world, case, tmp_path, spark):
     """Over static data only, Spark reads the tables with the checks' IN lists in its filters, or tests the
-    answers (two tables)."""
+    answers (two tables; a check comparing the answer's terms: against its answers as a VALUES relation)."""
     check_spark(world, case, tmp_path, spark)
 
 

@@ -168,12 +168,13 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             if not owners:  # [NOT] EXISTS: the same for every row; tested on the first entry's
                 owners = {next(iter(aliases))}
             timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
-            if len(owners) > 1 or timed:  # tested on the joined answer, its terms hidden items (OutputCheck)
+            w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3), compared
+            if len(owners) > 1 or timed or w is not None:  # tested on the joined answer, its terms hidden items
                 parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
-                w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3)
                 joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
                                       check_query(check), timed,
-                                      w and (w.lower, w.lower_strict, w.upper, w.upper_strict)))
+                                      (w.lower, w.lower_strict, w.upper, w.upper_strict) if w and w.windowed else None,
+                                      tuple(op for _, op in w.compares) if w else ()))
                 continue
             local[owners.pop()].append(_unqualify(c, resolve, is_ts))
             continue
@@ -218,13 +219,13 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
         items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts), times=times))
     checks: list[OutputCheck] = []
-    for k, (terms_of, negated, query, timed, window) in enumerate(joined_checks):
+    for k, (terms_of, negated, query, timed, window, compares) in enumerate(joined_checks):
         start = len(items)
         items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=tuple(
             (a.alias, a.column) for a in determined_times(t, lambda c: EAttr(*resolve(c)), types, stream_ts)))
             for i, t in enumerate(terms_of))
         checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
-                                  window=window))
+                                  window=window, compares=compares))
     return Member(
         index=index,
         aliases=tuple(aliases.items()),

@@ -35,7 +35,7 @@ FOREST = -1  # evaluation site "above every tree": roots are joined here, output
 
 Attr = tuple[str, str]  # (FROM alias, column name or '#pK' for a computed expression over one alias)
 
-from obda.model.query import FLIP  # noqa: E402,F401  (re-exported for the forest's modules)
+from obda.model.query import FLIP, sql_compare  # noqa: E402,F401  (FLIP re-exported for the forest's modules)
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,32 @@ class OutItem:
 
 FOREVER = 1 << 62  # µs: how long an answer may wait for a check whose window has no end (rule A6)
 
+_COMPARE = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_INDEXED: dict[int, tuple[object, dict]] = {}
+_EXTREME = {"<": min, "<=": min, ">": max, ">=": max}  # ``v op t`` holds for some v iff it does for this one  # id of a set of a check's answers -> (the set, its index by key)
+
+
+def _by_key(values, n: int, compares: tuple[str, ...]) -> dict[tuple, list[tuple]]:
+    """A check's answers (``values``: tuples, keys first) by their first ``n`` values: the rest of each, or, for one
+    ordering comparison (``column < term``), the extreme that decides it (the least value for ``<``).  The last sets
+    indexed are kept (a static check's answers, those of the timestamp being closed)."""
+    cached = _INDEXED.get(id(values))
+    if cached is not None and cached[0] is values:
+        return cached[1]
+    index: dict[tuple, list[tuple]] = {}
+    for r in values:
+        index.setdefault(tuple(r[:n]), []).append(tuple(r[n:]))
+    if len(compares) == 1 and compares[0] in _EXTREME:
+        for key, rest in index.items():
+            try:
+                index[key] = [_EXTREME[compares[0]](rest)]
+            except TypeError:  # values that do not compare with each other: all of them
+                pass
+    if len(_INDEXED) >= 8:
+        _INDEXED.clear()
+    _INDEXED[id(values)] = (values, index)
+    return index
+
 
 @dataclass(frozen=True)
 class OutputCheck:
@@ -104,6 +130,10 @@ class OutputCheck:
     # in a window of the answer's time (rules A3, A4): the query's last column (its time) minus the answer's
     # timestamp (the last term) within (lower, lower strict, upper, upper strict), µs; the other terms equal
     window: tuple[int | None, bool, int | None, bool] | None = None
+    # a FILTER of the check comparing its query's columns after the keys with the answer's terms (the last
+    # positions): each ``column op term``; the check holds where an answer of its query agrees on the keys and
+    # every comparison holds
+    compares: tuple[str, ...] = ()
 
     @property
     def waits(self) -> int:
@@ -125,10 +155,17 @@ class OutputCheck:
                 and (hi is None or (delta < hi if hi_strict else delta <= hi)))
 
     def keeps(self, answer: tuple, values: frozenset | set | None = None) -> bool:
-        key = tuple(answer[p] for p in self.positions)
+        values = self.values if values is None else values
+        n = len(self.positions) - len(self.compares)
+        key = tuple(answer[p] for p in self.positions[:n])
         if None in key:
             return False  # NULL never agrees: IN is unknown, NOT IN too
-        return (key in (self.values if values is None else values)) != self.negated
+        if not self.compares:
+            return (key in values) != self.negated
+        mine = [answer[p] for p in self.positions[n:]]
+        found = any(all(sql_compare(op, v, t) for op, v, t in zip(self.compares, rest, mine))
+                    for rest in _by_key(values, n, self.compares).get(key, ()))
+        return found != self.negated
 
     def keeps_in_window(self, answer: tuple, times: dict, now: int) -> bool:
         """Rule A3: whether the check keeps ``answer`` (of timestamp ``now``, µs) given ``times``, the timestamps
@@ -141,13 +178,30 @@ class OutputCheck:
     def condition(self, columns: list[str], dialect: str = "spark") -> str:
         """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""
         terms = [exp.column(columns[p], quoted=True) for p in self.positions]
+        n = len(terms) - len(self.compares)
+        not_null = [exp.Not(this=exp.Is(this=t.copy(), expression=exp.Null())) for t in terms[:n]]
+        extremes = _by_key(self.values, 0, self.compares).get((), []) if self.compares and self.values and not n else []
+        if len(self.compares) == 1 and len(extremes) == 1:  # one comparison with the value that decides it: no join
+            test = exp.Coalesce(this=_COMPARE[self.compares[0]](this=literal(extremes[0][0]), expression=terms[0]),
+                                expressions=[exp.false()])
+            return (exp.Not(this=test) if self.negated else test).sql(dialect=dialect)
+        if self.compares and self.values:  # an answer of the query agreeing on the keys, every comparison holding
+            names = [f"__v{j}" for j in range(len(terms))]
+            rows = exp.Values(expressions=[exp.Tuple(expressions=[literal(v) for v in r])
+                                           for r in sorted(self.values, key=repr)],
+                              alias=exp.TableAlias(this=exp.to_identifier("__k"),
+                                                   columns=[exp.to_identifier(c) for c in names]))
+            conds = [exp.EQ(this=exp.column(names[j], "__k"), expression=t.copy()) for j, t in enumerate(terms[:n])]
+            conds += [_COMPARE[op](this=exp.column(names[n + i], "__k"), expression=t.copy())
+                      for i, (op, t) in enumerate(zip(self.compares, terms[n:]))]
+            test = exp.Exists(this=exp.select("1").from_(rows).where(exp.and_(*conds)))
+            return exp.and_(*not_null, exp.Not(this=test) if self.negated else test).sql(dialect=dialect)
         if not self.values:
-            test: exp.Expression = exp.Boolean(this=self.negated)
+            test = exp.Boolean(this=self.negated)
         else:
             this = terms[0] if len(terms) == 1 else exp.Tuple(expressions=terms)
             test = exp.In(this=this, expressions=in_list(sorted(self.values, key=repr)))
             test = exp.Not(this=test) if self.negated else test
-        not_null = [exp.Not(this=exp.Is(this=t.copy(), expression=exp.Null())) for t in terms]
         return exp.and_(*not_null, test).sql(dialect=dialect)
 
 
