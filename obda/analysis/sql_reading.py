@@ -208,29 +208,30 @@ def window_check(check: exp.Exists) -> WindowCheck | None:
             bounds[side] = (micros, strict)
         elif op == "=" and not micros and name not in equal:
             equal[name] = outer
-        elif alias == COMPARE_ALIAS and not micros and name not in other:
+        elif not micros and name not in other and (alias == COMPARE_ALIAS or name != names[-1]):
             other[name] = (op, outer)
         else:
             raise AnalysisError(f"condition {c.sql()!r} of a {'windowed' if alias == WINDOW_ALIAS else 'correlated'} "
                                 "check: equal columns, or its time in a window, or one comparison per other column")
+    cols = names[:-1] if alias == WINDOW_ALIAS else names  # a window's last column is its time
+    k = 0  # the keys: the query's first columns, each equal to a term; each other column compared with one
+    while k < len(cols) and cols[k] in equal and cols[k] not in other:
+        k += 1
+    rest = cols[k:]
+    if any((n in equal) == (n in other) for n in rest):
+        raise AnalysisError("a correlated check compares its query's first columns with the member's terms, then "
+                            "each of its other columns with one of them")
+    compared = [(n, other.get(n) or ("=", equal[n])) for n in rest]
+    terms = tuple(equal[n] for n in cols[:k]) + tuple(e for _, (_, e) in compared)
+    compares = tuple((names.index(n), op) for n, (op, _) in compared)
     if alias == COMPARE_ALIAS:
-        k = 0  # the keys: the query's first columns, each equal to a term; each other column compared with one
-        while k < len(names) and names[k] in equal and names[k] not in other:
-            k += 1
-        rest = names[k:]
-        if any((n in equal) == (n in other) for n in rest):
-            raise AnalysisError("a correlated check compares its query's first columns with the member's terms, "
-                                "then each of its other columns with one of them")
-        compared = [(n, other.get(n) or ("=", equal[n])) for n in rest]
-        return WindowCheck(query, tuple(equal[n] for n in names[:k]) + tuple(e for _, (_, e) in compared),
-                           None, False, None, False, tuple((names.index(n), op) for n, (op, _) in compared), False)
-    keys = names[:len(equal)]
-    if ts is None or other or set(equal) != set(keys):
+        return WindowCheck(query, terms, None, False, None, False, compares, False)
+    if ts is None or names[-1] in equal or names[-1] in other:
         raise AnalysisError("a windowed check compares its query's first columns with the member's terms and its "
                             "last column (a time) with the member's timestamp")
     lo, hi = bounds["lower"], bounds["upper"]
-    return WindowCheck(query, tuple(equal[n] for n in keys) + (ts,),
-                       lo and lo[0], bool(lo and lo[1]), hi and hi[0], bool(hi and hi[1]))
+    return WindowCheck(query, terms + (ts,), lo and lo[0], bool(lo and lo[1]), hi and hi[0], bool(hi and hi[1]),
+                       compares)
 
 
 def _column_of(e: exp.Expression) -> exp.Expression:

@@ -52,6 +52,9 @@ class CheckWindows:
         self.earliest = {q for q, only in earliest.items() if only}
         self._watched = watched
         self.arrived: list[tuple[str, int, tuple]] = []  # (query, timestamp, key) put since the last take, if watched
+        # a check whose FILTER compares the query's columns after its keys: (query, keys' length) -> its keys -> the
+        # answers (keys and compared values) kept with them
+        self._prefixes: dict[tuple[str, int], dict[tuple, set[tuple]]] = {}
         self.times: dict[str, dict[tuple, set[int]]] = {q: {} for q in self.keep}
         self._order: dict[str, deque] = {q: deque() for q in self.keep}  # (timestamp, key) as they came: expiry
         self.now = 0
@@ -75,10 +78,28 @@ class CheckWindows:
                 order.append((ts, key))
             else:
                 continue
+            if len(kept) == 1:
+                for (q, n), index in self._prefixes.items():
+                    if q == query:
+                        index.setdefault(key[:n], set()).add(key)
             if query in self._watched:
                 self.arrived.append((query, ts, key))
         if expire:
             self._expire(query, closed)
+
+    def found(self, c, keys: tuple, compared: tuple, now: int) -> bool:
+        """Whether check ``c``'s query answered ``keys`` at a time in ``c``'s window of ``now`` (µs), its compared
+        values standing in ``c``'s comparisons to ``compared`` (the answer's terms)."""
+        times = self.times[c.query]
+        if not c.compares:
+            return any(c.in_window(t - now) for t in times.get(keys, ()))
+        index = self._prefixes.get((c.query, len(keys)))
+        if index is None:  # built once, then kept with the answers
+            index = self._prefixes[(c.query, len(keys))] = {}
+            for key in times:
+                index.setdefault(key[:len(keys)], set()).add(key)
+        return any(c.agrees(key[len(keys):], compared) and any(c.in_window(t - now) for t in times[key])
+                   for key in index.get(keys, ()))
 
     def take_arrived(self) -> list[tuple[str, int, tuple]]:
         """The ``(query, timestamp, key)`` answers put since the last call, of the queries a waiting check reads."""
@@ -102,6 +123,12 @@ class CheckWindows:
             kept.discard(ts)
             if not kept:
                 del times[key]
+                for (q, n), index in self._prefixes.items():
+                    if q == query:
+                        same = index[key[:n]]
+                        same.discard(key)
+                        if not same:
+                            del index[key[:n]]
 
     @property
     def entries(self) -> int:
@@ -111,6 +138,7 @@ class CheckWindows:
         return {q: {k: sorted(ts) for k, ts in times.items()} for q, times in self.times.items()}
 
     def restore(self, st: dict) -> None:
+        self._prefixes = {}
         for q in self.times:
             self.times[q] = {tuple(k): set(ts) for k, ts in st.get(q, {}).items()}
             self._order[q] = deque(sorted(((t, k) for k, ts in self.times[q].items() for t in ts), key=lambda r: r[0]))
@@ -119,14 +147,20 @@ class CheckWindows:
 class Waiting:
     """The answers waiting for a check decided after their timestamp (rules A4, A6), each with the checks not yet
     decided: ``seq -> [member, timestamp, answer with its hidden terms, count, undecided checks]``, indexed by
-    each undecided check's (query, key) and, for a window with an end, by that end (a heap).  ``wait``: per member
-    with such checks, their ``(position, check)`` pairs."""
+    each undecided check's (query, keys) and, for a window with an end, by that end (a heap).  ``wait``: per member
+    with such checks, their ``(position, check)`` pairs.  A check whose FILTER compares its query's columns after
+    the keys with the answer's terms matches an answer of its query agreeing on the keys whose values stand in
+    those comparisons."""
 
     def __init__(self, plan: Forest):
         self.wait = {mi: tuple((j, c) for j, c in enumerate(mf.member.checks) if c.waits)
                      for mi, mf in enumerate(plan.members) if any(c.waits for c in mf.member.checks)}
         self._entries: dict[int, list] = {}
-        self._index: dict[tuple[str, tuple], set[tuple[int, int]]] = {}  # (query, key) -> (seq, check position)
+        self._index: dict[tuple[str, tuple], set[tuple[int, int]]] = {}  # (query, keys) -> (seq, check position)
+        self._lengths: dict[str, set[int]] = {}  # query -> how many keys its waiting checks compare
+        for checks in self.wait.values():
+            for _, c in checks:
+                self._lengths.setdefault(c.query, set()).add(len(c.positions) - 1 - len(c.compares))
         self._heap: list[tuple[int, int, int]] = []  # (end of the window, seq, check position); stale ones skipped
         self._seq = 0
         self.ready: list[tuple] = []  # (seq, entry) kept already, emitted at the next closed timestamp (restore)
@@ -137,10 +171,10 @@ class Waiting:
         drop it, None when it waits."""
         undecided: set[int] = set()
         for j, c in self.wait[mi]:
-            key = c.key(full)
-            if None in key:
+            keys, compared = c.split(full)
+            if None in keys:
                 return False  # NULL never agrees (as the checks decided at once)
-            if any(c.in_window(t - ts) for t in windows.times[c.query].get(key, ())):
+            if windows.found(c, keys, compared, ts):
                 if c.negated:
                     return False
             else:
@@ -156,7 +190,7 @@ class Waiting:
         mi, ts, full = entry[0], entry[1], entry[2]
         for j in entry[4]:
             c = self._check(mi, j)
-            self._index.setdefault((c.query, c.key(full)), set()).add((seq, j))
+            self._index.setdefault((c.query, c.split(full)[0]), set()).add((seq, j))
             if c.window[2] is not None:
                 heapq.heappush(self._heap, (ts + c.window[2], seq, j))
 
@@ -183,10 +217,15 @@ class Waiting:
                 kept[seq] = self._entries.pop(seq)
 
         for query, ts, key in arrived:
-            for seq, j in sorted(self._index.get((query, key), ())):
-                entry = self._entries.get(seq)
-                if entry is not None and j in entry[4] and self._check(entry[0], j).in_window(ts - entry[1]):
-                    decide(seq, j, True)
+            for n in self._lengths.get(query, ()):
+                for seq, j in sorted(self._index.get((query, key[:n]), ())):
+                    entry = self._entries.get(seq)
+                    if entry is None or j not in entry[4]:
+                        continue
+                    c = self._check(entry[0], j)
+                    if (len(c.positions) - 1 - len(c.compares) == n and c.in_window(ts - entry[1])
+                            and c.agrees(key[n:], c.split(entry[2])[1])):
+                        decide(seq, j, True)
         while self._heap and self._heap[0][0] <= closed:
             _, seq, j = heapq.heappop(self._heap)
             entry = self._entries.get(seq)
@@ -195,7 +234,7 @@ class Waiting:
         return [tuple(kept[s][:4]) for s in sorted(kept)]
 
     def _unindex(self, seq: int, j: int, c, full: tuple) -> None:
-        k = (c.query, c.key(full))
+        k = (c.query, c.split(full)[0])
         waiting = self._index.get(k)
         if waiting is not None:
             waiting.discard((seq, j))
@@ -232,9 +271,9 @@ class Waiting:
             _, seq, mi, ts, full, count = e
             undecided = set()
             for j, c in self.wait[mi]:
-                key = c.key(full)
-                found = None not in key and any(c.in_window(t - ts) for t in windows.times[c.query].get(key, ()))
-                if found and c.negated or None in key:
+                keys, compared = c.split(full)
+                found = None not in keys and windows.found(c, keys, compared, ts)
+                if found and c.negated or None in keys:
                     break
                 if not found:
                     undecided.add(j)

@@ -603,8 +603,9 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set
         return bind
 
     def keeps(c, full: tuple) -> bool:
-        if c.window is not None:
-            return c.keeps_in_window(full, windows.times[c.query], windows.now)
+        if c.window is not None:  # rule A3: its query's answers kept for the window
+            keys, compared = c.split(full)
+            return None not in keys and windows.found(c, keys, compared, windows.now) != c.negated
         return c.keeps(full, timed[c.query] if c.timed else None)
 
     def checked(values: tuple) -> tuple | None:

@@ -21,7 +21,7 @@ from obda.mapping._unfold_ir import Cmp, Col, KeyIn
 from obda.mapping._unfold_terms import (RDF_LANGSTRING, Slot, TermValue, Unsat, Val, compare_terms, projection_sql,
                                         same_kind, term_kind, time_sql)
 from obda.model.mapping import TermType
-from obda.model.query import COMPARE_ALIAS, Exists, Query
+from obda.model.query import COMPARE_ALIAS, WINDOW_ALIAS, Exists, Query
 
 
 class Checks:
@@ -84,7 +84,8 @@ class Checks:
                 if b is not None)
         compares = []
         for inner, op, outer in check.compares:  # a FILTER comparing the pattern's variables with the member's
-            found = self._compare(check, u, inner, op, bound.get(outer))
+            found = self._compare(check, u, inner, op, bound.get(outer),
+                                  WINDOW_ALIAS if check.window is not None else COMPARE_ALIAS)
             if found is None:  # it never holds: no solution of the pattern agrees
                 if check.negated:
                     return None
@@ -93,7 +94,7 @@ class Checks:
         return KeyIn(tuple(terms), check.negated, u.sql, window, tuple(compares))
 
     @staticmethod
-    def _compare(check: Exists, u, inner, op: str, tv) -> list | None:
+    def _compare(check: Exists, u, inner, op: str, tv, alias: str) -> list | None:
         """The condition of the pattern's column ``inner`` ``op`` the member's term ``tv``, as SPARQL compares the
         terms (:func:`compare_terms`): [] always, None never."""
         if tv is None:
@@ -108,7 +109,7 @@ class Checks:
                 f"datatypes ({', '.join(sorted(str(x[1] or x[0]) for x in kinds))}); compare one kind",
                 check.location)
         ((kind, datatype),) = kinds
-        slot = (Slot(Val(Col(COMPARE_ALIAS, u.sql.named_selects[k])), False),)
+        slot = (Slot(Val(Col(alias, u.sql.named_selects[k])), False),)
         if kind == "literal":
             tag = datatype[1:] if datatype.startswith("@") else None
             mine = TermValue(TermType.LITERAL, slot, RDF_LANGSTRING if tag is not None else datatype, tag, native=True)

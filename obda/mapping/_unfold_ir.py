@@ -664,7 +664,7 @@ class KeyIn(Expr):
                                       f"{alias} WHERE ",)]
             conds = [(f"{alias}.{n} = ", t) for n, t in zip(names, self.terms)]
             conds += [(f"{alias}.{names[-1]} {_CMP_SQL[op]} ", b) for op, b in self.window]
-            conds += [("", c) for c in self.compares]
+            conds += [("", c) for c in self.compares]  # over the same alias's columns
             for i, (text, e) in enumerate(conds):
                 parts.append(((" AND " if i else "") + text,))
                 parts.append(e.template)

@@ -83,10 +83,6 @@ class Negation(Located):
                 if c[2] not in p.bound_vars():
                     raise self.unsupported(f"FILTER in {kw}", f"the FILTER compares {c[0]} with {c[2]}, which neither "
                                            f"the {kw} pattern nor its group binds, so the FILTER is never true", token)
-                if span is not None:
-                    raise self.unsupported(f"FILTER in {kw}", f"a FILTER comparing the pattern's {c[0]} with the "
-                                           f"answer's {c[2]} in a window of time is not supported yet; compare them "
-                                           "in the pattern's own timestamp or over static data", token)
                 pairs.append(c)
         compared = tuple(dict.fromkeys(v for v, _, _ in pairs if v not in shared))
         projection = shared + compared + ((span.inner,) if span else ())

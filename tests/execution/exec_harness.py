@@ -151,6 +151,9 @@ CHECK_CASES = [
          "__c.e <> m1.c)", "bounded"),
     Case("anti_join_static_compared", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
          "(SELECT r.id AS id FROM r) AS __c WHERE __c.id < m1.b - 3)", "bounded"),
+    Case("anti_join_past_window_compared", "SELECT m1.a AS a, m1.c AS c FROM s AS m1 WHERE NOT EXISTS (SELECT 1 "
+         "FROM (SELECT m2.d AS d, m2.e AS e, m2.ts AS ts FROM t AS m2) AS __w WHERE __w.d = m1.b AND __w.e >= m1.c "
+         "AND __w.ts >= m1.ts - INTERVAL '3' SECOND AND __w.ts < m1.ts)", "bounded"),
     # in the whole past (rule A5): each key's earliest answer kept forever; bounded when the keys' set is
     Case("anti_join_whole_past", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
          "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE 0 < m2.d AND m2.d < 4) AS __w WHERE __w.d = m1.b AND "
@@ -173,6 +176,15 @@ WAITING_CASES = [
          "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2 WHERE m2.e > 2) AS __w WHERE __w.d = m1.b AND "
          "__w.ts >= m1.ts - INTERVAL '1' SECOND AND __w.ts <= m1.ts + INTERVAL '2' SECOND)", "bounded", waits=2,
          data="SELECT ts FROM s WHERE c < 5 UNION SELECT ts FROM t WHERE e > 2", at_first_match=True),
+    # with a FILTER comparing the pattern's columns with the answer's: a match must stand in the comparisons
+    Case("anti_join_future_window_compared", "SELECT m1.a AS a, m1.c AS c FROM s AS m1 WHERE NOT EXISTS (SELECT 1 "
+         "FROM (SELECT m2.d AS d, m2.e AS e, m2.ts AS ts FROM t AS m2) AS __w WHERE __w.d = m1.b AND __w.e < m1.c "
+         "AND __w.ts > m1.ts AND __w.ts <= m1.ts + INTERVAL '3' SECOND)", "bounded", waits=3,
+         data="SELECT ts FROM s UNION SELECT ts FROM t"),
+    Case("semi_join_future_window_compared", "SELECT m1.a AS a FROM s AS m1 WHERE EXISTS (SELECT 1 FROM "
+         "(SELECT m3.f AS f, m3.ts AS ts FROM u AS m3) AS __w WHERE __w.f > m1.b AND __w.ts > m1.ts AND "
+         "__w.ts <= m1.ts + INTERVAL '2' SECOND)", "bounded", waits=2,
+         data="SELECT ts FROM s UNION SELECT ts FROM u", at_first_match=True),
     # rule A6: no end; an answer waits for its first match, which may never come (unbounded: it runs opted in)
     Case("semi_join_any_time_after", "SELECT m1.a AS a, m1.c AS c FROM s AS m1 WHERE EXISTS (SELECT 1 FROM "
          "(SELECT m3.f AS f, m3.ts AS ts FROM u AS m3) AS __w WHERE __w.f = m1.b AND __w.ts > m1.ts)", "unbounded",

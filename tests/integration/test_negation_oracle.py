@@ -187,6 +187,18 @@ CASES = [
          "FILTER NOT EXISTS { GRAPH ?t { ?r2 :value ?v2 } FILTER(?v2 > ?v) } }", "bounded", 3),
     Case("exists_another_persons_alarm_at_the_same_time", "SELECT ?al ?t WHERE { GRAPH ?t { ?al :raisedBy ?p } "
          "FILTER EXISTS { GRAPH ?t { ?al2 :raisedBy ?p2 } FILTER(?p2 != ?p) } }", "bounded", 4),
+    # ... in a window of time: a record over the last minute (A3), a higher level within the next minute (A4), at
+    # any later time (A6: unbounded), an all-time record (A5: the values kept are an unbounded set)
+    Case("not_exists_as_high_a_reading_in_the_minute_before", "SELECT ?r ?v ?t WHERE { GRAPH ?t { ?r :value ?v } "
+         "FILTER NOT EXISTS { GRAPH ?t2 { ?r2 :value ?v2 } FILTER(?t2 < ?t && ?t2 >= ?t - "
+         "\"PT1M\"^^xsd:dayTimeDuration && ?v2 >= ?v) } }", "bounded", 4),
+    Case("exists_a_higher_level_in_the_next_minute", "SELECT ?al ?l ?t WHERE { GRAPH ?t { ?al :level ?l } "
+         "FILTER EXISTS { GRAPH ?t2 { ?al2 :level ?l2 } FILTER(?t2 > ?t && ?t2 <= ?t + \"PT1M\"^^xsd:dayTimeDuration "
+         "&& ?l2 > ?l) } }", "bounded", 2),
+    Case("exists_a_higher_level_later", "SELECT ?al ?l ?t WHERE { GRAPH ?t { ?al :level ?l } FILTER EXISTS { "
+         "GRAPH ?t2 { ?al2 :level ?l2 } FILTER(?t2 > ?t && ?l2 > ?l) } }", "unbounded", 3),
+    Case("not_exists_as_high_a_reading_before", "SELECT ?r ?v ?t WHERE { GRAPH ?t { ?r :value ?v } FILTER NOT "
+         "EXISTS { GRAPH ?t2 { ?r2 :value ?v2 } FILTER(?t2 < ?t && ?v2 >= ?v) } }", "unbounded", 3),
 ]
 
 
@@ -198,7 +210,8 @@ SPARK_SLOW = frozenset({"optional_same_timestamp", "exists_other_stream", "minus
                         "not_exists_in_the_next_minute_distinct", "exists_high_reading_within_a_minute_either_side",
                         "not_exists_within_half_a_minute_either_side", "optional_earlier_alarm_of_the_level",
                         "exists_same_person_alarmed_before", "not_exists_in_the_minute_before_distinct",
-                        "exists_level_1_from_a_minute_before_on"})
+                        "exists_level_1_from_a_minute_before_on", "exists_a_higher_level_later",
+                        "not_exists_as_high_a_reading_before"})
 
 test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES, SPARK_SLOW)
 

@@ -145,8 +145,19 @@ class OutputCheck:
         return FOREVER if self.window[2] is None else max(self.window[2], 0)
 
     def key(self, answer: tuple) -> tuple:
-        """The terms of ``answer`` (its hidden items) the check compares with its query's answer, but the time."""
+        """The terms of ``answer`` (its hidden items) a check in a window of time compares with its query's answer
+        (but the time): those its query's answer must equal, then those its FILTER compares (:meth:`split`)."""
         return tuple(answer[p] for p in self.positions[:-1])
+
+    def split(self, answer: tuple) -> tuple[tuple, tuple]:
+        """A check in a window of time: the terms of ``answer`` its query's answer equals, and those compared."""
+        key = self.key(answer)
+        n = len(key) - len(self.compares)
+        return key[:n], key[n:]
+
+    def agrees(self, compared: tuple, mine: tuple) -> bool:
+        """Whether the query's ``compared`` values (after its keys) stand in the check's comparisons to ``mine``."""
+        return all(sql_compare(op, v, t) for op, v, t in zip(self.compares, compared, mine))
 
     def in_window(self, delta: int) -> bool:
         """Whether a query's answer ``delta`` µs after the answer's timestamp lies in the check's window."""
@@ -162,18 +173,8 @@ class OutputCheck:
             return False  # NULL never agrees: IN is unknown, NOT IN too
         if not self.compares:
             return (key in values) != self.negated
-        mine = [answer[p] for p in self.positions[n:]]
-        found = any(all(sql_compare(op, v, t) for op, v, t in zip(self.compares, rest, mine))
-                    for rest in _by_key(values, n, self.compares).get(key, ()))
-        return found != self.negated
-
-    def keeps_in_window(self, answer: tuple, times: dict, now: int) -> bool:
-        """Rule A3: whether the check keeps ``answer`` (of timestamp ``now``, µs) given ``times``, the timestamps
-        at which its query answered each key (its answers without their time)."""
-        key = self.key(answer)
-        if None in key:
-            return False  # NULL never agrees
-        return any(self.in_window(t - now) for t in times.get(key, ())) != self.negated
+        mine = tuple(answer[p] for p in self.positions[n:])
+        return any(self.agrees(rest, mine) for rest in _by_key(values, n, self.compares).get(key, ())) != self.negated
 
     def condition(self, columns: list[str], dialect: str = "spark") -> str:
         """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""
