@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from obda.analysis.forest import build_forest  # noqa: E402
 from obda.execution import views as view_rows  # noqa: E402
 from obda.execution.constraints import ConstraintWatch  # noqa: E402
-from obda.execution.engine import QueryEngine  # noqa: E402
+from obda.execution.query_engine import QueryEngine  # noqa: E402
 from obda.execution.reader import Record  # noqa: E402
 from obda.execution.rows import process_rows  # noqa: E402
 from obda.execution.runtime import Runtime, peak_rss_bytes  # noqa: E402

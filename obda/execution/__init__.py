@@ -71,7 +71,7 @@ Design (why a driven micro-batch loop instead of ``readStream.foreachBatch``):
   :class:`~obda.analysis.execution_plan.ExecutionPlan`; the executor neither parses SQL nor analyses.
 """
 
-from obda.execution.engine import Answer, QueryEngine
+from obda.execution.query_engine import Answer, QueryEngine
 from obda.execution.query import ContinuousQuery
 from obda.execution.rows import TableBatch
 from obda.execution.runtime import Metrics, Runtime

@@ -59,7 +59,7 @@ from typing import Iterable
 
 from obda.analysis.aggregates import AggregatePlan
 from obda.model.query import OPS, Aggregate, Arithmetic, Literal, Comparison, Var
-from obda.execution.engine import Answer
+from obda.execution.query_engine import Answer
 from obda.execution.sinks import _json_scalar, micros_to_iso
 
 

@@ -13,7 +13,7 @@ it), at the closed timestamp of that match.  A check with no match is decided at
 ``T ≥ τ + d`` at which the query read a row.  The answer is emitted once every check of its member is decided and
 keeps it.  Without an end (``FILTER EXISTS { … FILTER(?t2 > ?t) }``, A6) an EXISTS answer waits until its first
 match, which may never come.  Both backends run one closed timestamp at a time through :meth:`QueryEngine.
-close_waiting <obda.execution.engine.QueryEngine.close_waiting>`, so they stamp every answer alike.  Since every
+close_waiting <obda.execution.query_engine.QueryEngine.close_waiting>`, so they stamp every answer alike.  Since every
 Q answer is matched as it comes, Q's answers are kept only for the windows' past part.
 
 Both are part of the query's state and of its checkpoint, as plain data.

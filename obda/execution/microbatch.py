@@ -305,7 +305,7 @@ class Closing:
             mi, nid, pos, name = self.keyed[tag]
             self.consumed.setdefault(mi, {}).setdefault(nid, {}).setdefault((pos, name), set()).add(vals)
             return
-        from obda.execution.engine import Answer
+        from obda.execution.query_engine import Answer
 
         if self._data:  # the waiting answers decided up to this answer's timestamp, first (as the local backend)
             self._decide(at)
@@ -320,9 +320,9 @@ class Closing:
     def _decide(self, upto: int) -> None:
         """Rules A4, A6, at each timestamp of the range up to ``upto`` at which the query read a row, in order: the
         check queries' answers of that timestamp decide the waiting answers they match and join the kept ones, the
-        checks whose window ended are decided (:meth:`QueryEngine.close_waiting <obda.execution.engine.QueryEngine.
+        checks whose window ended are decided (:meth:`QueryEngine.close_waiting <obda.execution.query_engine.QueryEngine.
         close_waiting>`), and that timestamp's answers meet the kept ones and start waiting (:meth:`QueryEngine.hold
-        <obda.execution.engine.QueryEngine.hold>`) — the local backend's steps, so both stamp every answer alike."""
+        <obda.execution.query_engine.QueryEngine.hold>`) — the local backend's steps, so both stamp every answer alike."""
         engine = self.query.engine
         if self._times is None:  # the parts before the answers' are all in
             self._times = sorted(self._data)

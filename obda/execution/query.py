@@ -15,7 +15,7 @@ from obda.errors import CheckpointError, ExecutionError, ObdaError
 from obda.execution import checkpoint
 from obda.execution.constraints import ConstraintWatch
 from obda.execution.checks import resolve_checks
-from obda.execution.engine import QueryEngine, cut
+from obda.execution.query_engine import QueryEngine, cut
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
 from obda.execution import views as view_rows

@@ -26,7 +26,8 @@ from typing import Callable
 
 from obda.execution import views as view_rows
 from obda.execution.rows import TableBatch, micros_to_iso
-from obda.execution.engine import Answer, Counted, QueryEngine
+from obda.execution.engine import Counted
+from obda.execution.query_engine import Answer, QueryEngine
 
 
 @dataclass

@@ -25,7 +25,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, TextIO
 
-from obda.execution.engine import Answer
+from obda.execution.query_engine import Answer
 from obda.execution.rows import micros_to_iso
 
 

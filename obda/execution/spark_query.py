@@ -343,7 +343,7 @@ class SparkSteps:
         engine = self.engine
         if engine.static_done:
             return
-        from obda.execution.engine import Answer
+        from obda.execution.query_engine import Answer
 
         engine.static_done = True
         static: list[Answer] = []

@@ -16,7 +16,7 @@ import sqlglot
 
 from obda.execution.constraints import ConstraintWatch
 from obda.execution.checks import resolve_checks
-from obda.execution.engine import QueryEngine
+from obda.execution.query_engine import QueryEngine
 from obda.analysis.forest import build_forest
 from obda.execution import views as view_rows
 from obda.execution.reader import Record

@@ -12,7 +12,7 @@ from obda.errors import ExecutionError
 from obda.execution import DirectorySink, answer_lines
 from obda.execution import directory_sink as ds
 from obda.execution.answers import AnswerFrame
-from obda.execution.engine import Answer
+from obda.execution.query_engine import Answer
 from obda.execution.rows import micros_to_iso
 from obda.execution.directory_sink import committed_batches, iter_committed, read_committed
 

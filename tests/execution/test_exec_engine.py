@@ -162,7 +162,7 @@ def test_answer_lines_are_json_dumps_of_each_answer(rows):
     """The fast line formatter gives exactly the bytes of json.dumps (unicode, floats, NaN, NULLs)."""
     import json
 
-    from obda.execution.engine import Answer
+    from obda.execution.query_engine import Answer
     from obda.execution.rows import micros_to_iso
     from obda.execution.sinks import json_value, answer_lines
 

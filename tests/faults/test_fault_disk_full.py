@@ -21,7 +21,7 @@ from faults.faultkit import (BAG_JOIN, check_log, cli, command, commits, fed, fi
                              small_filesystem, start, stop)
 from obda.errors import ExecutionError
 from obda.execution import DirectorySink, answer_lines, checkpoint
-from obda.execution.engine import Answer
+from obda.execution.query_engine import Answer
 from obda.execution.directory_sink import read_committed
 from waiting import wait_for
 
