@@ -280,7 +280,8 @@ def run(
     project: Path = typer.Option(..., "--project", "-p", help="project folder"),
     until_exhausted: bool = typer.Option(False, "--until-exhausted", help="process the current files to the end, close the last timestamp, exit"),
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="JSON-lines file for the answers (default: console), or a Kafka topic: "
+        None, "--output", "-o", help="JSON-lines file for the answers (default: console; written afresh unless "
+                                     "--checkpoint continues a run), or a Kafka topic: "
                                      "kafka://host:port/topic (records keyed <query file name>:<line number>)"),
     output_dir: Optional[Path] = typer.Option(
         None, "--output-dir", file_okay=False,
