@@ -165,8 +165,9 @@ CHECK_CASES = [
          "bounded"),
 ]
 
-# in a window reaching after the answer's time (rule A4): an answer waits until its window's end has closed, and is
-# emitted at the first timestamp at or after it at which the query reads a row (:func:`released`)
+# in a window reaching after the answer's time (rule A4): an answer waits until a match (EXISTS: emitted then) or its
+# window's end decides it, emitted at the first timestamp at or after that end at which the query reads a row
+# (:func:`released`)
 WAITING_CASES = [
     Case("anti_join_future_window", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE NOT EXISTS (SELECT 1 FROM "
          "(SELECT m2.d AS d, m2.ts AS ts FROM t AS m2) AS __w WHERE __w.d = m1.b AND "
