@@ -177,6 +177,7 @@ class Negation(Located):
         raise self.unsupported(
             "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads a variable of the answer is supported "
             "as comparisons (&&) of a pattern's variable with an answer's (?v2 > ?v) only", f.start)
+
     def _dnf_of(self, e, f):
         from obda.query.expressions import FilterProblem
 
