@@ -191,6 +191,20 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
                             expression=exp.Literal.number(1))
             node = exp.EQ(this=exp.Substring(this=a, start=start), expression=b)
         return _light(exp.Paren(this=node)), _BOOLEAN
+    if fn == "EBV":  # FILTER(?v): a boolean's value, a number other than 0, a string other than ""; else an error
+        tv = term(c.args[0])
+        if tv.term_type is TermType.LITERAL and not (tv.language or tv.datatype == RDF_LANGSTRING) and category(
+                tv.datatype) not in ("numeric", "string", "boolean"):
+            raise Unsat(f"{label}: the truth value of {c.args[0]} (a {tv.datatype} literal) is a type error")
+        sql, dt = _value(c.args[0], term, label)
+        if dt == _BOOLEAN:
+            return sql, _BOOLEAN
+        if category(dt) == "numeric":
+            return _light(exp.Paren(this=exp.NEQ(this=_sql(sql), expression=exp.Literal.number(0)))), _BOOLEAN
+        if dt == _STRING or _lang(dt) is not None:
+            return _light(exp.Paren(this=exp.GT(this=exp.Length(this=_sql(sql)), expression=exp.Literal.number(0)))), \
+                _BOOLEAN
+        raise Unsat(f"{label}: the truth value of {c.args[0]} (a {dt} term) is a type error")
     if fn == "BOUND":  # a pattern's variable is always bound (NULL columns give no triple); a BIND's, unless an error
         nullable = _term_kind(c.args[0], term, label)[2]
         if nullable is None:

@@ -367,6 +367,7 @@ FUNCTIONS = {
     "ABS": 1, "ROUND": 1, "CEIL": 1, "FLOOR": 1, "NOT": 1, "REGEX": None, "REPLACE": None, "SUBSTR": None,
     "STRBEFORE": 2, "STRAFTER": 2, "BOUND": 1, "LANG": 1, "LANGMATCHES": 2, "isIRI": 1, "isLITERAL": 1, "isBLANK": 1,
     "isNUMERIC": 1, "DATATYPE": 1, "sameTerm": 2,
+    "EBV": 1,  # a variable alone as a condition (FILTER(?v)): its effective boolean value (§17.2.2)
     "YEAR": 1, "MONTH": 1, "DAY": 1, "HOURS": 1, "MINUTES": 1, "SECONDS": 1, "IF": 3, "COALESCE": None,
     # a comparison or a connective as a value (IF's condition)
     "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "AND": None, "OR": None,
@@ -403,7 +404,7 @@ def replacement_parts(text: str) -> tuple[str | int, ...] | None:
 
 
 #: the functions whose value is a boolean (a FILTER may be one of them alone)
-BOOLEAN_FUNCTIONS = frozenset({"CONTAINS", "STRSTARTS", "STRENDS", "REGEX", "NOT", "AND", "OR", "BOUND",
+BOOLEAN_FUNCTIONS = frozenset({"CONTAINS", "STRSTARTS", "STRENDS", "REGEX", "NOT", "AND", "OR", "BOUND", "EBV",
                                "LANGMATCHES", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "sameTerm",
                                "=", "!=", "<", "<=", ">", ">="})
 

@@ -12,9 +12,9 @@ from dataclasses import replace
 from typing import Callable
 
 from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import Identifier, Literal as RDFLiteral
+from rdflib.term import Identifier, Literal as RDFLiteral, Variable
 
-from obda.model.query import NEGATE, Comparison, Term
+from obda.model.query import NEGATE, Call, Comparison, Term
 from obda.query import functions, unbound
 from obda.query.expressions import FilterProblem, Hint, _comparison, _unsupported, unwrap
 
@@ -52,7 +52,15 @@ def to_dnf(e, term: Callable[[Identifier], Term], limit: int = 10_000, positive:
             return [(c if positive else Comparison(NEGATE[c.op], c.left, c.right),)]
         if functions.is_boolean_call(e):
             return [(functions.boolean_leaf(e, term, positive),)]
+    if isinstance(e, Variable):
+        return [(_truth(e, term, positive),)]
     raise _unsupported(e)
+
+
+def _truth(v: Variable, term, positive: bool) -> Comparison:
+    """``FILTER(?v)``: the effective boolean value of ``?v`` (SPARQL §17.2.2: a boolean's value, a number other than
+    0, a string other than ""; an error for any other term) is true (``positive``) or false."""
+    return Comparison("=", Call("EBV", (term(v),)), functions.TRUE if positive else functions.FALSE)
 
 
 def to_exclusive_dnf(
@@ -139,6 +147,8 @@ def _exclusive(e, term, limit: int, mode: str, bound) -> list[tuple[Comparison, 
             return out
     if isinstance(e, RDFLiteral) and isinstance(e.toPython(), bool):
         return [()] if e.toPython() == (mode in ("true", "not_false")) else []
+    if isinstance(e, Variable):
+        return _leaf(_truth(e, term, True), _truth(e, term, False), mode, bound)
     raise _unsupported(e)
 
 

@@ -159,6 +159,11 @@ CASES = [
          "bounded", 3),
     Case("distinct_filtered_values", 'SELECT DISTINCT ?v WHERE { GRAPH ?t { ?r :value ?v FILTER(ABS(?v - 28) < 4) } }',
          "not_shown", 3),
+    # a variable alone as a condition: its effective boolean value (a number other than 0, a string other than "")
+    Case("truth_value_of_a_number_and_a_string", 'SELECT ?x ?n WHERE { ?x :name ?n ; :age ?a FILTER(?n && ?a) }',
+         "bounded", 9),
+    Case("truth_value_of_a_reading", 'SELECT DISTINCT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(?v > 25 || !?v) }',
+         "unbounded", 2),
 ]
 
 

@@ -16,8 +16,8 @@
 * ``sparql11/subquery``: nested SELECTs, inlined; refused: aggregates or LIMIT inside, CONSTRUCT.
 * ``data-r2/algebra``, ``bnode-coreference``, ``bound``, ``i18n``, ``boolean-effective-value``, ``sparql11/bind``,
   ``grouping`` and ``project-expression``: the nested OPTIONALs and join scopes of the algebra, and constructs
-  obda already accepted; refused: a FILTER reading a variable its group does not bind (opt-filter-3), a variable's
-  truth value as a FILTER, BIND of a variable bound after it.
+  obda already accepted (a variable alone as a FILTER operand: its effective boolean value, dawg-bev-1 to -6);
+  refused: a FILTER reading a variable its group does not bind (opt-filter-3), BIND of a variable bound after it.
 * ``data-r2/sort`` (ORDER BY; an ordered result is compared in order on its keys, ties in any order),
   ``solution-seq`` (LIMIT / OFFSET) and ``sparql11/aggregates``.
 
@@ -66,7 +66,8 @@ NEGATION = {  # OPTIONAL, MINUS, FILTER [NOT] EXISTS (obda/query/negation.py)
 }
 OTHERS = {  # whole manifests of SPARQL 1.0 / 1.1 obda accepts
     "dawg-bnode-coref-001", "dawg-bound-query-001", "kanji-1", "kanji-2", "normalization-1", "normalization-2",
-    "normalization-3", "dawg-boolean-literal", "bind01", "bind02", "bind03", "bind05", "bind06", "bind08", "bind11",
+    "normalization-3", "dawg-boolean-literal", "dawg-bev-1", "dawg-bev-2", "dawg-bev-3",
+    "dawg-bev-4", "dawg-bev-5", "dawg-bev-6", "bind01", "bind02", "bind03", "bind05", "bind06", "bind08", "bind11",
     "group01", "group03", "group05", "projexp03", "projexp04",
 }
 SUBQUERIES = {"subquery06", "subquery09", "subquery10", "subquery13"}  # inlined (obda/query/subselect.py)
