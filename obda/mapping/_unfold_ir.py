@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Mapping
 
 from sqlglot import exp
 
+from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.query import COMPARE_ALIAS, WINDOW_ALIAS
 
 UNRESERVED = frozenset(string.ascii_letters + string.digits + "-._~")
@@ -43,7 +44,7 @@ ENCODED_CHARS = "%" + "".join(c for c in map(chr, range(32, 127)) if c not in UN
 
 Template = tuple  # (text, alias, text, ..., text): odd positions are aliases
 
-_CMP_CLASSES = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_CMP_CLASSES = COMPARISON_CLASSES
 _CMP_OPS = {v: k for k, v in _CMP_CLASSES.items()}
 _CMP_SQL = {"=": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 

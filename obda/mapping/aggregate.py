@@ -26,13 +26,14 @@ from __future__ import annotations
 from sqlglot import exp
 
 from obda.mapping._unfold_ir import arithmetic_sql
+from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.query import Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
 
 __all__ = ["aggregate_select", "ordered_table"]
 
 _FUNCTIONS = {"count": exp.Count, "sum": exp.Sum, "avg": exp.Avg, "min": exp.Min, "max": exp.Max,
               "sample": exp.Min}
-_COMPARE = {"<": exp.LT, "<=": exp.LTE, "=": exp.EQ, "!=": exp.NEQ, ">": exp.GT, ">=": exp.GTE}
+_COMPARE = COMPARISON_CLASSES
 ALIAS = "q"
 
 

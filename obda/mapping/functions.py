@@ -41,6 +41,7 @@ from obda.mapping._unfold_terms import (  # noqa: F401  (term_kind, same_kind: r
     same_kind,
     term_kind,
 )
+from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
 from obda.model.query import XSD, Arithmetic, Call, Term
 from obda.model.sources import ColumnType
@@ -50,7 +51,7 @@ _CTYPE = {"integer": ColumnType.INTEGER, "decimal": ColumnType.DECIMAL, "double"
           "string": ColumnType.STRING, "boolean": ColumnType.BOOLEAN}
 _STRING = XSD + "string"
 _BOOLEAN = XSD + "boolean"
-_CMP = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_CMP = COMPARISON_CLASSES
 _DATETIME = XSD + "dateTime"
 # SPARQL's date functions -> the EXTRACT field (SECONDS keeps the fraction: a decimal)
 _FIELDS = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY", "HOURS": "HOUR", "MINUTES": "MINUTE", "SECONDS": "SECOND"}

@@ -17,7 +17,9 @@ from sqlglot import exp
 from obda.errors import Location, UnsupportedConstructError
 from obda.model.query import replacement_parts
 
-_COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+#: SPARQL's comparison operator -> its sqlglot class (the one table of it: mapping, analysis and execution use it)
+COMPARISON_CLASSES = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_COMPARISONS = tuple(COMPARISON_CLASSES.values())
 _SECONDS = {"MICROSECOND": 1e-6, "MILLISECOND": 1e-3, "SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
 
 

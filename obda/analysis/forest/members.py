@@ -32,9 +32,10 @@ from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError
 from obda.model.compilation import Compilation
+from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.sources import ColumnType, Sources, Table
 
-CMP = {exp.EQ: "=", exp.NEQ: "!=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+CMP = {cls: op for op, cls in COMPARISON_CLASSES.items()}
 
 
 def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tuple[Member, ...], bool, tuple[str, ...]]:

@@ -29,6 +29,7 @@ from functools import cached_property
 from sqlglot import exp
 
 from obda.analysis.sql_reading import check_query, key_check
+from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.sources import ColumnType, Table
 
 FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
@@ -85,7 +86,7 @@ class OutItem:
 
 FOREVER = 1 << 62  # µs: how long an answer may wait for a check whose window has no end (rule A6)
 
-_COMPARE = {"=": exp.EQ, "!=": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+_COMPARE = COMPARISON_CLASSES
 _INDEXED: dict[int, tuple[object, dict]] = {}
 _EXTREME = {"<": min, "<=": min, ">": max, ">=": max}  # ``v op t`` holds for some v iff it does for this one  # id of a set of a check's answers -> (the set, its index by key)
 
