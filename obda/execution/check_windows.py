@@ -148,18 +148,18 @@ class Waiting:
     """The answers waiting for a check decided after their timestamp (rules A4, A6), each with the checks not yet
     decided: ``seq -> [member, timestamp, answer with its hidden terms, count, undecided checks]``, indexed by
     each undecided check's (query, keys) and, for a window with an end, by that end (a heap).  ``wait``: per member
-    with such checks, their ``(position, check)`` pairs.  A check whose FILTER compares its query's columns after
+    with such checks, their checks by position among the member's.  A check whose FILTER compares its query's columns after
     the keys with the answer's terms matches an answer of its query agreeing on the keys whose values stand in
     those comparisons."""
 
     def __init__(self, plan: Forest):
-        self.wait = {mi: tuple((j, c) for j, c in enumerate(mf.member.checks) if c.waits)
+        self.wait = {mi: {j: c for j, c in enumerate(mf.member.checks) if c.waits}
                      for mi, mf in enumerate(plan.members) if any(c.waits for c in mf.member.checks)}
         self._entries: dict[int, list] = {}
         self._index: dict[tuple[str, tuple], set[tuple[int, int]]] = {}  # (query, keys) -> (seq, check position)
         self._lengths: dict[str, set[int]] = {}  # query -> how many keys its waiting checks compare
         for checks in self.wait.values():
-            for _, c in checks:
+            for c in checks.values():
                 self._lengths.setdefault(c.query, set()).add(len(c.positions) - 1 - len(c.compares))
         self._heap: list[tuple[int, int, int]] = []  # (end of the window, seq, check position); stale ones skipped
         self._seq = 0
@@ -170,7 +170,7 @@ class Waiting:
         ``windows`` (its window's part up to ``ts``): True when they decided to keep it at once, False when they
         drop it, None when it waits."""
         undecided: set[int] = set()
-        for j, c in self.wait[mi]:
+        for j, c in self.wait[mi].items():
             keys, compared = c.split(full)
             if None in keys:
                 return False  # NULL never agrees (as the checks decided at once)
@@ -189,13 +189,10 @@ class Waiting:
         self._entries[seq] = entry
         mi, ts, full = entry[0], entry[1], entry[2]
         for j in entry[4]:
-            c = self._check(mi, j)
+            c = self.wait[mi][j]
             self._index.setdefault((c.query, c.split(full)[0]), set()).add((seq, j))
             if c.window[2] is not None:
                 heapq.heappush(self._heap, (ts + c.window[2], seq, j))
-
-    def _check(self, mi: int, j: int):
-        return next(c for k, c in self.wait[mi] if k == j)
 
     def settle(self, closed: int, arrived: list[tuple[str, int, tuple]]) -> list[tuple[int, int, tuple, int]]:
         """At closed timestamp ``closed``: the query answers ``arrived`` (of ``closed``) decide the checks whose
@@ -207,7 +204,7 @@ class Waiting:
 
         def decide(seq: int, j: int, matched: bool) -> None:
             entry = self._entries[seq]
-            c = self._check(entry[0], j)
+            c = self.wait[entry[0]][j]
             self._unindex(seq, j, c, entry[2])
             if matched == c.negated:  # NOT EXISTS matched, EXISTS did not: dropped
                 self._drop(seq)
@@ -222,7 +219,7 @@ class Waiting:
                     entry = self._entries.get(seq)
                     if entry is None or j not in entry[4]:
                         continue
-                    c = self._check(entry[0], j)
+                    c = self.wait[entry[0]][j]
                     if (len(c.positions) - 1 - len(c.compares) == n and c.in_window(ts - entry[1])
                             and c.agrees(key[n:], c.split(entry[2])[1])):
                         decide(seq, j, True)
@@ -244,7 +241,7 @@ class Waiting:
     def _drop(self, seq: int) -> None:
         entry = self._entries.pop(seq)
         for j in entry[4]:
-            self._unindex(seq, j, self._check(entry[0], j), entry[2])
+            self._unindex(seq, j, self.wait[entry[0]][j], entry[2])
 
     @property
     def entries(self) -> int:
@@ -270,7 +267,7 @@ class Waiting:
                 continue
             _, seq, mi, ts, full, count = e
             undecided = set()
-            for j, c in self.wait[mi]:
+            for j, c in self.wait[mi].items():
                 keys, compared = c.split(full)
                 found = None not in keys and windows.found(c, keys, compared, ts)
                 if found and c.negated or None in keys:

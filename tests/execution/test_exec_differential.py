@@ -221,7 +221,7 @@ def test_waiting_answers_of_an_older_checkpoint_meet_their_whole_window(name, ma
     since it started waiting included) and is decided as if it had met them as they came."""
     case = next(c for c in WAITING_CASES if c.name == name)
     plan, engine = engine_for(case.sql, sources())
-    ((j, check),) = engine.waiting.wait[0]
+    ((j, check),) = engine.waiting.wait[0].items()
     full = [None] * len(plan.members[0].member.items)
     full[0], full[1] = 1, 2
     for p, v in zip(check.positions, (7, 1_000_000)):  # the check's key 7, the answer's timestamp (1 s)

@@ -145,14 +145,10 @@ class OutputCheck:
             return 0
         return FOREVER if self.window[2] is None else max(self.window[2], 0)
 
-    def key(self, answer: tuple) -> tuple:
-        """The terms of ``answer`` (its hidden items) a check in a window of time compares with its query's answer
-        (but the time): those its query's answer must equal, then those its FILTER compares (:meth:`split`)."""
-        return tuple(answer[p] for p in self.positions[:-1])
-
     def split(self, answer: tuple) -> tuple[tuple, tuple]:
-        """A check in a window of time: the terms of ``answer`` its query's answer equals, and those compared."""
-        key = self.key(answer)
+        """A check in a window of time: the terms of ``answer`` (its hidden items, but the time) its query's answer
+        equals, and those its FILTER compares."""
+        key = tuple(answer[p] for p in self.positions[:-1])
         n = len(key) - len(self.compares)
         return key[:n], key[n:]
 
