@@ -47,6 +47,7 @@ class AnswerFrame:
 
     df: object  # pyspark.sql.DataFrame
     columns: tuple[str, ...]
+    partitions: int | None = None  # of the written answers (in_time_order); None: the default parallelism
 
     def emitted_at(self):
         """``emitted_at`` as ISO-8601 UTC text, exactly as the JSON-lines sinks print it."""
@@ -69,12 +70,18 @@ class AnswerFrame:
         """The same answers range-partitioned by their timestamp and sorted within each partition: written
         partition by partition, they are in application-time order.  Within one timestamp the tie-break is
         :data:`TIE_BREAK`, the order the driver's answers come in too
-        (:func:`~obda.execution.distributed.collect_tagged`), so every sink sees one total order."""
+        (:func:`~obda.execution.distributed.collect_tagged`), so every sink sees one total order.
+
+        Into ``partitions`` (the micro-batch's scan's, :func:`obda.execution.scan.partitions`): Spark samples
+        the bounds of more than one partition in a job of its own, which a micro-batch small enough to be read
+        as one partition does without.  Spark's sort spills what exceeds its memory to disk, so no partition's
+        answers need to fit in the heap."""
         from pyspark.sql import functions as F
 
         keys = [F.col(AT)] + [F.col(value_column(i)).cast("string") for i in range(len(self.columns))]
-        parts = self.df.sparkSession.sparkContext.defaultParallelism
-        return AnswerFrame(self.df.repartitionByRange(parts, F.col(AT)).sortWithinPartitions(*keys), self.columns)
+        parts = self.partitions or self.df.sparkSession.sparkContext.defaultParallelism
+        return AnswerFrame(self.df.repartitionByRange(parts, F.col(AT)).sortWithinPartitions(*keys), self.columns,
+                           parts)
 
     def records(self):
         """A DataFrame ``(emitted_at string, binding struct)``: what Parquet part files hold."""

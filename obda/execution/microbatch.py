@@ -141,7 +141,7 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
             return False
         projected, stats = observed_stats(scan.projected, len(reads), {q.ns: q.reader()})
         lo = q.runtime.closed_upto
-        closing = q.closing(projected, Batch(lo=lo, final=True), open_ended=True, new_bytes=new_bytes)
+        closing = q.closing(projected, Batch(lo=lo, final=True), open_ended=True, new_bytes=new_bytes, sole_job=True)
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
@@ -150,7 +150,7 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
                                                             ordered=closing.answers_collected):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
-            closing.emitted += q.write_frame(closing.frame)
+            closing.emitted += q.write_frame(closing.frame, closing.partitions)
             closing.frame = None
         else:  # no member can answer: the job counts the rows only
             projected.count()
@@ -250,6 +250,7 @@ class Closing:
         self.parts: list = []  # DataFrames to collect: synopsis updates, then (maybe) answers
         self.slots: list[tuple[int, int]] = []  # (member, node) of each update part
         self.frame = None  # answers written by the sink with Spark
+        self.partitions: int | None = None  # range-partitioned into (the micro-batch's scan's partitions)
         self.partials: dict[int, object] = {}  # part index -> kind, for an aggregate query
         self.keyed: dict[int, tuple] = {}  # part index -> (member, node, key positions, key): keyed rows' values
         self.windows: dict[int, str] = {}  # part index -> a check query in a window of time (rules A3, A4)
@@ -370,7 +371,7 @@ class Closing:
                     from obda.execution.answers import AT
 
                     frame = frame.where(F.col(AT) <= F.lit(b.hi))
-                self.emitted += q.write_frame(frame)
+                self.emitted += q.write_frame(frame, self.partitions)
             rt.metrics.rows_out += self.emitted
             q.last_answers = self.emitted
             if rt.first_closed is None:

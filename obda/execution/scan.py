@@ -327,6 +327,13 @@ def observed_stats(projected, reads: int, readers: dict):
     return observed, stats
 
 
+def partitions(spark, new_bytes: int) -> int:
+    """The partitions of a micro-batch with ``new_bytes`` of new files: one per 32 MB, at most the default
+    parallelism.  Its rows are coalesced to them (:class:`Scan`), and the answers a sink writes with Spark are
+    range-partitioned into as many (:meth:`~obda.execution.answers.AnswerFrame.in_time_order`)."""
+    return max(1, min(spark.sparkContext.defaultParallelism, new_bytes // (32 << 20) + 1))
+
+
 def namespace(index: int) -> str:
     """A reader's namespace in column names (``""`` for a query read alone)."""
     return f"q{index}_"
@@ -357,8 +364,7 @@ class Scan:
             df = project_reads(self.spark, self.reads, self.pipelines, self.cache, with_file=not self.single_pass,
                                dedupe=self.dedupe)
         if df is not None:
-            parts = max(1, min(self.spark.sparkContext.defaultParallelism, self.new_bytes // (32 << 20) + 1))
-            df = df.coalesce(parts)
+            df = df.coalesce(partitions(self.spark, self.new_bytes))
             if not self.single_pass:
                 df = df.persist()
         self.projected = df

@@ -15,7 +15,7 @@ import os
 from obda.errors import ExecutionError
 from obda.execution.microbatch import Batch, Closing, in_range
 from obda.execution.rows import TableBatch
-from obda.execution.scan import flag_column, key_column
+from obda.execution.scan import flag_column, key_column, partitions
 from obda.execution.spark_io import local_frame
 
 # a micro-batch with at least this many bytes of new files brings its answers to the driver through
@@ -146,14 +146,17 @@ class SparkSteps:
         batch.hi = self.runtime.watermark(exhausted=final)
         return batch
 
-    def closing(self, projected, batch: "Batch", open_ended: bool = False, new_bytes: int = 0) -> "Closing":
+    def closing(self, projected, batch: "Batch", open_ended: bool = False, new_bytes: int = 0,
+                sole_job: bool = False) -> "Closing":
         """The work of closing ``(lo, hi]``: the frames to collect in the micro-batch's one job, and what
         to do with what comes back (``consume``), then ``finish`` (synopses, answers, the marker).
 
         ``open_ended``: the range is ``(lo, ∞)`` (the last micro-batch, whose ``hi`` its own job
         tells); updates are collected for every node kept after ``lo`` (``absorb`` drops those
         the real ``hi`` does not keep).  ``new_bytes``: of the micro-batch's new files (a large one's
-        answers are written by Spark into a sink that writes with Spark).
+        answers are written by Spark into a sink that writes with Spark).  ``sole_job``: the answers' job is the
+        micro-batch's only one (:func:`~obda.execution.microbatch._single_pass`), so a sink that writes with Spark
+        writes them in it, however few.
         """
         from pyspark.sql import functions as F
 
@@ -161,6 +164,7 @@ class SparkSteps:
         from obda.execution.distributed import SparkForest
 
         closing = Closing(self, batch)
+        closing.partitions = partitions(self.spark, new_bytes)
         lo, hi = batch.lo, batch.hi
         if not open_ended:
             if hi is None or (lo is not None and hi <= lo):
@@ -203,9 +207,11 @@ class SparkSteps:
             self._aggregate_data(projected, batch, closing, new_panes=False)
             return closing
         # answers that go through the driver travel in the same job as the synopsis updates; for a sink that
-        # writes with Spark too while they are few (the last micro-batch's count): Spark's write is a job
+        # writes with Spark too while they are few (the last micro-batch's count): Spark's write is a job, unless
+        # it is the micro-batch's only one
+        few = not sole_job and self.last_answers < self.driver_answers and new_bytes < self.spill_bytes
         if answers is not None and (self.plan.distinct or not self.sink.writes_frames or self.engine.waiting.wait
-                                    or (self.last_answers < self.driver_answers and new_bytes < self.spill_bytes)):
+                                    or few):
             if self.plan.distinct:  # each distinct answer at its first timestamp
                 answers = answers.groupBy(*values).agg(F.min(AT).alias(AT))
             closing.parts.append(answers.select(AT, *values))
@@ -353,15 +359,17 @@ class SparkSteps:
             self.emit(static)
             self.runtime.metrics.rows_out += sum(a.count for a in static)
 
-    def write_frame(self, answers) -> int:
-        """Hand the range's answers (a DataFrame) to a sink that writes with Spark; returns how many it wrote."""
+    def write_frame(self, answers, partitions: int | None = None) -> int:
+        """Hand the range's answers (a DataFrame) to a sink that writes with Spark, range-partitioned by time into
+        ``partitions`` (:meth:`~obda.execution.answers.AnswerFrame.in_time_order`); returns how many it wrote."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         from obda.execution.answers import AnswerFrame
 
         obs = Observation("obda_answers")  # the write job counts them
-        written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns))
+        written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns,
+                                                   partitions))
         if isinstance(written, int):
             return written
         return int(obs.get.get("n", 0))
