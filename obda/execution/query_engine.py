@@ -63,15 +63,21 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set
     if not checks:  # none, or only waiting ones: the whole tuple
         return bind
 
-    def keeps(c, full: tuple) -> bool:
+    indexes: dict[int, tuple[object, object]] = {}  # check -> (the set of its query's answers, their index)
+
+    def keeps(i: int, c, full: tuple) -> bool:
         if c.window is not None:  # rule A3: its query's answers kept for the window
             keys, compared = c.split(full)
             return None not in keys and windows.found(c, keys, compared, windows.now) != c.negated
-        return c.keeps(full, timed[c.query] if c.timed else None)
+        values = timed[c.query] if c.timed else c.values  # a timed check's: those of the timestamp being closed
+        got = indexes.get(i)
+        if got is None or got[0] is not values:
+            got = indexes[i] = (values, c.index(values))
+        return c.keeps(full, got[1])
 
     def checked(values: tuple) -> tuple | None:
         full = bind(values)
-        return full[:visible] if all(keeps(c, full) for c in checks) else None
+        return full[:visible] if all(keeps(i, c, full) for i, c in enumerate(checks)) else None
     return checked
 
 

@@ -87,17 +87,12 @@ class OutItem:
 FOREVER = 1 << 62  # µs: how long an answer may wait for a check whose window has no end (rule A6)
 
 _COMPARE = COMPARISON_CLASSES
-_INDEXED: dict[int, tuple[object, dict]] = {}
-_EXTREME = {"<": min, "<=": min, ">": max, ">=": max}  # ``v op t`` holds for some v iff it does for this one  # id of a set of a check's answers -> (the set, its index by key)
+_EXTREME = {"<": min, "<=": min, ">": max, ">=": max}  # ``v op t`` holds for some v iff it does for this one
 
 
 def _by_key(values, n: int, compares: tuple[str, ...]) -> dict[tuple, list[tuple]]:
     """A check's answers (``values``: tuples, keys first) by their first ``n`` values: the rest of each, or, for one
-    ordering comparison (``column < term``), the extreme that decides it (the least value for ``<``).  The last sets
-    indexed are kept (a static check's answers, those of the timestamp being closed)."""
-    cached = _INDEXED.get(id(values))
-    if cached is not None and cached[0] is values:
-        return cached[1]
+    ordering comparison (``column < term``), the extreme that decides it (the least value for ``<``)."""
     index: dict[tuple, list[tuple]] = {}
     for r in values:
         index.setdefault(tuple(r[:n]), []).append(tuple(r[n:]))
@@ -107,9 +102,6 @@ def _by_key(values, n: int, compares: tuple[str, ...]) -> dict[tuple, list[tuple
                 index[key] = [_EXTREME[compares[0]](rest)]
             except TypeError:  # values that do not compare with each other: all of them
                 pass
-    if len(_INDEXED) >= 8:
-        _INDEXED.clear()
-    _INDEXED[id(values)] = (values, index)
     return index
 
 
@@ -162,16 +154,23 @@ class OutputCheck:
         return ((lo is None or (delta > lo if lo_strict else delta >= lo))
                 and (hi is None or (delta < hi if hi_strict else delta <= hi)))
 
-    def keeps(self, answer: tuple, values: frozenset | set | None = None) -> bool:
+    def index(self, values: frozenset | set | None = None):
+        """What :meth:`keeps` looks answers up in: the query's answers (``values``, else :attr:`values`), or, for a
+        check with comparisons, those answers by their keys (each key's values compared, or the one extreme that
+        decides a single ordering comparison).  Built once per set of answers by the caller."""
         values = self.values if values is None else values
+        return _by_key(values, len(self.positions) - len(self.compares), self.compares) if self.compares else values
+
+    def keeps(self, answer: tuple, index) -> bool:
+        """Whether the check keeps ``answer`` (its output tuple), given :meth:`index` of the query's answers."""
         n = len(self.positions) - len(self.compares)
         key = tuple(answer[p] for p in self.positions[:n])
         if None in key:
             return False  # NULL never agrees: IN is unknown, NOT IN too
         if not self.compares:
-            return (key in values) != self.negated
+            return (key in index) != self.negated
         mine = tuple(answer[p] for p in self.positions[n:])
-        return any(self.agrees(rest, mine) for rest in _by_key(values, n, self.compares).get(key, ())) != self.negated
+        return any(self.agrees(rest, mine) for rest in index.get(key, ())) != self.negated
 
     def condition(self, columns: list[str], dialect: str = "spark") -> str:
         """The check as an SQL condition on the answer's hidden ``columns`` (their names, by position)."""
