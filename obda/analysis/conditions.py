@@ -98,9 +98,9 @@ class Conditions(SelectReading):
             # effect on boundedness
             # (A3, A4: those of a window of its time, kept for the window's length; A4: the answer waits for the
             # window's end)
+            window = window_check(node, ctx) if isinstance(node, exp.Exists) else None  # first: its errors located
             terms = check_terms(node)
             entries = {self.column(col).alias for col in (terms.find_all(exp.Column) if terms is not None else ())}
-            window = window_check(node) if isinstance(node, exp.Exists) else None
             windowed = window is not None and window.windowed
             if windowed and (window.lower is not None or window.upper is None or window.upper > 0):
                 self.check_windows.append((window.lower, window.upper))

@@ -175,9 +175,13 @@ class WindowCheck:
     windowed: bool = True
 
 
-def window_check(check: exp.Exists) -> WindowCheck | None:
+def window_check(check: exp.Exists, ctx: "_Ctx | None" = None) -> WindowCheck | None:
     """The correlated check an ``EXISTS`` is — in a window of time, or comparing columns — or None (an
-    uncorrelated ``[NOT] EXISTS (SELECT …)``)."""
+    uncorrelated ``[NOT] EXISTS (SELECT …)``).  A condition it cannot read is refused, located in the SQL text
+    by ``ctx`` (the analysis's reading of the SQL; none: the executor's, after the analysis read it)."""
+
+    def refused(message: str, node: exp.Expression) -> AnalysisError:
+        return ctx.error(message, node) if ctx is not None else AnalysisError(message)
     sel = check.this
     frm = sel.args.get("from_") or sel.args.get("from") if isinstance(sel, exp.Select) else None
     sub = frm.this if frm is not None else None
@@ -194,13 +198,13 @@ def window_check(check: exp.Exists) -> WindowCheck | None:
         if found is None and isinstance(c, (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
             found = (c.this.unnest(), "!=" if isinstance(c, exp.NEQ) else ORDER_OPS[type(c)], c.expression.unnest(), 0)
         if found is None:
-            raise AnalysisError(f"condition {c.sql()!r} of a correlated check: compare its query's columns only")
+            raise refused(f"condition {c.sql()!r} of a correlated check: compare its query's columns only", c)
         inner, op, outer, micros = found
         if not _mine(inner, alias):  # a op b + k  ⇔  b flip(op) a − k
             inner, outer, op, micros = outer, inner, FLIP[op], -micros
         if not _mine(inner, alias) or any(_mine(x, alias) for x in outer.find_all(exp.Column)):
-            raise AnalysisError(f"condition {c.sql()!r} of a correlated check: compare one of its query's columns "
-                                "with the member's terms")
+            raise refused(f"condition {c.sql()!r} of a correlated check: compare one of its query's columns "
+                          "with the member's terms", c)
         name = _column_of(inner).name
         if alias == WINDOW_ALIAS and name == names[-1] and op != "=":  # the window: inner − ts op micros
             ts = outer
@@ -211,24 +215,24 @@ def window_check(check: exp.Exists) -> WindowCheck | None:
         elif not micros and name not in other and (alias == COMPARE_ALIAS or name != names[-1]):
             other[name] = (op, outer)
         else:
-            raise AnalysisError(f"condition {c.sql()!r} of a {'windowed' if alias == WINDOW_ALIAS else 'correlated'} "
-                                "check: equal columns, or its time in a window, or one comparison per other column")
+            raise refused(f"condition {c.sql()!r} of a {'windowed' if alias == WINDOW_ALIAS else 'correlated'} "
+                          "check: equal columns, or its time in a window, or one comparison per other column", c)
     cols = names[:-1] if alias == WINDOW_ALIAS else names  # a window's last column is its time
     k = 0  # the keys: the query's first columns, each equal to a term; each other column compared with one
     while k < len(cols) and cols[k] in equal and cols[k] not in other:
         k += 1
     rest = cols[k:]
     if any((n in equal) == (n in other) for n in rest):
-        raise AnalysisError("a correlated check compares its query's first columns with the member's terms, then "
-                            "each of its other columns with one of them")
+        raise refused("a correlated check compares its query's first columns with the member's terms, then "
+                      "each of its other columns with one of them", check)
     compared = [(n, other.get(n) or ("=", equal[n])) for n in rest]
     terms = tuple(equal[n] for n in cols[:k]) + tuple(e for _, (_, e) in compared)
     compares = tuple((names.index(n), op) for n, (op, _) in compared)
     if alias == COMPARE_ALIAS:
         return WindowCheck(query, terms, None, False, None, False, compares, False)
     if ts is None or names[-1] in equal or names[-1] in other:
-        raise AnalysisError("a windowed check compares its query's first columns with the member's terms and its "
-                            "last column (a time) with the member's timestamp")
+        raise refused("a windowed check compares its query's first columns with the member's terms and its "
+                      "last column (a time) with the member's timestamp", check)
     lo, hi = bounds["lower"], bounds["upper"]
     return WindowCheck(query, terms + (ts,), lo and lo[0], bool(lo and lo[1]), hi and hi[0], bool(hi and hi[1]),
                        compares)

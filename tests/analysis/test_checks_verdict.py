@@ -210,3 +210,19 @@ def test_what_a_comparison_with_the_answer_refuses_is_located(query, message):
     with pytest.raises(UnsupportedConstructError) as e:
         parse_query("PREFIX : <http://e/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n" + query)
     assert message in str(e.value) and e.value.location.line == 3 and e.value.location.column > 20, e.value
+
+
+@pytest.mark.parametrize("condition, message", [
+    ("__c.x = S.B AND __c.y > __c.x", "compare one of its query's columns with the member's terms"),
+    ("__c.x = S.B AND __c.y + 1 > S.A", "compare one of its query's columns with the member's terms"),
+    ("__c.x = S.B AND __c.y > S.A AND __c.y < S.A", "one comparison per other column"),
+])
+def test_a_correlated_check_the_analysis_cannot_read_is_refused_located_in_the_sql(verdicts, condition, message):
+    """SQL given directly: a correlated check's condition outside what unfolding writes is refused at the condition
+    (its line and column in the SQL text), not only named."""
+    sql = ("SELECT S.A FROM S WHERE\n  NOT EXISTS (SELECT 1 FROM (SELECT R.x AS x, R.y AS y FROM R) AS __c WHERE "
+           + condition + ")")
+    with pytest.raises(AnalysisError) as e:
+        verdicts(sql)
+    assert message in str(e.value), e.value
+    assert e.value.location is not None and e.value.location.line == 2 and e.value.location.column > 70, e.value
