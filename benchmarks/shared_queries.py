@@ -222,13 +222,13 @@ class Phases:
         setattr(owner, name, wrapped)
 
     def install(self):
-        from obda.execution import distributed, microbatch, query, scan, spark_io
+        from obda.execution import collect, microbatch, query, scan, spark_io
 
         for owner in (spark_io, query):  # shared.py imports it from spark_io at call time, query.py at import
             self._patch(owner, "list_files", self._timed("listing", getattr(owner, "list_files")))
         self._patch(scan, "project_reads", self._timed("projection", scan.project_reads))
         self._patch(scan, "scan_stats", self._timed("stats job", scan.scan_stats))
-        self._patch(distributed, "collect_tagged", self._timed_collect(distributed.collect_tagged))
+        self._patch(collect, "collect_tagged", self._timed_collect(collect.collect_tagged))
         from pyspark.sql.classic.dataframe import DataFrame
 
         self._patch(DataFrame, "toLocalIterator", self._timed_iterator(DataFrame.toLocalIterator))

@@ -11,7 +11,7 @@ A sink made for it (``Sink.writes_frames``: :class:`~obda.execution.DirectorySin
 writes it with Spark's own writers, on the executors.  The other sinks (a single
 file, the console, memory) are for small outputs: the executor brings their
 answers to the driver in the micro-batch's one collect job
-(:func:`~obda.execution.distributed.collect_tagged`, streamed one partition at a
+(:func:`~obda.execution.collect.collect_tagged`, streamed one partition at a
 time) and hands them over with ``write_lines``.
 """
 
@@ -70,7 +70,7 @@ class AnswerFrame:
         """The same answers range-partitioned by their timestamp and sorted within each partition: written
         partition by partition, they are in application-time order.  Within one timestamp the tie-break is
         :data:`TIE_BREAK`, the order the driver's answers come in too
-        (:func:`~obda.execution.distributed.collect_tagged`), so every sink sees one total order.
+        (:func:`~obda.execution.collect.collect_tagged`), so every sink sees one total order.
 
         Into ``partitions`` (the micro-batch's scan's, :func:`obda.execution.scan.partitions`): Spark samples
         the bounds of more than one partition in a job of its own, which a micro-batch small enough to be read

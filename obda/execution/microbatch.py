@@ -13,7 +13,7 @@ running over the same streams in one group.  :func:`spark_batch` is the whole mi
    :mod:`obda.execution.distributed`).
 3. **One job.**  Those parts and the per-file stats (counts, late and invalid rows, timestamps: the
    marker's input, :func:`~obda.execution.scan.stats_frame`) are collected by **one** Spark job
-   (:func:`obda.execution.distributed.collect_tagged`), the stats first.
+   (:func:`obda.execution.collect.collect_tagged`), the stats first.
 4. **Close.**  From the stats each query's marker moves (``apply_stats``): ``(lo, hi]`` closes.  The
    driver keeps the rows of the job tagged at or before ``hi`` (answers emitted in timestamp order,
    updates merged into the synopses) and drops the rest; the timestamps after ``hi`` are answered
@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
-from obda.execution import distributed
+from obda.execution import collect
 from obda.execution.scan import Scan, ScanRead, key_repeats, stats_frame, stats_of
 
 if TYPE_CHECKING:
@@ -145,7 +145,7 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
         if closing.parts and closing.frame is not None:
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
-            for tag, at, vals in distributed.collect_tagged(closing.parts, observed=True,
+            for tag, at, vals in collect.collect_tagged(closing.parts, observed=True,
                                                             spill_dir=q.spill_dir(closing, new_bytes),
                                                             ordered=closing.answers_collected):
                 closing.consume(tag, at, vals)
@@ -201,7 +201,7 @@ def _collect(members: list[Member], head: list, new_bytes: int, on_head) -> None
     got: list[list[tuple]] = [[] for _ in head]
     pending = on_head is not None
     ordered = any(m.closing.answers_collected for m in members if m.error is None)  # answers: in their order
-    rows = distributed.collect_tagged(parts, spill_dir=spill, ordered=ordered)
+    rows = collect.collect_tagged(parts, spill_dir=spill, ordered=ordered)
     try:
         for tag, at, vals in rows:
             if tag < len(head):

@@ -249,7 +249,7 @@ def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]
 
 def stats_frame(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]):
     """The aggregation of :func:`scan_stats` as a DataFrame (not run): one row per (read, file), for a
-    job that computes it with other parts (:func:`~obda.execution.distributed.collect_tagged`).  Built
+    job that computes it with other parts (:func:`~obda.execution.collect.collect_tagged`).  Built
     as one SQL statement over a temporary view (one round trip from Python, one analysis)."""
     aggs = ", ".join(_stats_aggregates(projected, readers))
     return sql_over(projected.sparkSession, [projected],

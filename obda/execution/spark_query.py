@@ -267,7 +267,8 @@ class SparkSteps:
         from pyspark.sql import types as T
 
         from obda.execution.answers import AT
-        from obda.execution.distributed import TS, collect_tagged
+        from obda.execution.collect import collect_tagged
+        from obda.execution.distributed import TS
 
         ns, hi = self.ns, batch.hi
         ts = F.col(TS)

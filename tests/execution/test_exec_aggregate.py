@@ -117,17 +117,17 @@ def test_spark_partial_aggregates_equal_duckdb_on_50_seeds(spark, tmp_path, name
 @pytest.mark.spark
 def test_spark_brings_partials_not_answers(spark, tmp_path, monkeypatch):
     """What the collect job brings: one row per timestamp and group (and per counted value), not per answer."""
-    from obda.execution import distributed
+    from obda.execution import collect
 
     rows_collected = []
-    real = distributed.collect_tagged
+    real = collect.collect_tagged
 
     def counting(parts, *a, **k):
         for x in real(parts, *a, **k):
             rows_collected.append(x)
             yield x
 
-    monkeypatch.setattr(distributed, "collect_tagged", counting)
+    monkeypatch.setattr(collect, "collect_tagged", counting)
     # a seed where some group has several rows at one timestamp
     seed = next(s for s in range(100) if len({(r["ts"], r["a"]) for r in _streams(s)["s"] if 0 < r["a"] < 5})
                 < sum(1 for r in _streams(s)["s"] if 0 < r["a"] < 5))

@@ -124,7 +124,7 @@ def test_spilled_rows_come_back_merged_in_order(spark, tmp_path, by_time):
     gives exactly the rows, in the order, of the one-partition collect."""
     from pyspark.sql import functions as F
 
-    from obda.execution.distributed import collect_tagged
+    from obda.execution.collect import collect_tagged
 
     rng = random.Random(5)
     answers = spark.createDataFrame([(rng.randint(0, 50), rng.choice("abc"), rng.random()) for _ in range(3000)],

@@ -113,7 +113,7 @@ def test_a_job_failing_inside_the_arrow_collect_becomes_the_executors_located_er
     import pytest
 
     from obda.errors import ExecutionError
-    from obda.execution.distributed import collect_tagged
+    from obda.execution.collect import collect_tagged
     from obda.execution.spark_query import spark_failure
 
     df = spark.range(0, 1000).selectExpr("IF(id = 999, raise_error('boom in a task'), id) AS v")
