@@ -3,7 +3,7 @@
 A bounded query keeps its synopses bounded, but the bound can be large (one entry per
 turbine, per sensor, ...).  At every closed timestamp the engine probes the past synopsis
 with the timestamp's rows and merges new entries into it; this script measures that step
-(:func:`obda.execution.engine.join_aggregate` + :func:`merge_into`, the Theorem 2 shape of the
+(:func:`obda.execution.relations.join_aggregate` + :func:`merge_into`, the Theorem 2 shape of the
 demo's ``turbines_hot_after_maintenance_distinct``: existence, earliest timestamp kept) with
 the same rows per timestamp and a past synopsis of ``--sizes`` entries.  It prints the time per
 timestamp for each size and the ratio largest / smallest.  The past's hash index is kept up
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from obda.execution.engine import Rel, join_aggregate, merge_into  # noqa: E402
+from obda.execution.relations import Rel, join_aggregate, merge_into  # noqa: E402
 from obda.analysis.forest import CrossPred  # noqa: E402
 
 

@@ -41,7 +41,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 
-from obda.execution.engine import Counted
+from obda.execution.relations import Counted
 from obda.model.constraints import KEY, ORDERED, Constraint, format_duration
 
 MIN_ROWS_FOR_RATE = 20  # the violation rate decides nothing before this many rows in the window

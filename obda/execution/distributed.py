@@ -40,7 +40,8 @@ from typing import Iterable
 
 from obda.analysis.forest import Attr, CrossPred, Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
-from obda.execution.engine import Counted, MemberEngine
+from obda.execution.engine import MemberEngine
+from obda.execution.relations import Counted
 from obda.execution.query_engine import QueryEngine
 from obda.execution.scan import flag_column, key_column
 from obda.execution.spark_io import drop_view, local_frame

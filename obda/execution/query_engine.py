@@ -18,7 +18,8 @@ from typing import Callable
 from obda.analysis.forest import Forest, MemberForest
 from obda.execution.answers import as_text
 from obda.execution.check_windows import CheckWindows, Waiting
-from obda.execution.engine import Counted, MemberEngine, binder
+from obda.execution.engine import MemberEngine, binder
+from obda.execution.relations import Counted
 
 
 @dataclass

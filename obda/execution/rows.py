@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from obda.errors import ExecutionError
 from obda.analysis.forest import Pipeline
-from obda.execution.engine import Counted
+from obda.execution.relations import Counted
 from obda.execution.reader import Rejected, row_text, typed
 
 if TYPE_CHECKING:

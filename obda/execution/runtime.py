@@ -26,7 +26,7 @@ from typing import Callable
 
 from obda.execution import views as view_rows
 from obda.execution.rows import TableBatch, micros_to_iso
-from obda.execution.engine import Counted
+from obda.execution.relations import Counted
 from obda.execution.query_engine import Answer, QueryEngine
 
 

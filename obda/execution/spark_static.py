@@ -153,7 +153,7 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
     from the grouped timestamps.  A second job, only when some row was late or invalid,
     collects those rows with their file for the quarantine.
     """
-    from obda.execution.engine import tuple_getter
+    from obda.execution.relations import tuple_getter
 
     requests = collected.requests
     batches = [TableBatch(r.table.name, files=tuple(r.paths)) for r in requests]

@@ -6,8 +6,9 @@ import operator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from obda.execution import engine
-from obda.execution.engine import Rel, _compile, binder, join_aggregate, merge_into
+from obda.execution import relations
+from obda.execution.engine import binder
+from obda.execution.relations import Rel, _compile, join_aggregate, merge_into
 from obda.analysis.forest import CrossPred, OutItem
 
 OPS = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
@@ -116,7 +117,7 @@ def test_merges_keep_the_indexes_of_a_past_relation_current(deltas, mode, probes
         for positions in probes:
             past.index(positions)  # built once, on first use, as a join would
         if compress is not None:
-            delta = engine.compress_counted(delta, compress)
+            delta = relations.compress_counted(delta, compress)
         merge_into(past, delta, setsem, compress)
         expected = _reference_merge(expected, delta, setsem, compress)
         assert past.data == expected
@@ -128,7 +129,7 @@ def test_a_past_index_is_updated_not_rebuilt(monkeypatch):
     past = Rel((("p", "x"),), {(1,): 1})
     idx = past.index((0,))
     built = []
-    monkeypatch.setattr(engine, "tuple_getter", lambda positions: built.append(positions))
+    monkeypatch.setattr(relations, "tuple_getter", lambda positions: built.append(positions))
     merge_into(past, {(2,): 1}, True, None)
     assert past.index((0,)) is idx and idx == {(1,): {(1,): 1}, (2,): {(2,): 1}} and not built
 

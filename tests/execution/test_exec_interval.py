@@ -3,7 +3,7 @@
 The answers are checked against DuckDB after every timestamp by the catalog differentials
 (``test_exec_demo``, ``test_exec_distributed``, ``test_exec_sparql_aggregate``); here: the state of a
 windowed interval join stays flat as the stream grows at a fixed rate, because the synopses drop what no
-later row can join (``engine.expire``) — without that it grows with the stream.
+later row can join (``relations.expire``) — without that it grows with the stream.
 """
 
 from __future__ import annotations

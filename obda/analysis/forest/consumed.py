@@ -11,7 +11,7 @@ values seen are only known to a Bloom filter, whose false positives would drop l
 
 The rule gives such a node ``consumed``: ``(alias, key positions, key constraint name)``; the alias's
 pipeline keeps the key columns.  The executor drops the entries after the closed timestamp that brought
-the row (:func:`obda.execution.engine.consume`) and watches the key (``obda.model.constraints.KEY``): a
+the row (:func:`obda.execution.relations.consume`) and watches the key (``obda.model.constraints.KEY``): a
 row with a value seen at an earlier timestamp breaks it and is quarantined, since it could have joined
 entries already dropped.  Not for SELECT DISTINCT.
 """

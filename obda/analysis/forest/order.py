@@ -11,7 +11,7 @@ watermark, no later row can join it and the entry is dead.
 The rule gives every node its ``value_expiry``: one group per unit whose later rows the entry waits for
 (the parent unit; every other root, for a root), each a disjunction of ``(key position, constraint)``.
 The executor drops an entry when every group has a position below its constraint's watermark
-(:func:`obda.execution.engine.expire_by_order`), and quarantines a row of ``S`` below the watermark (it
+(:func:`obda.execution.relations.expire_by_order`), and quarantines a row of ``S`` below the watermark (it
 could have joined a dropped entry).  Ordered arrival bounds values, not the distance between timestamps,
 so it does not change a verdict: the two streams' values could drift apart; it drops the state that the
 data lets go.  Not for SELECT DISTINCT (its extremes are kept per key, rule ``compress_extremes``).
