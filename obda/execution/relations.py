@@ -44,14 +44,7 @@ class Rel:
         idx: dict = {}
         key = tuple_getter(positions)
         for t, c in self.data.items():
-            k = key(t)
-            if None in k:
-                continue
-            bucket = idx.get(k)
-            if bucket is None:
-                idx[k] = {t: c}
-            else:
-                bucket[t] = c
+            _file(idx, key(t), t, c)
         self._idx[positions] = (key, idx)
         return idx
 
@@ -59,14 +52,7 @@ class Rel:
         """Set the count of ``t`` (a new or an existing tuple)."""
         self.data[t] = c
         for key, idx in self._idx.values():
-            k = key(t)
-            if None in k:
-                continue
-            bucket = idx.get(k)
-            if bucket is None:
-                idx[k] = {t: c}
-            else:
-                bucket[t] = c
+            _file(idx, key(t), t, c)
 
     def remove(self, t: tuple) -> None:
         del self.data[t]
@@ -90,6 +76,17 @@ class Rel:
 
     def __len__(self) -> int:
         return len(self.data)
+
+
+def _file(idx: dict, k: tuple, t: tuple, c: int) -> None:
+    """Enter tuple ``t`` (count ``c``) in an index under its key ``k`` (a key with a NULL is in no bucket)."""
+    if None in k:
+        return
+    bucket = idx.get(k)
+    if bucket is None:
+        idx[k] = {t: c}
+    else:
+        bucket[t] = c
 
 
 def _test(op: str, a, b, offset: int = 0) -> bool:
