@@ -51,8 +51,8 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
     Columns: ``__g`` (read index), ``__n`` (fresh), ``__v`` (valid), ``__ts`` (µs), ``__file``
     (as Spark reports it; not with ``with_file=False``), and per reader ``flag_column`` / ``key_column`` of its pipelines
     (NULL in the rows of reads the reader does not use).  Rows of a table with a declared key also carry
-    ``__kt`` (the table) and ``__key0…`` (the key's values as text); ``dedupe``: the key is checked here
-    (:func:`dedupe_keys`), else the caller checks that no key repeats (:func:`key_repeats`) and redoes the
+    ``__kt`` (the table) and ``__key0…`` (the key's values as text); ``dedupe``: and each row's place, for the
+    caller's :func:`dedupe_keys`, else the caller checks that no key repeats (:func:`key_repeats`) and redoes the
     micro-batch with ``dedupe`` where one does.
     """
     from pyspark.sql import functions as F
@@ -91,8 +91,7 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     if union is None:
         return None
-    union = _every_pipeline(union, pipelines)
-    return dedupe_keys(union, reads, pipelines) if dedupe else union
+    return _every_pipeline(union, pipelines)
 
 
 def _every_pipeline(union, pipelines):
@@ -364,7 +363,12 @@ class Scan:
             df = project_reads(self.spark, self.reads, self.pipelines, self.cache, with_file=not self.single_pass,
                                dedupe=self.dedupe)
         if df is not None:
-            df = df.coalesce(partitions(self.spark, self.new_bytes))
+            # the keys checked after the coalescing: a micro-batch read as one partition checks them with a sort of
+            # that partition, where the window over a hash partitioning of the key would add an exchange
+            parts = partitions(self.spark, self.new_bytes)
+            df = df.coalesce(parts)
+            if self.dedupe:
+                df = dedupe_keys(df, self.reads, self.pipelines).coalesce(parts)
             if not self.single_pass:
                 df = df.persist()
         self.projected = df

@@ -73,3 +73,33 @@ def test_spark_jobs_per_micro_batch_stay_within_the_plan(spark, workspace, tmp_p
           f"({jobs / metrics.batches:.2f} per micro-batch)")  # pytest -s
     assert metrics.batches >= 5 and metrics.rows_out > 0
     assert jobs / metrics.batches <= budget, f"{jobs} Spark jobs in {metrics.batches} micro-batches"
+
+
+HIGH = ("PREFIX : <http://example.org/turbine#> SELECT ?sensor ?v WHERE { GRAPH ?t { ?m :measuredBy ?sensor ; "
+        ":hasValue ?v } FILTER(?v > 5) }")
+
+
+def test_a_micro_batch_read_as_one_partition_checks_its_declared_keys_without_a_shuffle(spark, workspace, tmp_path,
+                                                                                       monkeypatch):
+    """The window that keeps the first row of each declared key and timestamp (``scan.dedupe_keys``) runs over the
+    rows already coalesced into the micro-batch's partitions: one partition needs a sort, no exchange (before, a
+    hash partitioning of every row on the key, then the coalescing)."""
+    from obda.execution import scan
+
+    checked = []
+    real = scan.dedupe_keys
+
+    def capture(df, reads, pipelines):
+        checked.append(real(df, reads, pipelines))
+        return checked[-1]
+
+    monkeypatch.setattr(scan, "dedupe_keys", capture)
+    project = Project.load(workspace)
+    comp = project.compile(HIGH)
+    q = ContinuousQuery(plan_execution(comp, project.sources, analyze_query(comp, project.sources)),
+                        base_dir=workspace, sink=DirectorySink(tmp_path / "out", "json"), spark=spark)
+    metrics = q.run_until_exhausted()  # one micro-batch reads every file (under 32 MiB: one partition)
+    q.close()
+    assert metrics.rows_out > 0 and checked
+    plans = [df._jdf.queryExecution().executedPlan().toString() for df in checked]
+    assert not any("Exchange" in p for p in plans), plans[0]
