@@ -146,8 +146,8 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
             raise AssertionError("one stream pipeline: one root node, no synopsis updates beside the answers")
         if closing.parts:  # distinct answers, an aggregate's partials, or a large batch's answers (spilled)
             for tag, at, vals in collect.collect_tagged(closing.parts, observed=True,
-                                                            spill_dir=q.spill_dir(closing, new_bytes),
-                                                            ordered=closing.answers_collected):
+                                                        spill_dir=q.spill_dir(closing, new_bytes),
+                                                        ordered=closing.answers_collected):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
             closing.emitted += q.write_frame(closing.frame, closing.partitions)
