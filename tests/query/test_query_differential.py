@@ -324,7 +324,9 @@ _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, Hea
 
 
 @given(query=queries(), data=datasets)
-@settings(max_examples=25, **_SETTINGS)  # 600 in the slow-marked version below
+# the same 25 examples every run (600 random ones in the slow-marked version below): a rare draw makes the oracles
+# (rdflib, the brute-force evaluation of the branches) take 30-40 s where obda's parse takes 0.07 s
+@settings(max_examples=25, derandomize=True, **_SETTINGS)
 def test_dnf_branches_answer_like_rdflib(query: GeneratedQuery, data):
     check_against_rdflib(query, data)
 
