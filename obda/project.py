@@ -228,6 +228,10 @@ class Project:
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
                                  **budget)[1]
             sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by)
+        elif query.ask and not query.time_variables:  # static data only: one row, true or false
+            from obda.mapping.aggregate import ask_table
+
+            sql = ask_table(sql, query.columns[0])
         elif query.order_by or query.limit is not None or query.offset:  # static data only: one table, ordered, cut
             from obda.mapping.aggregate import ordered_table
 

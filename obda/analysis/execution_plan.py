@@ -31,7 +31,7 @@ class ExecutionPlan:
     query's :class:`~obda.analysis.AnalysisReport`, verdict strings per SELECT as given, or None (the
     analyser rejected it).  ``verdicts``: per forest member.  ``aggregate``: the aggregate plan, or
     None.  ``order_by``, ``limit``, ``offset``: of a query over static data only (its answers are emitted once,
-    as a table).
+    as a table); ``ask``: that query is an ASK, whose table is one row, ``false`` when it has no answer.
     """
 
     forest: Forest
@@ -41,6 +41,7 @@ class ExecutionPlan:
     order_by: tuple = ()
     limit: int | None = None
     offset: int = 0
+    ask: bool = False
 
     @property
     def risky(self) -> list[int]:
@@ -72,7 +73,8 @@ def plan_execution(query, sources: Sources, report=None, dialect: str = "spark")
         raise report.forest_error
     else:  # verdicts only (or none): the forest is still planned
         forest = build_forest(query, sources, dialect)
-    return ExecutionPlan(forest, report, tuple(member_verdicts(report, forest)), aggregate, order_by, *cut)
+    return ExecutionPlan(forest, report, tuple(member_verdicts(report, forest)), aggregate, order_by, *cut,
+                         ask=table and query.query.ask)
 
 
 def member_verdicts(report, forest: Forest) -> list[str]:

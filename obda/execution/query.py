@@ -15,7 +15,7 @@ from obda.errors import CheckpointError, ExecutionError, ObdaError
 from obda.execution import checkpoint
 from obda.execution.constraints import ConstraintWatch
 from obda.execution.checks import resolve_checks
-from obda.execution.query_engine import QueryEngine, cut
+from obda.execution.query_engine import Answer, QueryEngine, cut
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
 from obda.execution import views as view_rows
@@ -110,6 +110,7 @@ class ContinuousQuery(SparkSteps):
         self._spark_conf = dict(spark_conf or {})  # settings of the session this query starts (--conf)
         self.order_by = plan.order_by  # ORDER BY of a query over static data only (answers emitted as one table)
         self.cut = (plan.limit, plan.offset)  # its LIMIT and OFFSET
+        self.ask = plan.ask  # an ASK: over static data only, one answer, false when the pattern has no solution
         self.plan: Forest = plan.forest
         self.report = plan.report
         self.verdicts = list(plan.verdicts)
@@ -470,6 +471,8 @@ class ContinuousQuery(SparkSteps):
                 answers = sorted_by(answers, self.order_by, lambda a, name: a.values[at[name]])
             if self.cut != (None, 0):
                 answers = cut(answers, *self.cut)
+            if self.ask and not answers:  # the ASK's one row: its pattern has no solution
+                answers = [Answer(None, (False,), 1)]
             self.runtime.metrics.rows_out += sum(a.count for a in answers)
             self.emit(answers)
 

@@ -69,6 +69,15 @@ def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...],
     return sel
 
 
+def ask_table(union: exp.Expression, column: str) -> exp.Select:
+    """The answer table of an ASK over static data only: one row, ``column`` true when ``union`` has a row —
+    ``SELECT COUNT(*) > 0 AS column FROM (SELECT * FROM (union) AS q LIMIT 1) AS q``."""
+    one = ordered_table(union, (), 1)
+    count = exp.GT(this=exp.Count(this=exp.Star()), expression=exp.Literal.number(0))
+    return exp.select(exp.alias_(count, column)).from_(
+        exp.Subquery(this=one, alias=exp.TableAlias(this=exp.to_identifier(ALIAS))))
+
+
 def ordered(sel: exp.Select, order_by: tuple[tuple[str, bool], ...]) -> exp.Select:
     """``sel ORDER BY …`` over its answer columns; SPARQL puts unbound values first, as ``NULLS FIRST`` does."""
     if not order_by:

@@ -593,6 +593,9 @@ class Query:
     # LIMIT / OFFSET of a query over static data only (its answer table, after ORDER BY and DISTINCT)
     limit: int | None = None
     offset: int = 0
+    # ASK: the query is SELECT DISTINCT (true AS ?boolean) over its pattern (at most one answer, once it has a
+    # solution); over static data only, its answer table is one row, ``false`` when the pattern has none
+    ask: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:

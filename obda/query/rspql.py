@@ -81,6 +81,7 @@ class Translation:
     used: tuple[NamedWindow, ...] = ()  # the windows WINDOW blocks use, in text order
     join_offset: int | None = None  # the WINDOW keyword that made the query a join of times
     distinct_offset: int | None = None  # SELECT DISTINCT's DISTINCT
+    ask_offset: int | None = None  # the ASK of an ASK query
     pieces: tuple[_Piece, ...] = field(default=(), repr=False)
 
     def source_offset(self, offset: int) -> int:
@@ -129,6 +130,12 @@ def check(tr: Translation, aggregate: bool) -> None:
             "ever, RSP-QL again whenever it re-enters the window; group instead (SELECT ?x (COUNT(*) AS ?n) … GROUP "
             "BY ?x, REGISTER RSTREAM: its changelog has an upsert when a group enters the window and a delete when "
             "it leaves)", tr.locate_offset(tr.distinct_offset))
+    if tr.used and tr.ask_offset is not None:
+        raise UnsupportedConstructError(
+            "ASK", "ASK over a window is not supported: obda answers true once ever, when the first solution's "
+            "timestamp closes; RSP-QL answers at each evaluation whether the window has a solution: count them "
+            "instead (SELECT (COUNT(*) AS ?n) …, REGISTER RSTREAM: its changelog has the window's count at every "
+            "closed timestamp)", tr.locate_offset(tr.ask_offset))
     if tr.operator == "RSTREAM" and not aggregate:
         raise UnsupportedConstructError(
             "RSTREAM", "RSTREAM of a query without aggregates would repeat every answer at each evaluation while it "
@@ -205,8 +212,9 @@ class _Translator:
         text, pieces = _apply(self.text, self.edits)
         op, op_at = self.operator or (None, 0)
         distinct = form + 1 if form is not None and form + 1 < len(ts) and ts[form + 1].is_word("DISTINCT") else None
+        ask = ts[form].offset if form is not None and ts[form].is_word("ASK") else None
         return Translation(self.text, text, self.file, op, op_at, self.output, tuple(self.windows.values()),
-                           tuple(used), join, None if distinct is None else ts[distinct].offset, pieces)
+                           tuple(used), join, None if distinct is None else ts[distinct].offset, ask, pieces)
 
     def register(self, i: int, form: int | None) -> int:
         """``REGISTER op [name] AS``: before the query form, once."""

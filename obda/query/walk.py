@@ -43,7 +43,10 @@ from obda.query.solutions import Solutions
 from obda.query.subselect import Subqueries
 from obda.query.values import InlineData
 
-_QUERY_FORMS = {"AskQuery": "ASK", "ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
+_QUERY_FORMS = {"ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
+
+#: The answer column of an ASK query (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``).
+ASK_COLUMN = "boolean"
 
 # Group parts that are never supported: parse-tree name → (construct, keyword, message).
 _UNSUPPORTED_PARTS = {
@@ -81,13 +84,16 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
         prologue, prefixes = self._prologue(prologue_tree)
         q = self._resolve_names(q, prologue)
 
-        select_i = self.ts.find_word("SELECT")
+        ask = q.name == "AskQuery"  # SELECT DISTINCT (true AS ?boolean): one answer, once the pattern matches
+        select_i = self.ts.find_word("ASK" if ask else "SELECT")
         where_open = self.ts.find_punct("{", select_i or 0)
         where_close = self.ts.matching(where_open) if where_open is not None else len(self.ts) - 1
 
         if q.modifier == "REDUCED":
             raise self.unsupported("REDUCED", "SELECT REDUCED is not supported; use SELECT or SELECT DISTINCT",
                                    self.ts.find_word("REDUCED", select_i or 0))
+        if ask:
+            self._ask_modifiers(q, where_close)
         aggregate = bool(q.groupby or q.having or any(
             item.evar is not None and aggregate_name(item["expr"]) for item in q.projection or []))
         renames = {} if aggregate else self._renames(q, select_i, where_open)
@@ -99,7 +105,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
 
         # an aggregate query's pattern is a bag (its solutions are counted); its DISTINCT is a no-op, since
         # every grouping variable is selected and each group is one answer row
-        self.distinct = q.modifier == "DISTINCT" and not aggregate
+        self.distinct = (q.modifier == "DISTINCT" or ask) and not aggregate
         self.time_vars = frozenset(Var(str(v)) for v in _graph_variables(q.where))
         self._collect_names()
 
@@ -113,6 +119,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
                                    "mapped data, and a table of constants alone is not a query over it", where_open)
 
         self._check_modifiers(q, where_close, aggregate)
+        if ask:
+            branches = self._ask_column(branches, select_i)
         branches = self._rename(branches, renames)
         if aggregate:
             self._group_binds(q, where_close)
@@ -124,6 +132,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             names = [v.name for v in aggregation.group_by + aggregation.arguments]
             located = {n: self.ts.find_var(n, select_i or 0) for n in names}
             projection = self._answer_variables(names, located, branches)
+        elif ask:
+            projection = (Var(ASK_COLUMN),)
         else:
             projection = self._projection(q, branches, select_i, where_open, where_close)
         columns = aggregation.columns if aggregation is not None else tuple(v.name for v in projection)
@@ -141,7 +151,31 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             order_by=self._order_by(q, where_close, columns),
             limit=limit,
             offset=offset,
+            ask=ask,
         )
+
+    def _ask_modifiers(self, q: CompValue, where_close: int) -> None:
+        """ASK takes no solution modifier: its answer is one boolean, not a table to group, order or cut."""
+        for present, words in ((q.groupby, "GROUP BY"), (q.having, "HAVING"), (q.orderby, "ORDER BY"),
+                               (q.limitoffset, "LIMIT")):
+            if present:
+                i = (self.ts.find_word(("LIMIT", "OFFSET"), where_close) if words == "LIMIT" else
+                     self.ts.find_words(words, where_close))
+                kw = self.ts[i].text.upper() if words == "LIMIT" and i is not None else words
+                raise self.unsupported(kw, f"{kw} is not supported in an ASK query: its answer is one boolean, "
+                                       "true once the pattern has a solution; write a SELECT query", i)
+
+    def _ask_column(self, branches: list[Branch], ask_i: int | None) -> list[Branch]:
+        """ASK's answer column ``?boolean``, true in every solution: a pattern variable of that name (never an
+        answer of an ASK) is renamed out of its way first."""
+        if any(Var(ASK_COLUMN) in b.term_vars() for b in branches) or Var(ASK_COLUMN) in self.time_vars:
+            n = 0
+            while f"{ASK_COLUMN}{n}" in self.taken:
+                n += 1
+            self.taken.add(f"{ASK_COLUMN}{n}")
+            branches = self._rename(branches, {ASK_COLUMN: (f"{ASK_COLUMN}{n}", ask_i)})
+        self.select_binds.append((ASK_COLUMN, RDFLiteral(True), None))
+        return branches
 
     def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
         """BASE and PREFIX declarations, resolved as rdflib's ``translatePrologue`` does."""

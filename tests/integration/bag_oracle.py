@@ -184,6 +184,8 @@ class BagOracle:
         """The bag of answers of the SPARQL ``text``: a Counter of tuples in ``columns`` order (default: the
         query's projection)."""
         res = self.store.query(interval_as_difference(oracle_query_text(text)))
+        if isinstance(res, ox.QueryBoolean):  # ASK: one row, obda's column ``boolean``
+            return Counter([(bool(res),)])
         names = [v.value for v in res.variables] if columns is None else list(columns)
         return Counter(self._rows(res, names))
 

@@ -143,6 +143,8 @@ def _as_text(bag: Counter) -> Counter:
 
 
 def _sorted(bag: Counter, comp) -> Counter:
+    if comp.query.ask and comp.query.time_variables:  # an ASK over streams answers true once, never false
+        return Counter({row: n for row, n in bag.items() if row != (False,)})
     return concatenations_sorted(bag, comp.query) if comp.query.aggregation is not None else bag
 
 

@@ -101,10 +101,20 @@ CASES = [
          "bounded", 8),
     Case("subquery_over_stream", "SELECT ?r ?v WHERE { { SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } } } }",
          "bounded", 6),
+    # --- ASK: one answer column, boolean; over static data one row, true or false; over streams true once, when
+    # the first timestamp with a solution closes (the executors never write false: a later row may match)
+    Case("ask_true", "ASK { ?x :age ?a FILTER(?a > 40) }", "bounded", 1),
+    Case("ask_false", "ASK { ?x :age ?a FILTER(?a > 400) }", "bounded", 1),
+    Case("ask_join", "ASK WHERE { ?x :worksIn ?d . ?d :name ?n . ?x :headOf ?d }", "bounded", 1),
+    Case("ask_pattern_variable_named_boolean", "ASK { ?boolean :age 34 }", "bounded", 1),
+    Case("ask_stream_true", "ASK { GRAPH ?t { ?r :value ?v } FILTER(?v > 20) }", "bounded", 1),
+    Case("ask_stream_false", "ASK { GRAPH ?t { ?r :value ?v } FILTER(?v > 2000) }", "bounded", 0),  # no line
+    Case("ask_stream_and_static", "ASK { GRAPH ?t { ?a :raisedBy ?p } ?p :age ?g FILTER(?g > 40) }", "bounded", 1),
 ]
 
 
-test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(CASES)
+test_sql_and_local_executor_equal_pyoxigraph, test_spark_executor_equals_pyoxigraph = case_tests(
+    CASES, spark_slow=frozenset({"ask_stream_false", "ask_stream_and_static"}))
 
 
 ORDERED = [  # a total order (ties would let engines differ, as SPARQL allows)
@@ -166,3 +176,24 @@ def test_a_time_variable_is_no_predicate(world):
     project, _, _ = world
     with pytest.raises(UnsupportedConstructError, match="names a GRAPH"):
         project.compile(PREFIX + "SELECT ?x WHERE { GRAPH ?t { ?x :value ?v } ?x ?t ?y }")
+
+
+@pytest.mark.parametrize("condition", ["?v = 25", "?v > 20", "?v = 30 && ?t > \"2024-01-01T10:00:00\"^^xsd:dateTime"])
+def test_an_ask_over_a_stream_is_true_once_when_its_first_solution_s_timestamp_closes(world, tmp_path, condition):
+    """ASK over streams: one line, ``true``, emitted at the earliest timestamp with a solution (the oracle's)."""
+    project, _, oracle = world
+    query = f"ASK {{ GRAPH ?t {{ ?r :value ?v }} FILTER({condition}) }}"
+    comp = project.compile(PREFIX + query)
+    assert comp.query.ask and comp.columns == ("boolean",) and comp.query.distinct
+    first = oracle.ordered(PREFIX + query.replace("ASK", "SELECT ?t WHERE", 1) + " ORDER BY ?t LIMIT 1", ["t"])
+    base = tmp_path / "project"
+    shutil.copytree(FIXTURE, base)
+    out = tmp_path / "answers.jsonl"
+    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=base, sink=JsonLinesSink(out),
+                        backend="local")
+    q.run_until_exhausted()
+    q.close()
+    lines = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    assert first, f"{condition}: no solution in the fixture"
+    want = [(first[0][0].isoformat() + "Z", {"boolean": True})]
+    assert [(r["emitted_at"], r["binding"]) for r in lines] == want

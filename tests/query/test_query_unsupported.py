@@ -49,7 +49,12 @@ CASES = [
     ("ORDER BY", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n¦ORDER BY ?x"),
     ("LIMIT", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n  ¦LIMIT 10"),
     ("OFFSET", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x a :C } GROUP BY ?x ¦OFFSET 10"),
-    ("ASK", "¦ASK { ?x a :C }"),
+    # ASK's answer is one boolean: no solution modifier applies to it
+    ("ORDER BY", "ASK { ?x a :C }\n¦ORDER BY ?x"),
+    ("LIMIT", "ASK { ?x a :C } ¦LIMIT 1"),
+    ("OFFSET", "ASK { ?x a :C } ¦OFFSET 1"),
+    ("GROUP BY", "ASK { ?x a :C } ¦GROUP BY ?x"),
+    ("FROM", "ASK ¦FROM <http://g/> { ?x a :C }"),
     ("CONSTRUCT", "¦CONSTRUCT { ?x a :D } WHERE { ?x a :C }"),
     ("DESCRIBE", "¦DESCRIBE ?x WHERE { ?x a :C }"),
     ("SERVICE", "SELECT ?x WHERE {\n  ¦SERVICE <http://s/> { ?x a :C }\n}"),

@@ -151,6 +151,7 @@ REFUSED = [
      "FROM NAMED WINDOW :b ON :s [RANGE PT5M]\nWHERE {\n  WINDOW :a { ?x :p ?v }\n"
      "  { ¦WINDOW :b { ?x :q ?w } } UNION { ?x :r ?w }\n}"),
     (UnsupportedConstructError, "SELECT DISTINCT", "REGISTER ISTREAM :o AS\nSELECT ¦DISTINCT ?x " + WIN + "WHERE { WINDOW :w { ?x :p ?v } }"),
+    (UnsupportedConstructError, "ASK", "REGISTER ISTREAM :o AS\n¦ASK " + WIN + "WHERE { WINDOW :w { ?x :p ?v } }"),
     # obda's own refusals, located in the RSP-QL text (the rewritten WINDOW :w shifts the rest of its line)
     (UnsupportedConstructError, "NOT EXISTS", "SELECT ?x " + WIN + "WHERE {\n  WINDOW :w { ?x :p ?v FILTER(?v > 1 || "
      "¦NOT EXISTS { ?x :q ?w }) }\n}"),
