@@ -161,7 +161,7 @@ def create_app(settings: Settings) -> FastAPI:
                 prop = doc.get("components", {}).get("schemas", {}).get(name, {}).get("properties", {}).get("query")
                 if prop is not None:
                     prop["maxLength"] = settings.max_query_chars
-                    prop["description"] = f"SPARQL SELECT query (at most {settings.max_query_chars} characters)"
+                    prop["description"] = f"SPARQL SELECT or ASK query (at most {settings.max_query_chars} characters)"
             app.openapi_schema = doc
         return app.openapi_schema
 

@@ -33,7 +33,7 @@ class _Strict(BaseModel):
 
 
 class AnalyzeRequest(_Strict):
-    query: str = Field(..., min_length=1, max_length=QUERY_CHARS_CEILING, description="SPARQL SELECT query",
+    query: str = Field(..., min_length=1, max_length=QUERY_CHARS_CEILING, description="SPARQL SELECT or ASK query",
                        examples=[EXAMPLE_QUERY])
     dialect: Dialect = Field("spark", description="SQL dialect the compiled SQL is printed in")
 
@@ -74,7 +74,7 @@ class ShedSetting(_Strict):
 class RegisterRequest(_Strict):
     name: str = Field(..., min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
                       description="a unique name for the query", examples=["hot_readings"])
-    query: str = Field(..., min_length=1, max_length=QUERY_CHARS_CEILING, description="SPARQL SELECT query",
+    query: str = Field(..., min_length=1, max_length=QUERY_CHARS_CEILING, description="SPARQL SELECT or ASK query",
                        examples=[EXAMPLE_QUERY])
     allow_unbounded: bool = Field(False, description="run a query that is not shown bounded (its state may grow)")
     idle_timeout: float | None = Field(None, ge=0.1, le=86400,
