@@ -235,7 +235,8 @@ class Project:
         elif query.order_by or query.limit is not None or query.offset:  # static data only: one table, ordered, cut
             from obda.mapping.aggregate import ordered_table
 
-            sql = ordered_table(sql, query.order_by, query.limit, query.offset)
+            sql = ordered_table(sql, query.order_by, query.limit, query.offset,
+                                query.columns if query.order_keys else None)
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),

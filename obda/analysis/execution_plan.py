@@ -31,7 +31,9 @@ class ExecutionPlan:
     query's :class:`~obda.analysis.AnalysisReport`, verdict strings per SELECT as given, or None (the
     analyser rejected it).  ``verdicts``: per forest member.  ``aggregate``: the aggregate plan, or
     None.  ``order_by``, ``limit``, ``offset``: of a query over static data only (its answers are emitted once,
-    as a table); ``ask``: that query is an ASK, whose table is one row, ``false`` when it has no answer.
+    as a table); ``ask``: that query is an ASK, whose table is one row, ``false`` when it has no answer;
+    ``hidden``: the forest's last columns that only order that table (ORDER BY an expression, or a variable not
+    selected), dropped once it is sorted.
     """
 
     forest: Forest
@@ -42,6 +44,12 @@ class ExecutionPlan:
     limit: int | None = None
     offset: int = 0
     ask: bool = False
+    hidden: int = 0
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The answer's columns (the forest's, without the ordering's hidden ones)."""
+        return self.forest.columns[:len(self.forest.columns) - self.hidden]
 
     @property
     def risky(self) -> list[int]:
@@ -74,7 +82,7 @@ def plan_execution(query, sources: Sources, report=None, dialect: str = "spark")
     else:  # verdicts only (or none): the forest is still planned
         forest = build_forest(query, sources, dialect)
     return ExecutionPlan(forest, report, tuple(member_verdicts(report, forest)), aggregate, order_by, *cut,
-                         ask=table and query.query.ask)
+                         ask=table and query.query.ask, hidden=query.query.order_keys if table else 0)
 
 
 def member_verdicts(report, forest: Forest) -> list[str]:

@@ -111,6 +111,7 @@ class ContinuousQuery(SparkSteps):
         self.order_by = plan.order_by  # ORDER BY of a query over static data only (answers emitted as one table)
         self.cut = (plan.limit, plan.offset)  # its LIMIT and OFFSET
         self.ask = plan.ask  # an ASK: over static data only, one answer, false when the pattern has no solution
+        self.answer_columns = plan.columns  # the forest's columns but ORDER BY's hidden ones (never written)
         self.plan: Forest = plan.forest
         self.report = plan.report
         self.verdicts = list(plan.verdicts)
@@ -220,7 +221,7 @@ class ContinuousQuery(SparkSteps):
         if self.aggregate is not None:
             self.aggregate.add(answers)
         else:
-            self.sink.write_lines(answer_lines(answers, self.plan.columns))
+            self.sink.write_lines(answer_lines(answers, self.answer_columns))
 
     # -- resources ------------------------------------------------------------------------------
     @property
@@ -237,7 +238,7 @@ class ContinuousQuery(SparkSteps):
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return self.aggregate.plan.columns if self.aggregate is not None else self.plan.columns
+        return self.aggregate.plan.columns if self.aggregate is not None else self.answer_columns
 
     def answer(self) -> list[dict]:
         """An aggregate query's answer at the last closed timestamp: one row per group (HAVING kept),

@@ -57,11 +57,13 @@ def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, w
 
 
 def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...], limit: int | None = None,
-                  offset: int = 0) -> exp.Select:
+                  offset: int = 0, columns: tuple[str, ...] | None = None) -> exp.Select:
     """The answer table of a query over static data only, ordered and cut:
-    ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``."""
+    ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``; ``columns``: the answer's, when ``union`` also
+    has hidden columns to order by."""
     sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
-    sel = ordered(exp.select("*").from_(sub), order_by)
+    select = exp.select("*") if columns is None else exp.select(*(_column(c) for c in columns))
+    sel = ordered(select.from_(sub), order_by)
     if limit is not None:
         sel = sel.limit(limit)
     if offset:

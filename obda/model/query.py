@@ -596,13 +596,17 @@ class Query:
     # ASK: the query is SELECT DISTINCT (true AS ?boolean) over its pattern (at most one answer, once it has a
     # solution); over static data only, its answer table is one row, ``false`` when the pattern has none
     ask: bool = False
+    # ORDER BY of a query over static data only by a value the SELECT does not project (an expression, another
+    # variable): that many hidden columns end ``projection``, computed and sorted on, never answered
+    order_keys: int = 0
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The answer's column names: the projection, or the aggregation's SELECT items."""
+        """The answer's column names: the projection (without ORDER BY's hidden columns), or the aggregation's
+        SELECT items."""
         if self.aggregation is not None:
             return self.aggregation.columns
-        return tuple(v.name for v in self.projection)
+        return tuple(v.name for v in self.projection[:len(self.projection) - self.order_keys])
 
     @property
     def time_variables(self) -> frozenset[Var]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import Variable
+from rdflib.term import Literal as RDFLiteral, Variable
 
 from obda.model.query import (
     Aggregate,
@@ -28,6 +28,10 @@ from obda.query.expressions import FilterProblem, condition, unwrap, value_expre
 from obda.query.functions import computed
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
+
+
+#: The answer column of an ASK query (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``).
+ASK_COLUMN = "boolean"
 
 
 class Solutions(Located):
@@ -67,11 +71,14 @@ class Solutions(Located):
         """``SELECT (expression AS ?v)`` without aggregates: ``?v`` is computed after the WHERE clause, as a BIND
         at its end (SPARQL 1.1 §18.2.4.4); the expression is one of obda.query.functions'."""
         for new, expr, at in self.select_binds:
-            end = self.ts.matching(at) if at is not None else at
+            end = at
+            if at is not None:  # ( … ), or a function's name and its ( … )
+                paren = at if self.ts[at].is_punct("(") else self.ts.find_punct("(", at)
+                end = self.ts.matching(paren) if paren is not None else at
             try:
                 value = computed(expr, self.term)
             except FilterProblem as p:
-                raise self.problem(p, at, end, "SELECT") from None
+                raise self.problem(p, at, end, "ORDER BY" if new in self.hidden else "SELECT") from None
             var = Var(new)
             out = []
             for b in branches:
@@ -107,6 +114,29 @@ class Solutions(Located):
             out.append(Branch.of(cq))
         return out
 
+    def _ask_modifiers(self, q: CompValue, where_close: int) -> None:
+        """ASK takes no solution modifier: its answer is one boolean, not a table to group, order or cut."""
+        for present, words in ((q.groupby, "GROUP BY"), (q.having, "HAVING"), (q.orderby, "ORDER BY"),
+                               (q.limitoffset, "LIMIT")):
+            if present:
+                i = (self.ts.find_word(("LIMIT", "OFFSET"), where_close) if words == "LIMIT" else
+                     self.ts.find_words(words, where_close))
+                kw = self.ts[i].text.upper() if words == "LIMIT" and i is not None else words
+                raise self.unsupported(kw, f"{kw} is not supported in an ASK query: its answer is one boolean, "
+                                       "true once the pattern has a solution; write a SELECT query", i)
+
+    def _ask_column(self, branches: list[Branch], ask_i: int | None) -> list[Branch]:
+        """ASK's answer column ``?boolean``, true in every solution: a pattern variable of that name (never an
+        answer of an ASK) is renamed out of its way first."""
+        if any(Var(ASK_COLUMN) in b.term_vars() for b in branches) or Var(ASK_COLUMN) in self.time_vars:
+            n = 0
+            while f"{ASK_COLUMN}{n}" in self.taken:
+                n += 1
+            self.taken.add(f"{ASK_COLUMN}{n}")
+            branches = self._rename(branches, {ASK_COLUMN: (f"{ASK_COLUMN}{n}", ask_i)})
+        self.select_binds.append((ASK_COLUMN, RDFLiteral(True), None))
+        return branches
+
     def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:
         """Solution modifiers after the WHERE clause: ORDER BY of an aggregate query or of a query over static
         data only (a finite answer table); GROUP BY and HAVING of an aggregate query."""
@@ -135,8 +165,58 @@ class Solutions(Located):
         limit, offset = q.limitoffset.limit, q.limitoffset.offset
         return (None if limit is None else int(limit)), (0 if offset is None else int(offset))
 
+    def _order_keys(self, q: CompValue, where_close: int) -> list[tuple[object, bool, int | None]]:
+        """ORDER BY of a query over static data only, read before the SELECT binds: (key, descending, token) per
+        condition, the key a variable's name or, for an expression, the fresh name of a hidden column that a BIND
+        at the end of the WHERE computes (SPARQL orders the solutions before projecting them, §15.1)."""
+        keys: list[tuple[object, bool, int | None]] = []
+        at = self.ts.find_words("ORDER BY", where_close)
+        cursor = (at or where_close) + 2
+        for c in q.orderby.condition:
+            desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
+            e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
+            if isinstance(e, Variable):
+                i = self.ts.find_var(str(e), cursor)
+                keys.append((str(e), desc, i))
+                cursor = (i if i is not None else cursor) + 1
+                while cursor < len(self.ts) and self.ts[cursor].is_punct(")"):  # of ASC( DESC(
+                    cursor += 1
+                continue
+            open_i = self.ts.find_punct("(", cursor)  # the condition's first bracket: ASC( DESC( ( fn(
+            start = cursor if cursor < len(self.ts) else open_i  # its first token: ASC, DESC, (, the function
+            name = self._fresh_column("order")
+            self.select_binds.append((name, e, start))
+            self.hidden.add(name)
+            keys.append((Var(name), desc, start))
+            cursor = (self.ts.matching(open_i) if open_i is not None else cursor) + 1
+        return keys
+
+    def _hidden_order(self, keys: list, projection: tuple[Var, ...], branches: list[Branch],
+                      renames: dict[str, tuple[str, int]]) -> tuple[tuple[tuple[str, bool], ...], tuple[Var, ...]]:
+        """ORDER BY pairs (column, descending) and the hidden columns they add after the answer's: an expression's,
+        and a variable the SELECT does not project (over static data, a table sorted before its projection); a
+        variable the SELECT renames (``(?x AS ?y)``) orders by its answer column."""
+        shown = {v.name for v in projection}
+        order, hidden = [], []
+        for key, desc, i in keys:
+            if isinstance(key, Var):  # an expression's column, computed by its BIND
+                hidden.append(key)
+                order.append((key.name, desc))
+                continue
+            key = renames[key][0] if key in renames else key
+            if key not in shown and Var(key) not in hidden:
+                hidden.extend(self._answer_variables([key], {key: i}, branches))
+            order.append((key, desc))
+        if hidden and self.distinct:
+            raise self.unsupported("ORDER BY expression", "SELECT DISTINCT ordered by a value it does not select is "
+                                   "not supported (a distinct answer's place would depend on which of its solutions "
+                                   "comes first); select the value, or order by the selected columns",
+                                   next(i for k, _, i in keys if (k.name if isinstance(k, Var) else
+                                                                  renames.get(k, (k,))[0]) not in shown))
+        return tuple(order), tuple(hidden)
+
     def _order_by(self, q: CompValue, where_close: int, columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
-        """ORDER BY answer columns: (column, descending) pairs."""
+        """ORDER BY answer columns of an aggregate query: (column, descending) pairs."""
         if not q.orderby:
             return ()
         at = self.ts.find_words("ORDER BY", where_close)
@@ -263,7 +343,8 @@ class Solutions(Located):
             located = {n: self.ts.find_var(n, select_i or 0, where_open) for n in names}
         else:
             first = self.ts.first_var_positions(where_open or 0, where_close)
-            candidates = {v.name for v in all_bound | self.in_scope if not v.bnode and v not in self.time_vars}
+            candidates = {v.name for v in all_bound | self.in_scope
+                          if not v.bnode and v not in self.time_vars and v.name not in self.hidden}
             names = sorted(candidates, key=lambda n: (first.get(n, len(self.ts)), n))
             star = self.ts.find_punct("*", select_i or 0, where_open)
             located = {n: star for n in names}

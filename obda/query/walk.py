@@ -1,28 +1,21 @@
-"""The tree walk: rdflib's parse tree of a SELECT query → :class:`obda.model.query.Query`.
+"""The tree walk: rdflib's parse tree of a SELECT or ASK query → :class:`obda.model.query.Query`.
 
 rdflib's tree, unlike its algebra, keeps the triples in text order; :class:`Converter` walks it with a cursor
-over the query's tokens (so every refusal is located, :mod:`obda.query.locations`): the prologue and names,
-groups ``{ }``, ``GRAPH ?t``, UNION, BIND and triple patterns (→ atoms; sequence paths → chains of atoms
+over the query's tokens (so every refusal is located, :mod:`obda.query.locations`): groups ``{ }``, ``GRAPH ?t``, UNION, BIND and triple patterns (→ atoms; sequence paths → chains of atoms
 through fresh blank-node variables).  FILTERs and the branch product are :mod:`obda.query.normal_forms`'; the
-SELECT clause and solution modifiers :mod:`obda.query.solutions`'.
+SELECT clause, ASK and the solution modifiers :mod:`obda.query.solutions`'; the prologue, terms and fresh
+names :mod:`obda.query.names`'.
 """
 
 from __future__ import annotations
 
-import functools
-from dataclasses import replace
-
 from rdflib.paths import AlternativePath, InvPath, MulPath, NegatedPath, Path, SequencePath
-from rdflib.plugins.sparql.algebra import translatePath, translatePName, traverse
 from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.plugins.sparql.sparql import Prologue
-from rdflib.term import BNode, Identifier, Literal as RDFLiteral, URIRef, Variable
+from rdflib.term import Identifier, Variable
 
-from obda.errors import Location, QuerySyntaxError
 from obda.model.query import (
     IRI,
     RDF_TYPE,
-    XSD,
     Atom,
     ClassAtom,
     Literal,
@@ -36,17 +29,15 @@ from obda.model.query import (
 from obda.query import tokens as tk
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes, unwrap
 from obda.query.functions import computed
+from obda.query.names import Names
 from obda.query.negation import Negation, exists_filter, keep_named
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
 from obda.query.predicates import AnyPredicate
-from obda.query.solutions import Solutions
+from obda.query.solutions import ASK_COLUMN, Solutions
 from obda.query.subselect import Subqueries
 from obda.query.values import InlineData
 
 _QUERY_FORMS = {"ConstructQuery": "CONSTRUCT", "DescribeQuery": "DESCRIBE"}
-
-#: The answer column of an ASK query (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``).
-ASK_COLUMN = "boolean"
 
 # Group parts that are never supported: parse-tree name → (construct, keyword, message).
 _UNSUPPORTED_PARTS = {
@@ -54,7 +45,7 @@ _UNSUPPORTED_PARTS = {
 }
 
 
-class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subqueries):
+class Converter(Names, NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subqueries):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
     def __init__(self, text: str, file: str | None, base: str | None, vocabulary=None):
@@ -68,6 +59,7 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
         self.windows: list[tuple[Window, int]] = []  # the NOW() comparisons of the FILTERs, with their token
         self.in_scope: set[Var] = set()  # what some branch binds before FILTERs drop branches (SPARQL's scope)
         self.select_binds: list[tuple[str, object, int | None]] = []  # SELECT (expression AS ?v) without aggregates
+        self.hidden: set[str] = set()  # the columns of ORDER BY expressions (never answers)
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
         self.taken: set[str] = set()
@@ -124,6 +116,8 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
         branches = self._rename(branches, renames)
         if aggregate:
             self._group_binds(q, where_close)
+        static_order = q.orderby and not aggregate and not ask  # a table's order: computed columns allowed
+        keys = self._order_keys(q, where_close) if static_order else []
         branches = self._select_binds(branches, where_close)
 
         aggregation = None
@@ -137,10 +131,12 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
         else:
             projection = self._projection(q, branches, select_i, where_open, where_close)
         columns = aggregation.columns if aggregation is not None else tuple(v.name for v in projection)
+        order_by, hidden = self._hidden_order(keys, projection, branches, renames) if static_order else (
+            self._order_by(q, where_close, columns), ())
         limit, offset = self._limit_offset(q)
-        named = frozenset(projection)
+        named = frozenset(projection + hidden)
         return Query(
-            projection=projection,
+            projection=projection + hidden,
             branches=tuple(keep_named(b.to_cq(), named) for b in branches),
             distinct=self.distinct,
             text=self.text,
@@ -148,106 +144,12 @@ class Converter(NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subq
             location=self.loc(select_i),
             aggregation=aggregation,
             window=self._window(aggregate),
-            order_by=self._order_by(q, where_close, columns),
+            order_by=order_by,
             limit=limit,
             offset=offset,
             ask=ask,
+            order_keys=len(hidden),
         )
-
-    def _ask_modifiers(self, q: CompValue, where_close: int) -> None:
-        """ASK takes no solution modifier: its answer is one boolean, not a table to group, order or cut."""
-        for present, words in ((q.groupby, "GROUP BY"), (q.having, "HAVING"), (q.orderby, "ORDER BY"),
-                               (q.limitoffset, "LIMIT")):
-            if present:
-                i = (self.ts.find_word(("LIMIT", "OFFSET"), where_close) if words == "LIMIT" else
-                     self.ts.find_words(words, where_close))
-                kw = self.ts[i].text.upper() if words == "LIMIT" and i is not None else words
-                raise self.unsupported(kw, f"{kw} is not supported in an ASK query: its answer is one boolean, "
-                                       "true once the pattern has a solution; write a SELECT query", i)
-
-    def _ask_column(self, branches: list[Branch], ask_i: int | None) -> list[Branch]:
-        """ASK's answer column ``?boolean``, true in every solution: a pattern variable of that name (never an
-        answer of an ASK) is renamed out of its way first."""
-        if any(Var(ASK_COLUMN) in b.term_vars() for b in branches) or Var(ASK_COLUMN) in self.time_vars:
-            n = 0
-            while f"{ASK_COLUMN}{n}" in self.taken:
-                n += 1
-            self.taken.add(f"{ASK_COLUMN}{n}")
-            branches = self._rename(branches, {ASK_COLUMN: (f"{ASK_COLUMN}{n}", ask_i)})
-        self.select_binds.append((ASK_COLUMN, RDFLiteral(True), None))
-        return branches
-
-    def _prologue(self, prologue_tree) -> tuple[Prologue, tuple[tuple[str, str], ...]]:
-        """BASE and PREFIX declarations, resolved as rdflib's ``translatePrologue`` does."""
-        prologue = Prologue()
-        prologue.base = self.base or ""
-        prefixes: list[tuple[str, str]] = []
-        for decl in prologue_tree:
-            if decl.name == "Base":
-                prologue.base = decl.iri
-            elif decl.name == "PrefixDecl":
-                iri = prologue.absolutize(decl.iri)
-                prologue.bind(decl.prefix, iri)
-                prefixes.append((decl.prefix or "", str(iri)))
-        return prologue, tuple(prefixes)
-
-    def _resolve_names(self, q: CompValue, prologue: Prologue) -> CompValue:
-        """Expand prefixed names / relative IRIs and build rdflib property-path objects."""
-        try:
-            q = traverse(q, visitPost=functools.partial(translatePName, prologue=prologue))
-        except Exception as e:
-            msg = str(e)
-            if "Unknown namespace prefix" in msg:
-                prefix = msg.split(":", 1)[1].strip()
-                prefix = "" if prefix == "None" else prefix
-                i = self.ts.find(lambda t: t.kind == "pname" and t.text.split(":", 1)[0] == prefix)
-                raise QuerySyntaxError(f"undeclared prefix '{prefix}:'; add PREFIX {prefix}: <...>", self.loc(i)) from None
-            raise QuerySyntaxError(f"cannot resolve names: {msg}", Location(self.file)) from None
-        if q.where is not None:
-            q["where"] = traverse(q.where, visitPost=translatePath)
-        return q
-
-    # ------------------------------------------------------------------ names
-
-    def _collect_names(self) -> None:
-        """Remember blank-node labels and variable names so fresh names never collide."""
-        for t in self.ts.tokens:
-            if t.kind == "bnode":
-                self.labels.add(t.text[2:])
-            elif t.kind == "var":
-                self.taken.add(t.text[1:])
-        self.taken |= self.labels
-
-    def _fresh_bnode(self) -> Var:
-        while True:
-            self.fresh += 1
-            name = f"b{self.fresh}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return Var(name, bnode=True)
-
-    def _bnode(self, b: BNode) -> Var:
-        """A labelled blank node keeps its label; an anonymous one gets a fresh name (b1, b2, ...)."""
-        key = str(b)
-        if key in self.labels:
-            return Var(key, bnode=True)
-        if key not in self.bnode_names:
-            self.bnode_names[key] = self._fresh_bnode().name
-        return Var(self.bnode_names[key], bnode=True)
-
-    def term(self, x: Identifier) -> Term:
-        """rdflib term → model term."""
-        if isinstance(x, Variable):
-            return Var(str(x))
-        if isinstance(x, BNode):
-            return self._bnode(x)
-        if isinstance(x, URIRef):
-            return IRI(str(x))
-        if isinstance(x, RDFLiteral):
-            if x.language:
-                return Literal(str(x), language=x.language)
-            return Literal(str(x), str(x.datatype) if x.datatype else XSD + "string")
-        raise TypeError(f"unexpected term {x!r}")
 
     # ------------------------------------------------------------------ graph patterns
 

@@ -125,6 +125,12 @@ ORDERED = [  # a total order (ties would let engines differ, as SPARQL allows)
     ("limit_after_distinct", "SELECT DISTINCT ?d WHERE { ?x :worksIn ?d } ORDER BY ?d LIMIT 2", 2),
     ("offset_beyond_the_end", "SELECT ?a WHERE { ?x :age ?a } ORDER BY ?a LIMIT 5 OFFSET 20", 0),
     ("limit_zero", "SELECT ?a WHERE { ?x :age ?a } ORDER BY ?a LIMIT 0", 0),
+    # ORDER BY a value the SELECT does not project: a variable, an expression (hidden columns, sorted on, dropped)
+    ("order_by_unselected", "SELECT ?x WHERE { ?x :age ?a } ORDER BY DESC(?a)", 8),
+    ("order_by_expression", "SELECT ?x ?a WHERE { ?x :age ?a } ORDER BY (?a * -1 + 100) LIMIT 5", 5),
+    ("order_by_function_then_column", "SELECT ?x WHERE { ?x :name ?n } ORDER BY DESC(STRLEN(?n)) ?x", 13),
+    ("order_by_unselected_then_expression", "SELECT ?d WHERE { ?x :worksIn ?d ; :age ?a } ORDER BY ?d (-?a) OFFSET 2",
+     5),
 ]
 
 

@@ -49,6 +49,10 @@ CASES = [
     ("ORDER BY", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n¦ORDER BY ?x"),
     ("LIMIT", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n  ¦LIMIT 10"),
     ("OFFSET", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x a :C } GROUP BY ?x ¦OFFSET 10"),
+    ("ORDER BY expression", "SELECT DISTINCT ?x WHERE { ?x :v ?v }\nORDER BY ¦?v"),
+    ("ORDER BY expression", "SELECT DISTINCT ?x WHERE { ?x :v ?v } ORDER BY ?x ¦(?v + 1)"),
+    ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY ¦xsd:integer(?v)"),
+    ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY DESC(?x) ASC(¦xsd:integer(?v))"),
     # ASK's answer is one boolean: no solution modifier applies to it
     ("ORDER BY", "ASK { ?x a :C }\n¦ORDER BY ?x"),
     ("LIMIT", "ASK { ?x a :C } ¦LIMIT 1"),
