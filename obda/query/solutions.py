@@ -220,15 +220,19 @@ class Solutions(Located):
         if not q.orderby:
             return ()
         at = self.ts.find_words("ORDER BY", where_close)
+        # an expression the SELECT names (ORDER BY DESC(COUNT(?s)) with (COUNT(?s) AS ?n)) orders by its column
+        named = {repr(unwrap(item["expr"])): str(item["evar"]) for item in q.projection or [] if item.evar is not None}
         order: list[tuple[str, bool]] = []
         for c in q.orderby.condition:
             desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
             e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
-            if not isinstance(e, Variable) or str(e) not in columns:
+            column = str(e) if isinstance(e, Variable) else named.get(repr(e))
+            if column not in columns:
                 raise self.unsupported("ORDER BY expression", "ORDER BY orders the answer table by its columns "
-                                       f"({', '.join('?' + n for n in columns)})",
+                                       f"({', '.join('?' + n for n in columns)}), or an expression the SELECT names "
+                                       "(ORDER BY DESC(COUNT(?s)) with (COUNT(?s) AS ?n))",
                                        self.ts.find_var(str(e), at) if isinstance(e, Variable) else at)
-            order.append((str(e), desc))
+            order.append((column, desc))
         return tuple(order)
 
     def _aggregation(self, q: CompValue, branches: list[Branch], select_i: int | None, where_open: int | None,

@@ -28,6 +28,15 @@ def test_aggregation_model_and_characteristic_projection():
     assert q.columns == ("g", "n", "m") and not q.distinct
 
 
+def test_an_aggregate_query_orders_by_an_expression_its_select_names():
+    base = HEAD + "SELECT ?g (COUNT(DISTINCT ?x) AS ?n) (SUM(?x) / COUNT(*) AS ?m) WHERE { ?g :p ?x } GROUP BY ?g "
+    q = parse_query(base + "ORDER BY DESC(COUNT(DISTINCT ?x)) (SUM(?x) / COUNT(*)) ?g")
+    assert q.order_by == (("n", True), ("m", False), ("g", False))
+    with pytest.raises(UnsupportedConstructError, match="an expression the SELECT names") as e:
+        parse_query(base + "ORDER BY DESC(COUNT(?x))")  # not COUNT(DISTINCT ?x)
+    assert e.value.construct == "ORDER BY expression"
+
+
 def test_global_aggregate_and_distinct_is_a_no_op():
     q = parse_query(HEAD + "SELECT DISTINCT (COUNT(?x) AS ?n) WHERE { ?g :p ?x }")
     assert q.aggregation.group_by == () and q.projection == (Var("x"),) and not q.distinct
