@@ -716,3 +716,18 @@ def test_registrations_get_429_while_a_running_query_is_behind_its_input(tmp_pat
             assert "waited 600 s, more than the bound of 60 s" in body["detail"]
         wait_for(lambda: c.get(f"/v1/queries/{a['id']}", headers=AUTH).json()["metrics"]["lag_seconds"] == 0.0)
         register(c, "b")
+
+
+@pytest.mark.parametrize("pattern, answer", [("?turbine :hasModel ?model", True),
+                                             ('?turbine :hasModel "no such model"', False)])
+def test_an_ask_over_static_data_answers_one_boolean(tmp_path, pattern, answer):
+    """ASK through the service: its verdict on register, then one result, true or false (the SQL's one row)."""
+    ws, _ = make_workspace(tmp_path / "ws", blocks=1, seed=3)
+    query = PREFIX + f"ASK {{ {pattern} }}"
+    with TestClient(create_app(settings_for(ws))) as c:
+        q = register(c, "ask", query)
+        assert q["verdict"] == "bounded" and "COUNT(*) > 0 AS boolean" in q["sql"]
+        c.post(f"/v1/queries/{q['id']}/start", headers=AUTH)
+        wait_for(lambda: c.get(f"/v1/queries/{q['id']}", headers=AUTH).json()["results"] >= 1)
+        page = c.get(f"/v1/queries/{q['id']}/results", headers=AUTH).json()
+        assert [item["binding"] for item in page["items"]] == [{"boolean": answer}]
