@@ -76,9 +76,9 @@ class Case:
         return self.stream and "GROUP BY" in self.query
 
 
-def executed(project, comp, tmp_path: Path, backend: str, spark=None) -> Counter:
-    """The bag of a compiled query run by the executor over the fixture's files (copied: state is written); a
-    projected time, written as ISO text, is read back as the oracle's datetime."""
+def answer_records(project, comp, tmp_path: Path, backend: str = "local", spark=None) -> list[dict]:
+    """The answer lines (parsed, in order) of a compiled query run by the executor over the fixture's files
+    (copied: state is written)."""
     base = tmp_path / f"{backend}-project"
     shutil.copytree(FIXTURE, base)
     out = tmp_path / f"{backend}.jsonl"
@@ -86,7 +86,13 @@ def executed(project, comp, tmp_path: Path, backend: str, spark=None) -> Counter
                         backend=backend, spark=spark, allow_unbounded=True)
     q.run_until_exhausted()
     q.close()
-    records = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+    return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+
+
+def executed(project, comp, tmp_path: Path, backend: str, spark=None) -> Counter:
+    """The bag of a compiled query run by the executor over the fixture's files; a projected time, written as
+    ISO text, is read back as the oracle's datetime."""
+    records = answer_records(project, comp, tmp_path, backend, spark)
     return Counter(tuple(_time(norm(r["binding"].get(c))) for c in comp.columns) for r in records)
 
 

@@ -14,19 +14,13 @@ vocabulary: those queries leave them out with a FILTER both sides evaluate.
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import pytest
 
-from obda.analysis import plan_execution
 from obda.errors import UnsupportedConstructError
-from obda.execution.query import ContinuousQuery
-from obda.execution.sinks import JsonLinesSink
 from obda.query import parse_query
 
 from integration.oracle import norm
-from integration.oracle_cases import FIXTURE, PREFIX, Case, case_tests
+from integration.oracle_cases import PREFIX, Case, answer_records, case_tests
 
 P1 = "<http://example.org/mult/data/person/1>"
 D1 = "<http://example.org/mult/data/dept/1>"
@@ -141,15 +135,8 @@ def test_limit_and_offset_cut_the_ordered_table_as_pyoxigraph_does(world, tmp_pa
     want = oracle.ordered(PREFIX + query, list(comp.columns))
     assert len(want) == size, f"{name}: the oracle gives {want}"
     assert [tuple(norm(v) for v in row) for row in con.execute(comp.to_sql("duckdb")).fetchall()] == want
-    base = tmp_path / "project"
-    shutil.copytree(FIXTURE, base)
-    out = tmp_path / "answers.jsonl"
-    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=base, sink=JsonLinesSink(out),
-                        backend="local")
-    q.run_until_exhausted()
-    q.close()
-    lines = out.read_text().splitlines() if out.exists() else []
-    assert [tuple(norm(json.loads(line)["binding"][c]) for c in comp.columns) for line in lines] == want
+    records = answer_records(project, comp, tmp_path)
+    assert [tuple(norm(r["binding"][c]) for c in comp.columns) for r in records] == want
 
 
 @pytest.mark.parametrize("query, construct", [
@@ -192,14 +179,6 @@ def test_an_ask_over_a_stream_is_true_once_when_its_first_solution_s_timestamp_c
     comp = project.compile(PREFIX + query)
     assert comp.query.ask and comp.columns == ("boolean",) and comp.query.distinct
     first = oracle.ordered(PREFIX + query.replace("ASK", "SELECT ?t WHERE", 1) + " ORDER BY ?t LIMIT 1", ["t"])
-    base = tmp_path / "project"
-    shutil.copytree(FIXTURE, base)
-    out = tmp_path / "answers.jsonl"
-    q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=base, sink=JsonLinesSink(out),
-                        backend="local")
-    q.run_until_exhausted()
-    q.close()
-    lines = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     assert first, f"{condition}: no solution in the fixture"
-    want = [(first[0][0].isoformat() + "Z", {"boolean": True})]
-    assert [(r["emitted_at"], r["binding"]) for r in lines] == want
+    records = answer_records(project, comp, tmp_path)
+    assert [(r["emitted_at"], r["binding"]) for r in records] == [(first[0][0].isoformat() + "Z", {"boolean": True})]
