@@ -24,7 +24,7 @@ from obda.model.query import (
     Var,
     value_variables,
 )
-from obda.query.expressions import FilterProblem, condition, unwrap, value_expression
+from obda.query.expressions import FilterProblem, condition, expression_variables, unwrap, value_expression
 from obda.query.functions import computed
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
@@ -129,11 +129,7 @@ class Solutions(Located):
         """ASK's answer column ``?boolean``, true in every solution: a pattern variable of that name (never an
         answer of an ASK) is renamed out of its way first."""
         if any(Var(ASK_COLUMN) in b.term_vars() for b in branches) or Var(ASK_COLUMN) in self.time_vars:
-            n = 0
-            while f"{ASK_COLUMN}{n}" in self.taken:
-                n += 1
-            self.taken.add(f"{ASK_COLUMN}{n}")
-            branches = self._rename(branches, {ASK_COLUMN: (f"{ASK_COLUMN}{n}", ask_i)})
+            branches = self._rename(branches, {ASK_COLUMN: (self._fresh_column(ASK_COLUMN), ask_i)})
         self.select_binds.append((ASK_COLUMN, RDFLiteral(True), None))
         return branches
 
@@ -172,9 +168,7 @@ class Solutions(Located):
         keys: list[tuple[object, bool, int | None]] = []
         at = self.ts.find_words("ORDER BY", where_close)
         cursor = (at or where_close) + 2
-        for c in q.orderby.condition:
-            desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
-            e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
+        for e, desc in map(_order_condition, q.orderby.condition):
             if isinstance(e, Variable):
                 i = self.ts.find_var(str(e), cursor)
                 keys.append((str(e), desc, i))
@@ -187,6 +181,7 @@ class Solutions(Located):
             name = self._fresh_column("order")
             self.select_binds.append((name, e, start))
             self.hidden.add(name)
+            self.hidden_reads[name] = set(expression_variables(e))
             keys.append((Var(name), desc, start))
             cursor = (self.ts.matching(open_i) if open_i is not None else cursor) + 1
         return keys
@@ -197,22 +192,23 @@ class Solutions(Located):
         and a variable the SELECT does not project (over static data, a table sorted before its projection); a
         variable the SELECT renames (``(?x AS ?y)``) orders by its answer column."""
         shown = {v.name for v in projection}
-        order, hidden = [], []
+        order, hidden, free = [], [], None  # free: the token of a key that is no function of the answer
         for key, desc, i in keys:
             if isinstance(key, Var):  # an expression's column, computed by its BIND
                 hidden.append(key)
                 order.append((key.name, desc))
+                reads = {renames[v][0] if v in renames else v for v in self.hidden_reads[key.name]}
+                free = free if free is not None or reads <= shown else i
                 continue
             key = renames[key][0] if key in renames else key
             if key not in shown and Var(key) not in hidden:
                 hidden.extend(self._answer_variables([key], {key: i}, branches))
+                free = i if free is None else free
             order.append((key, desc))
-        if hidden and self.distinct:
+        if free is not None and self.distinct:
             raise self.unsupported("ORDER BY expression", "SELECT DISTINCT ordered by a value it does not select is "
                                    "not supported (a distinct answer's place would depend on which of its solutions "
-                                   "comes first); select the value, or order by the selected columns",
-                                   next(i for k, _, i in keys if (k.name if isinstance(k, Var) else
-                                                                  renames.get(k, (k,))[0]) not in shown))
+                                   "comes first); select the value, or order by the selected columns", free)
         return tuple(order), tuple(hidden)
 
     def _order_by(self, q: CompValue, where_close: int, columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
@@ -223,9 +219,7 @@ class Solutions(Located):
         # an expression the SELECT names (ORDER BY DESC(COUNT(?s)) with (COUNT(?s) AS ?n)) orders by its column
         named = {repr(unwrap(item["expr"])): str(item["evar"]) for item in q.projection or [] if item.evar is not None}
         order: list[tuple[str, bool]] = []
-        for c in q.orderby.condition:
-            desc = isinstance(c, CompValue) and c.name == "OrderCondition" and c.get("order") == "DESC"
-            e = unwrap(c["expr"] if isinstance(c, CompValue) and c.name == "OrderCondition" else c)
+        for e, desc in map(_order_condition, q.orderby.condition):
             column = str(e) if isinstance(e, Variable) else named.get(repr(e))
             if column not in columns:
                 raise self.unsupported("ORDER BY expression", "ORDER BY orders the answer table by its columns "
@@ -375,6 +369,13 @@ class Solutions(Located):
                 )
             out.append(v)
         return tuple(out)
+
+
+def _order_condition(c) -> tuple[object, bool]:
+    """An ORDER BY condition of rdflib's tree: (its expression, descending)."""
+    if isinstance(c, CompValue) and c.name == "OrderCondition":
+        return unwrap(c["expr"]), c.get("order") == "DESC"
+    return unwrap(c), False
 
 
 # aggregates whose value is an error once an argument is (SPARQL 1.1 §18.5.1, as pyoxigraph answers); COUNT and

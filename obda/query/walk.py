@@ -60,6 +60,7 @@ class Converter(Names, NormalForms, Solutions, InlineData, AnyPredicate, Negatio
         self.in_scope: set[Var] = set()  # what some branch binds before FILTERs drop branches (SPARQL's scope)
         self.select_binds: list[tuple[str, object, int | None]] = []  # SELECT (expression AS ?v) without aggregates
         self.hidden: set[str] = set()  # the columns of ORDER BY expressions (never answers)
+        self.hidden_reads: dict[str, set[str]] = {}  # the variables each of them reads
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
         self.taken: set[str] = set()

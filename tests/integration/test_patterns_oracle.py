@@ -123,6 +123,8 @@ ORDERED = [  # a total order (ties would let engines differ, as SPARQL allows)
     ("order_by_unselected", "SELECT ?x WHERE { ?x :age ?a } ORDER BY DESC(?a)", 8),
     ("order_by_expression", "SELECT ?x ?a WHERE { ?x :age ?a } ORDER BY (?a * -1 + 100) LIMIT 5", 5),
     ("order_by_function_then_column", "SELECT ?x WHERE { ?x :name ?n } ORDER BY DESC(STRLEN(?n)) ?x", 13),
+    # SELECT DISTINCT ordered by a function of its answer: each distinct answer has one place
+    ("distinct_by_a_function_of_the_answer", "SELECT DISTINCT ?d WHERE { ?x :worksIn ?d } ORDER BY DESC(STR(?d))", 3),
     ("order_by_unselected_then_expression", "SELECT ?d WHERE { ?x :worksIn ?d ; :age ?a } ORDER BY ?d (-?a) OFFSET 2",
      5),
 ]
