@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -10,46 +9,30 @@ import time
 from pathlib import Path
 from typing import Callable
 
-
-from obda.errors import CheckpointError, ExecutionError, ObdaError
-from obda.execution import checkpoint
+from obda.errors import ExecutionError, ObdaError
 from obda.execution.constraints import ConstraintWatch
 from obda.execution.checks import resolve_checks
 from obda.execution.query_engine import Answer, QueryEngine, cut
 from obda.analysis import Forest
 from obda.analysis.execution_plan import ExecutionPlan
-from obda.execution import views as view_rows
 from obda.execution.consumed import FORGET_AFTER, compact, forget, forgettable
 from obda.execution.keys import KeyCheck
 from obda.execution.ledger import FileLedger
 from obda.execution.reader import read_records
-from obda.execution.rows import TableBatch, merge_batches, process_rows, static_rows
+from obda.execution.rows import TableBatch, merge_batches, process_rows
 from obda.execution.runtime import Metrics, Runtime, peak_rss_bytes
 from obda.execution.shedding import Shed, Shedder
 from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
-from obda.execution.spark_io import list_files, resolve_location, table_format
+from obda.execution.spark_io import table_format
+from obda.execution.query_state import QueryState
 from obda.execution.spark_query import DEFAULT_SPILL_BYTES, DRIVER_ANSWERS, SparkSteps, cut_files, spark_failure
 
 log = logging.getLogger("obda.execution")
 
-CHECKPOINT_VERSION = 2
 DEFAULT_MAX_BYTES_PER_BATCH = 256 << 20  # bytes of files one micro-batch reads (at least one file per stream)
 
 
-def _fingerprint(plan: Forest, extra: str = "") -> str:
-    h = hashlib.sha256()
-    h.update(extra.encode())
-    h.update(repr(plan.distinct).encode())
-    if plan.constraints:  # a declared bound, kind or key changed: the watches' state means something else
-        h.update(repr(sorted(map(repr, plan.constraints))).encode())
-    for m in plan.members:
-        h.update(m.member.sql.encode())
-        for a, t in m.member.aliases:
-            h.update(f"{a}:{t.name}:{t.location}".encode())
-    return h.hexdigest()
-
-
-class ContinuousQuery(SparkSteps):
+class ContinuousQuery(QueryState, SparkSteps):
     """A continuous query over the stream and static tables of a sources catalog.
 
     See :mod:`obda.execution` for the guarantees.  As Spark's ``DataStreamWriter``: constructing a query
@@ -189,21 +172,6 @@ class ContinuousQuery(SparkSteps):
                 self._opened = True
         return self
 
-    def _check_answers(self, forest: Forest) -> list[tuple]:
-        """The answers of a check's query (static tables only), on this query's backend, read once."""
-        child = ContinuousQuery(ExecutionPlan(forest, None, tuple("bounded" for _ in forest.members)),
-                                base_dir=self.base_dir, backend=self.backend, spark=self._spark, master=self._master,
-                                spark_conf=self._spark_conf)
-        try:
-            child.open()
-            answers = child.engine.static_only()
-        finally:
-            child.close()
-        read = {p.table.name for p in self.plan.static_pipelines()}
-        self._static_quarantine.extend(r for r in child._static_quarantine if r.get("stream") not in read)
-        self.engine.check_entries += len(answers)  # state held for the whole run, reported with the statics'
-        return [a.values for a in answers]
-
     def _start_aggregate(self, plan, allow_unbounded: bool):
         from obda.execution.aggregate import Aggregator
 
@@ -249,98 +217,11 @@ class ContinuousQuery(SparkSteps):
         with self._lock:
             return self.aggregate.answer()
 
-    def _fingerprint(self) -> str:
-        p = self.aggregate.plan if self.aggregate is not None else None
-        extra = "" if p is None else repr((p.items, p.calls, p.having, p.group_by, p.window))
-        return _fingerprint(self.plan, extra)
-
     def _tables_by_name(self):
         return {t.name: t for t in self.plan.stream_tables()}
 
     def _pipelines_of(self, table_name: str):
         return [p for p in self.plan.pipelines if p.table.name == table_name]
-
-    def _load_statics(self) -> tuple[dict[int, dict], dict[int, dict]]:
-        out: dict[int, dict] = {}
-        by_table: dict[str, list] = {}
-        for p in self.plan.static_pipelines():
-            by_table.setdefault(p.table.name, []).append(p)
-        for name, pipes in by_table.items():
-            table = pipes[0].table
-            fmt = table_format(table)
-            if self.backend == "spark":
-                from obda.execution.spark_static import spark_table_batch
-
-                paths = [] if fmt == "jdbc" else list_files(resolve_location(table, self.base_dir))
-                if not paths and fmt != "jdbc":
-                    raise ExecutionError(f"static table {name!r}: no data files at {resolve_location(table, self.base_dir)}")
-                b = spark_table_batch(self.spark, table, pipes, paths, None, fmt)
-                counted: dict[int, dict] = {}
-                for per in b.groups.values():
-                    for pid, rows in per.items():
-                        dst = counted.setdefault(pid, {})
-                        for k, c in rows.items():
-                            dst[k] = dst.get(k, 0) + c
-                quarantine = b.quarantine
-            else:
-                paths = list_files(resolve_location(table, self.base_dir))
-                if not paths:  # as on Spark: a join with an empty table would silently answer nothing
-                    raise ExecutionError(f"static table {name!r}: no data files at {resolve_location(table, self.base_dir)}")
-                files = [(f, read_records(f, table, table_format(table, f), dict(table.options))) for f in paths]
-                counted, quarantine = static_rows(table, pipes, (), files)
-            if quarantine:
-                log.warning("static table %s: %d invalid row(s) quarantined", name, len(quarantine))
-                self._static_quarantine.extend(quarantine)
-            out.update(counted)
-        return view_rows.statics(self.plan.views, out)
-
-    # -- checkpoint -------------------------------------------------------------------------------
-    def _ckpt_file(self) -> Path | None:
-        return self.checkpoint_dir / "state.pkl" if self.checkpoint_dir else None
-
-    def _restore(self) -> None:
-        path = self._ckpt_file()
-        if path is None or not path.exists():
-            self.sink.begin()  # a new run: an answer file of an earlier one starts afresh
-            self.quarantine.begin()
-            if self._static_quarantine:  # a restarted query wrote them on its first run
-                self.quarantine.write(self._static_quarantine)
-            return
-        st = checkpoint.load(path)
-        if st.get("version") != CHECKPOINT_VERSION or st.get("fingerprint") != self._fingerprint():
-            raise CheckpointError(
-                f"checkpoint {self.checkpoint_dir} belongs to a different query or version; "
-                "use a fresh checkpoint directory"
-            )
-        self.runtime.restore(st["runtime"])
-        self.processed = {s: compact(set(st["processed"].get(s, ()))) for s in self.streams}
-        self.ledger.restore(st.get("files"), self.runtime.max_ts)
-        self.keys.restore(st.get("keys"))
-        self.runtime.metrics.changed_files = self.ledger.changed
-        self.open_files = {s: dict(st["open_files"].get(s, {})) for s in self.streams}
-        self.batch_id = st["batch_id"]
-        self.finished = st.get("finished", False)
-        if self.aggregate is not None:
-            self.aggregate.restore(st["aggregate"])
-        self.sink.recover(st["sink_offset"])
-        self.quarantine.recover(st["quarantine_offset"])
-
-    def _checkpoint(self, sink_offset, quarantine_offset) -> int:
-        st = {
-            "version": CHECKPOINT_VERSION,
-            "fingerprint": self._fingerprint(),
-            "aggregate": self.aggregate.state() if self.aggregate is not None else None,
-            "runtime": self.runtime.state(),
-            "processed": self.processed,
-            "files": self.ledger.state(),
-            "keys": self.keys.state(),
-            "open_files": self.open_files,
-            "batch_id": self.batch_id,
-            "finished": self.finished,
-            "sink_offset": sink_offset,
-            "quarantine_offset": quarantine_offset,
-        }
-        return checkpoint.dump(st, self._ckpt_file())
 
     # -- micro-batches --------------------------------------------------------------------------
     def _pending(self) -> dict[str, list[str]]:
