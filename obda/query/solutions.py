@@ -28,6 +28,7 @@ from obda.query.expressions import FilterProblem, condition, expression_variable
 from obda.query.functions import computed
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
+from obda.query.unbound import sometimes_unbound
 
 
 #: The answer column of an ASK query (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``).
@@ -297,6 +298,15 @@ class Solutions(Located):
                 raise self.unsupported("aggregate of time", f"{c}: {c.argument} is application time (bound by GRAPH); "
                                        "aggregating timestamps is not supported", at)
             missing = [k for k, b in enumerate(branches, 1) if c.argument not in b.term_vars()]
+            erring = [k for k, b in enumerate(branches, 1) if c.argument in sometimes_unbound(b.binds)]
+            if erring and c.function in _ERROR_PROPAGATING:
+                raise self.unsupported(
+                    "aggregate of a sometimes unbound variable",
+                    f"{c}: the expression that computes {c.argument} is an error for some of its values (a division "
+                    f"by zero leaves {c.argument} unbound), and SPARQL makes the "
+                    f"{c.function.removesuffix('_distinct').upper()} of a group an error (unbound) as soon as one of "
+                    f"its solutions leaves {c.argument} unbound; give it a value where it is an error "
+                    f"(BIND(COALESCE(…, 0) AS …)), or COUNT it", at)
             if missing and c.function in _ERROR_PROPAGATING:
                 default = '""' if c.function.startswith("group_concat") else "0"
                 raise self.unsupported(

@@ -81,6 +81,37 @@ def _connective(name: str, args: tuple):
     return rest[0] if len(rest) == 1 else Call(name, rest)
 
 
+def sometimes_unbound(binds) -> frozenset[Var]:
+    """The variables of a branch's BINDs (``(variable, expression)`` in order) that some solutions may leave
+    unbound although every variable they read is bound: an expression that is an error for some values — a
+    division by what may be zero — or that reads such a variable where an error follows (COALESCE, IF and BOUND
+    guard it)."""
+    out: set[Var] = set()
+    for v, e in binds:
+        folded = fold(e, frozenset(out))
+        if folded == ERROR or reads(folded, frozenset(out)) or _may_err(folded):
+            out.add(v)
+    return frozenset(out)
+
+
+def _may_err(e) -> bool:
+    if isinstance(e, Arithmetic):
+        zero_free = e.op != "/" or (isinstance(e.right, Literal) and _nonzero(e.right))
+        return not zero_free or _may_err(e.left) or _may_err(e.right)
+    if isinstance(e, Call):
+        if e.name == "COALESCE":  # an error only where every argument is
+            return all(_may_err(a) for a in e.args)
+        return any(_may_err(a) for a in e.args)
+    return False
+
+
+def _nonzero(lit: Literal) -> bool:
+    try:
+        return float(lit.lexical) != 0
+    except ValueError:
+        return False
+
+
 def leaf(c: Comparison, bound: frozenset[Var] | None):
     """A FILTER comparison in a branch whose bound variables are ``bound`` (None: all of them): the comparison
     itself, True or False where it became a constant, or :data:`ERROR`."""
