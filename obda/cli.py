@@ -280,7 +280,7 @@ def run(
     project: Path = typer.Option(..., "--project", "-p", help="project folder"),
     until_exhausted: bool = typer.Option(False, "--until-exhausted", help="process the current files to the end, close the last timestamp, exit"),
     output: Optional[Path] = typer.Option(
-        None, "--output", "-o", help="JSON-lines file for the answers (default: console; written afresh unless "
+        None, "--output", "-o", help="JSON-lines file for the answers (default or -: console; written afresh unless "
                                      "--checkpoint continues a run), or a Kafka topic: "
                                      "kafka://host:port/topic (records keyed <query file name>:<line number>)"),
     output_dir: Optional[Path] = typer.Option(
@@ -367,7 +367,7 @@ def run(
             if output is not None and is_kafka_url(output):  # at least once, keyed: README "The Kafka sink"
                 sink = KafkaSink(str(output), query.stem, checkpoint / "kafka-sink" if checkpoint else None)
             else:
-                sink = JsonLinesSink(output) if output else ConsoleSink()
+                sink = JsonLinesSink(output) if output and str(output) != "-" else ConsoleSink()  # -: the console
         cq = ContinuousQuery(
             plan_execution(comp, proj.sources, report), base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,
             allow_unbounded=allow_unbounded, idle_timeout=idle_timeout, master=master, backend=backend,

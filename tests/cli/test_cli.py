@@ -210,6 +210,18 @@ def test_run_until_exhausted_writes_json_lines(demo_copy, tmp_path):
     assert set(lines[0]["binding"]) == {"turbine", "v"} and all(x["binding"]["v"] > 90 for x in lines)
 
 
+def test_run_of_an_ask_writes_its_boolean_and_output_dash_is_the_console(demo_copy, tmp_path, monkeypatch):
+    """``--output -`` is the console (no file named ``-``); an ASK over static data answers one line."""
+    q = tmp_path / "ask.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\nASK { ?turbine :hasModel ?model }\n")
+    monkeypatch.chdir(tmp_path)
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", "-"])
+    assert r.exit_code == 0, r.output
+    assert '{"emitted_at": null, "binding": {"boolean": true}}' in r.stdout.splitlines()
+    assert not (tmp_path / "-").exists()
+
+
 def test_run_refuses_unbounded_without_opt_in(demo_copy, tmp_path):
     q = _catalog_query("readings_and_alarms_any_time", tmp_path)
     r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local"])
