@@ -1,8 +1,9 @@
 """The tree walk: rdflib's parse tree of a SELECT or ASK query → :class:`obda.model.query.Query`.
 
 rdflib's tree, unlike its algebra, keeps the triples in text order; :class:`Converter` walks it with a cursor
-over the query's tokens (so every refusal is located, :mod:`obda.query.locations`): groups ``{ }``, ``GRAPH ?t``, UNION, BIND and triple patterns (→ atoms; sequence paths → chains of atoms
-through fresh blank-node variables).  FILTERs and the branch product are :mod:`obda.query.normal_forms`'; the
+over the query's tokens (so every refusal is located, :mod:`obda.query.locations`): groups ``{ }``,
+``GRAPH ?t``, UNION, BIND and triple patterns (→ atoms; sequence paths → chains of atoms through fresh
+blank-node variables).  FILTERs and the branch product are :mod:`obda.query.normal_forms`'; the
 SELECT clause, ASK and the solution modifiers :mod:`obda.query.solutions`'; the prologue, terms and fresh
 names :mod:`obda.query.names`'.
 """
