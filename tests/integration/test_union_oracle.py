@@ -55,6 +55,9 @@ CASES = [
          "GROUP BY ?x", "bounded", 11),
     # a BIND that is an error for some values (Ann's age 34: a division by zero): COUNT skips it, COALESCE gives it
     # a value, a division by a constant other than 0 is never an error
+    # over static data only, GROUP BY a variable the SELECT does not name: a row per group all the same
+    Case("group_by_unselected", "SELECT (COUNT(*) AS ?n) WHERE { ?x :worksIn ?d } GROUP BY ?d",
+         "bounded", 3),
     Case("count_of_a_division", "SELECT (COUNT(?r) AS ?c) WHERE { ?x :age ?a BIND(100 / (?a - 34) AS ?r) }",
          "bounded", 1),
     Case("sum_of_a_coalesced_division", "SELECT (SUM(?r) AS ?s) WHERE { ?x :age ?a "

@@ -40,7 +40,7 @@ CASES = [
     ("ungrouped variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n  GROUP BY ?x HAVING (¦?v > 1)"),
     ("SUM of an expression", "SELECT ?x (¦SUM(?v * 2) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("GROUP BY time variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ?x ¦?t"),
-    ("unselected grouping variable", "SELECT (COUNT(*) AS ?n) WHERE { ?x :v ?v } GROUP BY ¦?x"),
+    ("unselected grouping variable", "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ¦?x"),
     ("NOW()", "SELECT ?x ?v WHERE { GRAPH ?t { ?x :v ?v } GRAPH ?u { ?x :w ?w } "
               "FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration) }"),
     ("NOW()", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration "
