@@ -32,8 +32,8 @@ class ExecutionPlan:
     analyser rejected it).  ``verdicts``: per forest member.  ``aggregate``: the aggregate plan, or
     None.  ``order_by``, ``limit``, ``offset``: of a query over static data only (its answers are emitted once,
     as a table); ``ask``: that query is an ASK, whose table is one row, ``false`` when it has no answer;
-    ``hidden``: the forest's last columns that only order that table (ORDER BY an expression, or a variable not
-    selected), dropped once it is sorted.
+    ``order_keys``: the forest's last columns that only order that table (ORDER BY an expression, or a variable
+    not selected: :attr:`~obda.model.query.Query.order_keys`), never written.
     """
 
     forest: Forest
@@ -44,12 +44,12 @@ class ExecutionPlan:
     limit: int | None = None
     offset: int = 0
     ask: bool = False
-    hidden: int = 0
+    order_keys: int = 0
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The answer's columns (the forest's, without the ordering's hidden ones)."""
-        return self.forest.columns[:len(self.forest.columns) - self.hidden]
+        return self.forest.columns[:len(self.forest.columns) - self.order_keys]
 
     @property
     def risky(self) -> list[int]:
@@ -82,7 +82,7 @@ def plan_execution(query, sources: Sources, report=None, dialect: str = "spark")
     else:  # verdicts only (or none): the forest is still planned
         forest = build_forest(query, sources, dialect)
     return ExecutionPlan(forest, report, tuple(member_verdicts(report, forest)), aggregate, order_by, *cut,
-                         ask=table and query.query.ask, hidden=query.query.order_keys if table else 0)
+                         ask=table and query.query.ask, order_keys=query.query.order_keys if table else 0)
 
 
 def member_verdicts(report, forest: Forest) -> list[str]:
