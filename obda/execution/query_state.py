@@ -49,8 +49,8 @@ class QueryState:
     def _check_answers(self, forest: Forest) -> list[tuple]:
         """The answers of a check's query (static tables only), on this query's backend, read once."""
         child = type(self)(ExecutionPlan(forest, None, tuple("bounded" for _ in forest.members)),
-                                base_dir=self.base_dir, backend=self.backend, spark=self._spark, master=self._master,
-                                spark_conf=self._spark_conf)
+                           base_dir=self.base_dir, backend=self.backend, spark=self._spark, master=self._master,
+                           spark_conf=self._spark_conf)
         try:
             child.open()
             answers = child.engine.static_only()

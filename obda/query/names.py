@@ -2,7 +2,7 @@
 model terms, and fresh names — blank nodes' and hidden columns' — that never collide with the query's own.
 
 A mixin of the tree walk (:class:`obda.query.walk.Converter`); it reads the walk's ``ts``, ``file``, ``base``
-and keeps ``labels``, ``taken``, ``bnode_names`` and ``fresh``.
+and keeps ``labels``, ``taken``, ``bnode_names`` and ``fresh`` (the last number given per stem).
 """
 
 from __future__ import annotations
@@ -61,12 +61,7 @@ class Names:
         self.taken |= self.labels
 
     def _fresh_bnode(self) -> Var:
-        while True:
-            self.fresh += 1
-            name = f"b{self.fresh}"
-            if name not in self.taken:
-                self.taken.add(name)
-                return Var(name, bnode=True)
+        return Var(self._fresh_column("b"), bnode=True)
 
     def _bnode(self, b: BNode) -> Var:
         """A labelled blank node keeps its label; an anonymous one gets a fresh name (b1, b2, ...)."""
@@ -92,8 +87,12 @@ class Names:
         raise TypeError(f"unexpected term {x!r}")
 
     def _fresh_column(self, stem: str) -> str:
-        n = 1
-        while f"{stem}{n}" in self.taken:
+        """A name ``<stem><n>`` no variable, label or earlier fresh name of the query has (n counted per stem)."""
+        n = self.fresh.get(stem, 0)
+        while True:
             n += 1
+            if f"{stem}{n}" not in self.taken:
+                break
+        self.fresh[stem] = n
         self.taken.add(f"{stem}{n}")
         return f"{stem}{n}"

@@ -65,7 +65,7 @@ class Converter(Names, NormalForms, Solutions, InlineData, AnyPredicate, Negatio
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
         self.taken: set[str] = set()
-        self.fresh = 0
+        self.fresh: dict[str, int] = {}  # the last fresh name's number, per stem (obda.query.names)
 
     # ------------------------------------------------------------------ query level
 
