@@ -117,14 +117,21 @@ class Solutions(Located):
 
     def _ask_modifiers(self, q: CompValue, where_close: int) -> None:
         """ASK takes no solution modifier: its answer is one boolean, not a table to group, order or cut."""
-        for present, words in ((q.groupby, "GROUP BY"), (q.having, "HAVING"), (q.orderby, "ORDER BY"),
-                               (q.limitoffset, "LIMIT")):
+        for present, words in ((q.groupby, "GROUP BY"), (q.having, "HAVING"), (q.orderby, "ORDER BY")):
             if present:
-                i = (self.ts.find_word(("LIMIT", "OFFSET"), where_close) if words == "LIMIT" else
-                     self.ts.find_words(words, where_close))
-                kw = self.ts[i].text.upper() if words == "LIMIT" and i is not None else words
-                raise self.unsupported(kw, f"{kw} is not supported in an ASK query: its answer is one boolean, "
-                                       "true once the pattern has a solution; write a SELECT query", i)
+                raise self._not_in_ask(words, self.ts.find_words(words, where_close))
+        if q.limitoffset:
+            raise self._not_in_ask(*self._cut_keyword(q, where_close))
+
+    def _not_in_ask(self, kw: str, i: int | None):
+        return self.unsupported(kw, f"{kw} is not supported in an ASK query: its answer is one boolean, true once "
+                                "the pattern has a solution; write a SELECT query", i)
+
+    def _cut_keyword(self, q: CompValue, where_close: int) -> tuple[str, int | None]:
+        """The first of LIMIT / OFFSET after the WHERE clause, as written, and its token."""
+        kw = "LIMIT" if q.limitoffset.limit is not None else "OFFSET"
+        i = self.ts.find_word(("LIMIT", "OFFSET"), where_close)
+        return (self.ts[i].text.upper() if i is not None else kw), i
 
     def _ask_column(self, branches: list[Branch], ask_i: int | None) -> list[Branch]:
         """ASK's answer column ``?boolean``, true in every solution: a pattern variable of that name (never an
@@ -146,10 +153,7 @@ class Solutions(Located):
                 self.ts.find_words("ORDER BY", where_close),
             )
         if q.limitoffset and (self.time_vars or aggregate):
-            kw = "LIMIT" if q.limitoffset.limit is not None else "OFFSET"
-            i = self.ts.find_word(("LIMIT", "OFFSET"), where_close)
-            if i is not None:
-                kw = self.ts[i].text.upper()
+            kw, i = self._cut_keyword(q, where_close)
             why = ("the answer stream has no end to count from (LIMIT and OFFSET cut the answer table of a query "
                    "over static data only)" if self.time_vars else
                    "an aggregate query's answer is a changelog of its groups, not a table to cut")
