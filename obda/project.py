@@ -33,6 +33,7 @@ from obda.model.compilation import Compilation
 from obda.model.mapping import Mapping
 from obda.model.ontology import Ontology
 from obda.model.query import RDF_TYPE, ClassAtom, PropertyAtom, Query
+from obda.model.terms import type_column
 from obda.model.sources import Sources, load_sources
 
 PROJECT_FILE = "project.yaml"
@@ -217,7 +218,7 @@ class Project:
         rewritten = rewrite(query, self.ontology)
         unfolding = unfold(query, rewritten, self.mapping, self.sources, self.ontology, **budget)
         members, sql, removed, views = unfolding[:4]
-        characteristic = None
+        characteristic, typed = None, ()
         if query.aggregation is not None:  # the unfolded pattern is the characteristic query, grouped
             from obda.mapping.aggregate import aggregate_select
 
@@ -232,11 +233,15 @@ class Project:
             from obda.mapping.aggregate import ask_table
 
             sql = ask_table(sql, query.columns[0])
-        elif query.order_by or query.limit is not None or query.offset:  # static data only: one table, ordered, cut
-            from obda.mapping.aggregate import ordered_table
+        else:  # a column of several kinds of term: its term type beside it (obda.model.terms)
+            from obda.mapping.aggregate import ordered_table, typed_union
 
-            sql = ordered_table(sql, query.order_by, query.limit, query.offset,
-                                query.columns if query.order_keys else None)
+            names = tuple(v.name for v in query.projection)
+            sql, typed = typed_union(sql, [m.terms for m in members], names)
+            if query.order_by or query.limit is not None or query.offset:  # static data only: ordered, cut
+                shown = query.columns + tuple(type_column(c) for c in typed if c in query.columns)
+                sql = ordered_table(sql, query.order_by, query.limit, query.offset,
+                                    shown if query.order_keys else None, typed)
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),
@@ -246,6 +251,7 @@ class Project:
             views=views,
             characteristic=characteristic,
             checks=_checks(unfolding),
+            typed=typed,
         )
 
     def compile_file(self, path: str | Path, max_members: int | None = None) -> Compilation:

@@ -52,6 +52,13 @@ class ExecutionPlan:
         return self.forest.columns[:len(self.forest.columns) - self.order_keys]
 
     @property
+    def typed(self) -> dict[int, tuple[str | None, ...]]:
+        """The answer's columns of several kinds of term, with each member's class (:attr:`Forest.typed_columns
+        <obda.analysis.forest.model.Forest.typed_columns>`); none for an aggregate query, whose characteristic
+        query's values the aggregates read as they are."""
+        return {} if self.aggregate is not None else self.forest.typed_columns
+
+    @property
     def risky(self) -> list[int]:
         """Members not shown bounded (an unsatisfiable member keeps nothing, whatever its verdict)."""
         return [i for i, v in enumerate(self.verdicts) if v != "bounded" and not self.forest.members[i].unsatisfiable]

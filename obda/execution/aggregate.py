@@ -59,6 +59,7 @@ from typing import Iterable
 
 from obda.analysis.aggregates import AggregatePlan
 from obda.model.query import OPS, Aggregate, Arithmetic, Literal, Comparison, Var
+from obda.model.terms import order_key
 from obda.execution.query_engine import Answer
 from obda.execution.sinks import _json_scalar, micros_to_iso
 
@@ -567,12 +568,14 @@ class Aggregator:
         self.pending = []
 
 
-def sorted_by(rows, order_by: tuple[tuple[str, bool], ...], value) -> list:
+def sorted_by(rows, order_by: tuple[tuple[str, bool], ...], value, typed: frozenset[str] = frozenset()) -> list:
     """``rows`` in ORDER BY order (stable): ``order_by`` holds (column, descending) pairs, ``value(row, column)``
-    reads a row's value."""
+    reads a row's value; ``typed``: the columns of several kinds of term, whose values are held encoded
+    (:func:`obda.model.terms.order_key`: SPARQL's order of terms)."""
     rows = list(rows)
     for name, desc in reversed(order_by):
-        rows.sort(key=lambda r: _order_key(value(r, name)), reverse=desc)
+        key = order_key if name in typed else _order_key
+        rows.sort(key=lambda r: key(value(r, name)), reverse=desc)
     return rows
 
 

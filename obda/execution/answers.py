@@ -17,23 +17,17 @@ time) and hands them over with ``write_lines``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+
+from obda.model.terms import LETTER
+
 AT = "__at"
 
 #: The order of one timestamp's answers in every sink (issue 26, item 4): the binding's values as text (Spark's
 #: ``CAST(value AS STRING)``, compared as UTF-8 bytes), variable by variable in the query's column order, an
 #: unbound value first.  Two answers with the same texts are the same line, so the order is total.
 TIE_BREAK = "the binding's values as text, variable by variable in column order, unbound first"
-
-
-def as_text(value):
-    """A value of a text column (:attr:`~obda.analysis.forest.model.Forest.text_columns`) as the text Spark's
-    ``CAST(value AS STRING)`` and the SQL engines give it (``true``, ``34``, ``20.5``); unbound stays unbound."""
-    if value is None or isinstance(value, str):
-        return value
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def value_column(i: int) -> str:
@@ -48,6 +42,8 @@ class AnswerFrame:
     df: object  # pyspark.sql.DataFrame
     columns: tuple[str, ...]
     partitions: int | None = None  # of the written answers (in_time_order); None: the default parallelism
+    # the columns of several kinds of term, whose values are held encoded (obda.model.terms.encode)
+    typed: frozenset[int] = frozenset()
 
     def emitted_at(self):
         """``emitted_at`` as ISO-8601 UTC text, exactly as the JSON-lines sinks print it."""
@@ -64,7 +60,14 @@ class AnswerFrame:
         """The binding as one struct column named after the query's variables."""
         from pyspark.sql import functions as F
 
-        return F.struct(*[F.col(value_column(i)).alias(c) for i, c in enumerate(self.columns)])
+        return F.struct(*[self._text(i).alias(c) for i, c in enumerate(self.columns)])
+
+    def _text(self, i: int):
+        """The ``i``-th value; in a column of several kinds of term, its text (without its class's letter)."""
+        from pyspark.sql import functions as F
+
+        v = F.col(value_column(i))
+        return F.substring(v, 2, 1 << 30) if i in self.typed else v
 
     def in_time_order(self) -> "AnswerFrame":
         """The same answers range-partitioned by their timestamp and sorted within each partition: written
@@ -81,7 +84,7 @@ class AnswerFrame:
         keys = [F.col(AT)] + [F.col(value_column(i)).cast("string") for i in range(len(self.columns))]
         parts = self.partitions or self.df.sparkSession.sparkContext.defaultParallelism
         return AnswerFrame(self.df.repartitionByRange(parts, F.col(AT)).sortWithinPartitions(*keys), self.columns,
-                           parts)
+                           parts, self.typed)
 
     def records(self):
         """A DataFrame ``(emitted_at string, binding struct)``: what Parquet part files hold."""
@@ -92,4 +95,34 @@ class AnswerFrame:
         from pyspark.sql import functions as F
 
         rec = F.struct(self.emitted_at().alias("emitted_at"), self.binding().alias("binding"))
-        return self.df.select(F.to_json(rec, {"ignoreNullFields": "false"}).alias("value"))
+        if not self.typed:
+            return self.df.select(F.to_json(rec, {"ignoreNullFields": "false"}).alias("value"))
+        # a column of several kinds of term: a number or a boolean is written as one, the rest as a string (the
+        # driver's sinks write them so: obda.model.terms.decode); the line is put together from its values' JSON
+        parts = [F.lit('{"emitted_at":'), _json(self.emitted_at()), F.lit(',"binding":{')]
+        for i, c in enumerate(self.columns):
+            parts.append(F.lit(("," if i else "") + json.dumps(c) + ":"))
+            parts.append(self._typed_json(i) if i in self.typed else _json(F.col(value_column(i))))
+        return self.df.select(F.concat(*parts, F.lit("}}")).alias("value"))
+
+    def _typed_json(self, i: int):
+        """The JSON of a value of a column of several kinds of term (:func:`obda.model.terms.decode`)."""
+        from pyspark.sql import functions as F
+
+        v, text = F.col(value_column(i)), self._text(i)
+        letter = F.substring(v, 1, 1)
+        raw = (((letter == LETTER["number"]) & text.rlike(_JSON_NUMBER))
+               | ((letter == LETTER["boolean"]) & text.isin("true", "false")))
+        return F.when(v.isNull(), F.lit("null")).when(raw, text).otherwise(_json(text))
+
+
+#: a JSON number (RFC 8259): what a number's text is written as, unquoted
+_JSON_NUMBER = r"^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+
+
+def _json(column):
+    """A column's value as JSON text (``null`` for NULL), as Spark's ``to_json`` writes it in a record."""
+    from pyspark.sql import functions as F
+
+    whole = F.to_json(F.struct(column.alias("v")), {"ignoreNullFields": "false"})  # {"v":<value>}, on one line
+    return F.regexp_extract(whole, r'^\{"v":(.*)\}$', 1)

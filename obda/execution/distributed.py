@@ -40,6 +40,7 @@ from obda.execution.query_engine import QueryEngine
 from obda.execution.scan import flag_column, key_column
 from obda.execution.spark_io import drop_view
 from obda.execution.statement import Joiner, Names, SqlRel, Statement, conjunction, quoted, small_frame
+from obda.model.terms import LETTER
 
 TS = "__ts"
 
@@ -284,10 +285,8 @@ class SparkForest:
                 continue
             count = j.count_expr()
             values = [value_column(k) for k in range(len(mf.member.items))]
-            text = self.forest.text_columns  # values of different kinds in different members: their text
             cols = ", ".join([f"{quoted(cur.ts)} AS {quoted(AT)}"] + [
-                f"{f'CAST({self._bind(st, it, nm)} AS STRING)' if k in text else self._bind(st, it, nm)} AS {quoted(v)}"
-                for k, (it, v) in enumerate(zip(mf.member.items, values))])
+                f"{self._value(st, mi, k, it, nm)} AS {quoted(v)}" for k, (it, v) in enumerate(zip(mf.member.items, values))])
             # a check tested on the answer reads its hidden items, which are then left out
             shown = ", ".join(quoted(c) for c in [AT] + values[:mf.member.visible])
             bag = count is not None and not self.forest.distinct
@@ -373,6 +372,19 @@ class SparkForest:
                 view = self._pasts[("window", k)] = self._view(small_frame(self.spark, keys + [AT], kept, None), f"window{k}")
                 sources.append(f"SELECT {cols} FROM {quoted(view)}")
             self._timed_answers[text] = st.add(f"c{k}_answers", " UNION ALL ".join(sources)) if sources else None
+
+    def _value(self, st: Statement, mi: int, k: int, item, nm: Names) -> str:
+        """Member ``mi``'s value of item ``k``: in a column of values of different kinds in different members
+        (:attr:`~obda.analysis.forest.model.Forest.text_columns`) its text, in an answer column of several kinds
+        of term (:attr:`QueryEngine.typed <obda.execution.query_engine.QueryEngine.typed>`) encoded with the class
+        of the member's term (:func:`obda.model.terms.encode`), as the local backend holds them."""
+        value = self._bind(st, item, nm)
+        if k in self.forest.text_columns:
+            value = f"CAST({value} AS STRING)"
+        cls = self.engine.typed.get(k, ())[mi:mi + 1]
+        if cls and cls[0] is not None and k < self.forest.members[mi].member.visible:
+            value = f"concat('{LETTER[cls[0]]}', CAST({value} AS STRING))"
+        return value
 
     @staticmethod
     def _bind(st: Statement, item, nm: Names) -> str:

@@ -26,6 +26,7 @@ from obda.execution.sinks import MemorySink, QuarantineSink, Sink, answer_lines
 from obda.execution.spark_io import table_format
 from obda.execution.query_state import QueryState
 from obda.execution.spark_query import DEFAULT_SPILL_BYTES, DRIVER_ANSWERS, SparkSteps, cut_files, spark_failure
+from obda.model.terms import decoded
 
 log = logging.getLogger("obda.execution")
 
@@ -115,7 +116,9 @@ class ContinuousQuery(QueryState, SparkSteps):
             )
         self.streams = [t.name for t in self.plan.stream_tables()]
         self._static_quarantine: list[dict] = []
-        self.engine = QueryEngine(self.plan, {})  # the static tables' rows: open() loads them
+        # the answer's columns of several kinds of term: held encoded, written each value as its kind (emit)
+        self.typed = plan.typed
+        self.engine = QueryEngine(self.plan, {}, self.typed)  # the static tables' rows: open() loads them
         watch = ConstraintWatch(self.plan) if self.plan.constraints else None
         self.runtime = Runtime(self.engine, self.streams, idle_timeout, clock, self.plan.views, watch)
         self.runtime.metrics.unbounded_members = risky
@@ -186,6 +189,8 @@ class ContinuousQuery(QueryState, SparkSteps):
 
     def emit(self, answers: list) -> None:
         """Answers of the executed (SPJ) query: to the sink, or to the aggregates of an aggregate query."""
+        if self.typed:  # values held with their kind of term (obda.model.terms), written each as its kind
+            answers = [Answer(a.emitted_at, decoded(a.values, self.typed), a.count) for a in answers]
         if self.aggregate is not None:
             self.aggregate.add(answers)
         else:
@@ -350,7 +355,8 @@ class ContinuousQuery(QueryState, SparkSteps):
                 from obda.execution.aggregate import sorted_by
 
                 at = {c: i for i, c in enumerate(self.plan.columns)}
-                answers = sorted_by(answers, self.order_by, lambda a, name: a.values[at[name]])
+                typed = frozenset(self.plan.columns[k] for k in self.typed)
+                answers = sorted_by(answers, self.order_by, lambda a, name: a.values[at[name]], typed)
             if self.cut != (None, 0):
                 answers = cut(answers, *self.cut)
             if self.ask and not answers:  # the ASK's one row: its pattern has no solution

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from obda.analysis.forest import Forest, MemberForest
-from obda.execution.answers import as_text
+from obda.model.terms import as_text, encode
 from obda.execution.check_windows import CheckWindows, Waiting
 from obda.execution.engine import MemberEngine, binder
 from obda.execution.relations import Counted
@@ -51,13 +51,16 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
     return out
 
 
-def _answer(mp: MemberForest, text_columns: frozenset[int], timed: dict[str, set],
+def _answer(mp: MemberForest, text_columns: frozenset[int], classes: dict[int, str | None], timed: dict[str, set],
             windows: "CheckWindows") -> Callable[[tuple], tuple | None]:
     """A member's output tuple → its answer tuple; None where a check tested on the answer (its terms hidden items
-    after the answer's columns) does not keep it.  ``timed``: the answers of the checks decided per timestamp, at
-    the timestamp being closed; ``windows``: those of the checks in a window of time (:meth:`QueryEngine.step`).
-    A member with a check decided later (rule A4, :class:`Waiting`) keeps the hidden items, for that check."""
-    bind = _texts(binder(mp.member.items, mp.out_attrs), text_columns)
+    after the answer's columns) does not keep it.  ``classes``: the class of the member's term in each answer
+    column of several kinds (:attr:`ExecutionPlan.typed <obda.analysis.execution_plan.ExecutionPlan.typed>`), whose
+    values it holds encoded (:func:`obda.model.terms.encode`).  ``timed``: the answers of the checks decided per
+    timestamp, at the timestamp being closed; ``windows``: those of the checks in a window of time
+    (:meth:`QueryEngine.step`).  A member with a check decided later (rule A4, :class:`Waiting`) keeps the hidden
+    items, for that check."""
+    bind = _typed(_texts(binder(mp.member.items, mp.out_attrs), text_columns), classes, mp.member.visible)
     checks, visible = [c for c in mp.member.checks if not c.waits], mp.member.visible
     if len(checks) < len(mp.member.checks):
         visible = len(mp.member.items)
@@ -89,6 +92,15 @@ def _texts(bind: Callable[[tuple], tuple], columns: frozenset[int]) -> Callable[
     return lambda values: tuple(as_text(v) if k in columns else v for k, v in enumerate(bind(values)))
 
 
+def _typed(bind: Callable[[tuple], tuple], classes: dict[int, str | None], visible: int) -> Callable[[tuple], tuple]:
+    """``bind`` with the answer's values in columns of several kinds of term encoded with the class of the
+    member's term there (the checks' hidden items, after ``visible``, are compared as they are)."""
+    classes = {k: c for k, c in classes.items() if c is not None and k < visible}
+    if not classes:
+        return bind
+    return lambda values: tuple(encode(classes[k], v) if k in classes else v for k, v in enumerate(bind(values)))
+
+
 def _ordered(tuples) -> list[tuple]:
     """Output tuples in a deterministic order: their natural order, by ``repr`` where values do not compare."""
     try:
@@ -100,10 +112,13 @@ def _ordered(tuples) -> list[tuple]:
 class QueryEngine:
     """All members of a query; union of their answers (DISTINCT: duplicates suppressed)."""
 
-    def __init__(self, plan: Forest, statics: dict[int, Counted]):
-        """``statics``: pipeline id -> counted rows of the static table alias."""
+    def __init__(self, plan: Forest, statics: dict[int, Counted], typed: dict[int, tuple] | None = None):
+        """``statics``: pipeline id -> counted rows of the static table alias; ``typed``: the answer's columns of
+        several kinds of term, with each member's class (:attr:`ExecutionPlan.typed
+        <obda.analysis.execution_plan.ExecutionPlan.typed>`; a check's engine has none)."""
         self.check_entries = 0  # the checks' answers held for the run (set when the query opens)
         self.plan = plan
+        self.typed = dict(typed or {})
         self.members = [MemberEngine(mp, {}) for mp in plan.members]
         # the checks decided in the answer's own timestamp (rule A2): their queries' engines, stepped with the
         # same rows, and their answers at the timestamp being closed
@@ -113,8 +128,9 @@ class QueryEngine:
         self.waiting = Waiting(plan)
         self._index = {id(mf): mi for mi, mf in enumerate(plan.members)}
         self.set_statics(statics)
-        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._timed_answers, self.windows)
-                         for m in self.members}
+        self._binders = {id(m.plan): _answer(m.plan, plan.text_columns, self._classes(i), self._timed_answers,
+                                             self.windows)
+                         for i, m in enumerate(self.members)}
         self.emitted: set[tuple] = set()
         self.static_done = False
         if plan.keyed_by_time:  # answers keyed by their own timestamp: none repeats an earlier closed one
@@ -123,8 +139,13 @@ class QueryEngine:
 
     def bind_checks(self, plan: Forest) -> None:
         """``plan``: this engine's plan with its checks' answers (:meth:`Forest.bind_checks`), tested on answers."""
-        for m, mf in zip(self.members, plan.members):
-            self._binders[id(m.plan)] = _answer(mf, plan.text_columns, self._timed_answers, self.windows)
+        for i, (m, mf) in enumerate(zip(self.members, plan.members)):
+            self._binders[id(m.plan)] = _answer(mf, plan.text_columns, self._classes(i), self._timed_answers,
+                                                self.windows)
+
+    def _classes(self, i: int) -> dict[int, str | None]:
+        """The class of member ``i``'s term in each answer column of several kinds."""
+        return {k: classes[i] for k, classes in self.typed.items()}
 
     def set_statics(self, statics: dict[int, Counted], joined: dict[int, Counted] | None = None) -> None:
         """``statics``: pipeline id -> counted rows of the static table alias (loaded when the query opens);

@@ -31,6 +31,8 @@ def fingerprint(plan: Forest, extra: str = "") -> str:
     h.update(repr(plan.distinct).encode())
     if plan.constraints:  # a declared bound, kind or key changed: the watches' state means something else
         h.update(repr(sorted(map(repr, plan.constraints))).encode())
+    if plan.typed_columns:  # answers of several kinds of term are held encoded (obda.model.terms)
+        h.update(repr(sorted(plan.typed_columns.items())).encode())
     for m in plan.members:
         h.update(m.member.sql.encode())
         for a, t in m.member.aliases:

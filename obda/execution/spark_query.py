@@ -370,7 +370,7 @@ class SparkSteps:
 
         obs = Observation("obda_answers")  # the write job counts them
         written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns,
-                                                   partitions))
+                                                   partitions, frozenset(self.engine.typed)))
         if isinstance(written, int):
             return written
         return int(obs.get.get("n", 0))

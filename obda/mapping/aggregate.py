@@ -28,8 +28,9 @@ from sqlglot import exp
 from obda.mapping._unfold_ir import arithmetic_sql
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.query import Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
+from obda.model.terms import NUMERIC, XSD, mixed, term_class, type_column
 
-__all__ = ["aggregate_select", "ordered_table"]
+__all__ = ["aggregate_select", "ordered_table", "typed_union"]
 
 _FUNCTIONS = {"count": exp.Count, "sum": exp.Sum, "avg": exp.Avg, "min": exp.Min, "max": exp.Max,
               "sample": exp.Min}
@@ -56,14 +57,37 @@ def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, w
     return ordered(sel, order_by)
 
 
+def typed_union(union: exp.Expression, terms: list[tuple], columns: tuple[str, ...]) -> tuple[exp.Expression,
+                                                                                            tuple[str, ...]]:
+    """``union`` (the unfolded members' SELECTs, in order) with a term-type column beside each answer column its
+    members give terms of several kinds (:mod:`obda.model.terms`): each member's SELECT gives it its term as a
+    constant.  ``terms``: the members' (:attr:`~obda.model.compilation.SqlMember.terms`).  Returns the SQL and
+    the typed columns."""
+    typed = tuple(c for k, c in enumerate(columns) if mixed(term_class(t[k]) for t in terms if len(t) > k))
+    if not typed:
+        return union, ()
+    selects, node = [], union
+    while isinstance(node, exp.Union):  # a left-deep chain (obda.mapping.unfold)
+        selects.append(node.expression)
+        node = node.this
+    selects.append(node)
+    for sel, member in zip(reversed(selects), terms):
+        for c in typed:
+            term = member[columns.index(c)]
+            value = exp.cast(exp.Null(), "VARCHAR") if term is None else exp.Literal.string(term)
+            sel.select(exp.alias_(value, type_column(c)), copy=False)
+    return union, typed
+
+
 def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...], limit: int | None = None,
-                  offset: int = 0, columns: tuple[str, ...] | None = None) -> exp.Select:
+                  offset: int = 0, columns: tuple[str, ...] | None = None, typed: tuple[str, ...] = ()) -> exp.Select:
     """The answer table of a query over static data only, ordered and cut:
-    ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``; ``columns``: the answer's, when ``union`` also
-    has hidden columns to order by."""
+    ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``; ``columns``: the answer's (and their term types'),
+    when ``union`` also has hidden columns to order by; ``typed``: the columns with a term-type column
+    (:func:`typed_union`), ordered in SPARQL's order of terms."""
     sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
     select = exp.select("*") if columns is None else exp.select(*(_column(c) for c in columns))
-    sel = ordered(select.from_(sub), order_by)
+    sel = ordered(select.from_(sub), order_by, typed)
     if limit is not None:
         sel = sel.limit(limit)
     if offset:
@@ -80,11 +104,34 @@ def ask_table(union: exp.Expression, column: str) -> exp.Select:
         exp.Subquery(this=one, alias=exp.TableAlias(this=exp.to_identifier(ALIAS))))
 
 
-def ordered(sel: exp.Select, order_by: tuple[tuple[str, bool], ...]) -> exp.Select:
-    """``sel ORDER BY …`` over its answer columns; SPARQL puts unbound values first, as ``NULLS FIRST`` does."""
+def ordered(sel: exp.Select, order_by: tuple[tuple[str, bool], ...], typed: tuple[str, ...] = ()) -> exp.Select:
+    """``sel ORDER BY …`` over its answer columns; SPARQL puts unbound values first, as ``NULLS FIRST`` does.  A
+    column of several kinds of term (``typed``) is ordered as SPARQL orders terms (§15.1): by its term type's class
+    (unbound, blank nodes, IRIs, numbers, booleans, other literals), then numbers by value, then by text."""
     if not order_by:
         return sel
-    return sel.order_by(*(exp.Ordered(this=exp.column(n), desc=d, nulls_first=not d) for n, d in order_by))
+    keys = []
+    for n, d in order_by:
+        if n in typed:
+            keys.extend(exp.Ordered(this=k, desc=d, nulls_first=not d) for k in _term_order(n))
+        keys.append(exp.Ordered(this=exp.column(n), desc=d, nulls_first=not d))
+    return sel.order_by(*keys)
+
+
+def _term_order(column: str) -> tuple[exp.Expression, exp.Expression]:
+    """The keys ordering a column of several kinds of term before its text: its class's rank, a number's value."""
+    t = exp.column(type_column(column))
+    numeric = exp.In(this=t, expressions=[exp.Literal.string(x) for x in sorted(NUMERIC)])
+    rank = exp.Case(ifs=[exp.If(this=exp.Is(this=exp.column(column), expression=exp.Null()), true=exp.Literal.number(0)),
+                         exp.If(this=exp.EQ(this=t.copy(), expression=exp.Literal.string("bnode")), true=exp.Literal.number(1)),
+                         exp.If(this=exp.EQ(this=t.copy(), expression=exp.Literal.string("iri")), true=exp.Literal.number(2)),
+                         exp.If(this=numeric, true=exp.Literal.number(3)),
+                         exp.If(this=exp.EQ(this=t.copy(), expression=exp.Literal.string(XSD + "boolean")),
+                                true=exp.Literal.number(4))],
+                    default=exp.Literal.number(5))
+    value = exp.Case(ifs=[exp.If(this=numeric.copy(), true=exp.TryCast(this=exp.column(column),
+                                                                        to=exp.DataType.build("DOUBLE")))])
+    return rank, value
 
 
 def _column(name: str) -> exp.Column:

@@ -281,7 +281,7 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
             keys[key] = len(built)
             built.append(b)
             budget.members(len(built))
-    members = tuple(SqlMember(budget.add(_select(b, False)), b.origin) for b in built)
+    members = tuple(SqlMember(budget.add(_select(b, False)), b.origin, _terms(b)) for b in built)
     if not members:
         whole: exp.Expression = _empty(query)
     elif len(members) == 1:
@@ -295,3 +295,10 @@ def _unfold(query: Query, rewritten: Sequence, mapping: Mapping, sources: Source
                   for v in query.projection)
     return Unfolding(members, whole, tuple(removed), tuple(v for v in views.by_text.values() if v.name in used),
                      checks.compiled(), kinds)
+
+
+def _terms(b: _Built) -> tuple[str | None, ...]:
+    """The term each answer column of a member holds (:attr:`SqlMember.terms`): ``bnode``, ``iri``, a literal's
+    datatype IRI or ``@tag``; None where the member does not bind it."""
+    kinds = [None if tv is None else term_kind(tv) for _, tv in b.bound]
+    return tuple(None if k is None else k[0] if k[0] != "literal" else k[1] for k in kinds)

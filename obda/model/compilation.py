@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from obda.model.dialects import sql_text
+from obda.model.terms import type_column
 from obda.model.query import CQ, Atom, Query
 
 
@@ -85,6 +86,9 @@ class SqlMember:
 
     select: exp.Select
     origin: MemberOrigin
+    # per answer column, the term the member gives it (a term map fixes its type): ``bnode``, ``iri``, a literal's
+    # datatype IRI or ``@tag``; None where the member does not bind it, or the SELECT was not unfolded by obda
+    terms: tuple[str | None, ...] = ()
 
     def sql(self, dialect: str = "spark", pretty: bool = False) -> str:
         return sql_text(self.select, dialect, pretty)
@@ -118,6 +122,10 @@ class Compilation:
     # the compilation of every check's pattern (OPTIONAL, MINUS, [NOT] EXISTS: obda.model.query.Exists), whose SQL
     # the members' ``[NOT] (…) IN (…)`` conditions read
     checks: tuple["Compilation", ...] = ()
+    # the answer columns whose members give them terms of several kinds: ``sql`` also has, beside each, its
+    # rows' term types (``<column>__type``: ``bnode``, ``iri``, a literal's datatype IRI or ``@tag``;
+    # obda.model.terms), and orders them as SPARQL orders terms
+    typed: tuple[str, ...] = ()
 
     def view(self, name: str):
         for v in self.views:
@@ -146,6 +154,7 @@ class Compilation:
             "query": self.query.text,
             "distinct": self.distinct,
             "columns": list(self.columns),
+            **({"term_types": {c: type_column(c) for c in self.typed}} if self.typed else {}),
             "rewritten": [str(cq) for cq in self.rewritten],
             "sql": self.to_sql(dialect),
             "members": [m.to_dict(dialect) for m in self.members],

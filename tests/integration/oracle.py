@@ -125,7 +125,29 @@ def run_oracle(closed, text: str, columns) -> Counter:
 
 
 def run_sql(con, sql: str) -> Counter:
-    return Counter(tuple(norm(v) for v in row) for row in con.execute(sql).fetchall())
+    return Counter(tuple(norm(v) for v in row) for row in sql_rows(con, sql))
+
+
+def sql_rows(con, sql: str) -> list[tuple]:
+    """The rows of obda's SQL, in order: where a column ``v`` has its term types beside it (``v__type``, a column
+    of several kinds of term: obda.model.terms), each value read as its term with rdflib, and no type column."""
+    result = con.execute(sql)
+    names = [d[0] for d in result.description]
+    kept = [(i, names.index(f"{n}__type") if f"{n}__type" in names else None)
+            for i, n in enumerate(names) if not (n.endswith("__type") and n[:-6] in names)]
+    return [tuple(term(row[i], None if t is None else row[t]) for i, t in kept) for row in result.fetchall()]
+
+
+def term(value, kind: str | None):
+    """A value of obda's SQL as the RDF term its term type says (``iri``, ``bnode``, a literal's datatype or
+    ``@tag``); the value itself without one."""
+    if value is None or kind is None or kind == "bnode":
+        return value
+    if kind == "iri":
+        return URIRef(value)
+    if kind.startswith("@"):
+        return Literal(value, lang=kind[1:] or None)
+    return Literal(value, datatype=URIRef(kind))
 
 
 def demo_database(project):

@@ -42,10 +42,6 @@ class Case:
     verdict: str
     size: int  # answers (with multiplicity) the oracle gives: the case must not be vacuous
     oracle_query: str = ""  # the query the oracle answers, where it differs (an equivalent the oracle reads alike)
-    # an answer column whose members give it values of different kinds (a variable predicate's objects: numbers
-    # and strings) holds their text, in the SQL and both executors (Forest.text_columns, docs/semantics.md): the
-    # oracle's typed values are compared as text
-    as_text: bool = False
     # rule A4: an answer waits until its check's window has closed, so the executors emit, by the end of the data,
     # the oracle's answers that pass this FILTER (those whose window ended by the last timestamp read)
     released: str = ""
@@ -112,8 +108,6 @@ def check_sql_and_local(world, case: Case, tmp_path: Path) -> None:
     want = _sorted(oracle.answers(case.oracle_text, list(comp.columns)), comp)
     assert sum(want.values()) == case.size, f"{case.id}: the oracle gives {sorted(want.items(), key=str)}"
     got = sql_bag(con, comp.to_sql("duckdb"))
-    if case.as_text:
-        want = _as_text(want)
     assert got == want, f"{case.id}: SQL (DuckDB)\n" + bag_diff(got, want)
     assert obda.analyze(comp, project.sources).verdict == case.verdict
     if case.changelog:
@@ -130,22 +124,8 @@ def check_spark(world, case: Case, tmp_path: Path, spark) -> None:
     project, _, oracle = world
     comp = project.compile(case.text)
     want = _sorted(case.executed_want(oracle, list(comp.columns)), comp)
-    if case.as_text:
-        want = _as_text(want)
     got = executed(project, comp, tmp_path, "spark", spark)
     assert got == want, f"{case.id}: Spark executor\n" + bag_diff(got, want)
-
-
-def _as_text(bag: Counter) -> Counter:
-    """Each value as the text an SQL cast gives it (an integral number without its fraction)."""
-    def text(v):
-        if isinstance(v, float) and v.is_integer():
-            return str(int(v))
-        return v if v is None else str(v)
-    out: Counter = Counter()
-    for row, n in bag.items():
-        out[tuple(text(v) for v in row)] += n
-    return out
 
 
 def _sorted(bag: Counter, comp) -> Counter:

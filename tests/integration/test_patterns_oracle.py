@@ -63,7 +63,7 @@ CASES = [
     Case("values_of_stream_iri", "SELECT ?a ?l WHERE { GRAPH ?t { ?a :level ?l } } VALUES ?a "
          "{ <http://example.org/mult/data/alarm/1> <http://example.org/mult/data/alarm/9> }", "bounded", 3),
     # --- a variable predicate: a bag union over the vocabulary, ?p bound to each term
-    Case("of_a_subject", f"SELECT ?p ?o WHERE {{ {P1} ?p ?o {VOCABULARY} }}", "bounded", 9, as_text=True),
+    Case("of_a_subject", f"SELECT ?p ?o WHERE {{ {P1} ?p ?o {VOCABULARY} }}", "bounded", 9),
     Case("to_an_object", f"SELECT ?s ?p WHERE {{ ?s ?p {D1} {VOCABULARY} }}", "bounded", 7),
     Case("every_predicate", f"SELECT DISTINCT ?p WHERE {{ ?s ?p ?o {VOCABULARY} }}", "bounded", 11),
     # a global COUNT(*) projects nothing from its pattern: its SQL members select a constant (SQL has no empty
@@ -76,8 +76,7 @@ CASES = [
     Case("filtered_on_the_predicate", "SELECT ?x ?o WHERE { ?x ?p ?o FILTER(?p = :worksIn) }", "bounded", 7),
     Case("literal_object", 'SELECT ?s ?p WHERE { ?s ?p "Research" }', "bounded", 1),
     Case("classes_of", f"SELECT ?x ?c WHERE {{ ?x a ?c FILTER(?c != <{OWL}Thing>) }}", "bounded", 29),
-    Case("in_graph", f"SELECT ?r ?p ?v WHERE {{ GRAPH ?t {{ ?r ?p ?v }} {VOCABULARY} }}", "bounded", 31,
-         as_text=True),
+    Case("in_graph", f"SELECT ?r ?p ?v WHERE {{ GRAPH ?t {{ ?r ?p ?v }} {VOCABULARY} }}", "bounded", 31),
     # --- subqueries (obda/query/subselect.py): the inner pattern inlined, its unprojected variables its own
     Case("subquery", "SELECT ?x ?d WHERE { ?x :age ?a { SELECT ?x ?d WHERE { ?x :worksIn ?d } } }", "bounded", 7),
     Case("subquery_keeps_duplicates", "SELECT ?x WHERE { { SELECT ?x WHERE { ?x :visited ?p } } }", "bounded", 5),

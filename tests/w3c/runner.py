@@ -322,7 +322,7 @@ def _n(norm, v):
 
 
 def run(test: W3CTest) -> Outcome:
-    from integration.oracle import norm
+    from integration.oracle import norm, sql_rows
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -346,7 +346,7 @@ def run(test: W3CTest) -> Outcome:
         if sorted(columns) != sorted(names):
             return Outcome(test, "failed", f"columns {columns} != {names}")
         order = [columns.index(n) for n in names]
-        rows = [tuple(_n(norm, row[i]) for i in order) for row in con.execute(sql).fetchall()]
+        rows = [tuple(_n(norm, row[i]) for i in order) for row in sql_rows(con, sql)]
         got = Counter(rows)
         if got != want:
             return Outcome(test, "failed", f"obda {sorted(got.items(), key=str)} != expected {sorted(want.items(), key=str)}")

@@ -28,16 +28,8 @@ SELECTED = {
     "expr-ops": {"ge-1", "le-1", "mul-1", "plus-1", "minus-1", "unplus-1", "unminus-1"},
     "regex": {"dawg-regex-001", "dawg-regex-002", "dawg-regex-003", "dawg-regex-004"},
 }
-# tests that fail for a reason obda states (docs/semantics.md): name -> why
-KNOWN = {
-    # the runner loads "1.0e0", "1.0" and "1" (xsd:double) into a DOUBLE column; R2RML's natural mapping of a
-    # column value writes its canonical lexical form (R2RML §10.2), so obda answers the same values (the right
-    # rows: datatype(?v) = xsd:double) under another lexical form than the test's data
-    "dawg-datatype-1": "a DOUBLE column keeps values, not lexical forms (R2RML natural mapping: canonical form)",
-    # ?s ?p ?o over a string and an integer property: the answer column holds numbers in one member and strings in
-    # another, so obda answers their text, "7" (Forest.text_columns, docs/semantics.md), where the test has 7
-    "if01": "an answer column of numbers and strings holds their text",
-}
+# tests that fail for a reason obda states (docs/semantics.md): name -> why; none today
+KNOWN: dict[str, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +58,10 @@ PASSING = {"abs01", "ceil01", "floor01", "round01", "ge-1", "le-1", "mul-1", "pl
            # that is an error in some members (an integer's REPLACE, CONCAT): unbound there, as SPARQL says
            "replace01", "replace02", "replace03", "concat02",
            # SELECT expressions over an OPTIONAL's variables and over one no pattern binds (COALESCE skips them)
-           "coalesce01"}
+           "coalesce01",
+           # a column of several kinds of term (an integer among strings; 1.0e0, 1.0, 1 of three datatypes): the
+           # compiled SQL holds each value's term type beside it (obda.model.terms)
+           "if01", "dawg-datatype-1"}
 
 
 def test_accepted_constructs_pass_their_tests(outcomes):

@@ -51,6 +51,9 @@ MODIFIERS = {
     # ORDER BY an expression, or a variable the SELECT does not project: hidden columns of the sorted table
     "dawg-sort-numbers", "dawg-sort-builtin", "sort-not-projected",
     "dawg-sort-7",  # integers and a float (xsd:float: a DOUBLE column) sorted by value
+    # a column of several kinds of term (a blank node, IRIs, literals): its term type beside it in the compiled
+    # SQL (obda.model.terms), sorted in SPARQL's order of terms, each value of its own kind
+    "dawg-sort-6", "dawg-sort-8", "projexp05",
     "limit-1", "limit-2", "limit-3", "limit-4", "offset-1", "offset-2", "offset-3", "offset-4", "slice-1",
     "slice-2", "slice-3", "slice-4", "slice-5",
     "agg01", "agg02", "agg03", "agg04", "agg05", "agg06", "agg07", "agg-sum-01", "agg-sum-02", "agg-avg-01",
@@ -87,15 +90,6 @@ KNOWN = {
     "parent2": "a variable that is not projected may be an anonymous individual (certain answers)",
     # owl:sameAs is outside OWL 2 QL: obda reads it as a property of the data, without equality reasoning
     "sparqldl-13": "owl:sameAs is not reasoned with (outside OWL 2 QL)",
-    # the sorted column holds a blank node, an IRI and a number: values of several kinds are their text
-    # (docs/semantics.md), so they sort and compare as text, not in SPARQL's order of terms
-    "dawg-sort-8": "an answer column of numbers and strings holds their text",
-    # IRIs and strings in one column: answer values are text (an IRI is its string in the answer lines), so they
-    # sort as text, where SPARQL puts every IRI before every literal (seen since the runner reads rs:index)
-    "dawg-sort-6": "a column of IRIs and strings sorts as text, not IRIs before literals",
-    # (?s ?p ?o) AS projected with the datatype of ?o: ?o holds an IRI in one member and an integer in another, so
-    # the column holds their text, "1" where the test has 1
-    "projexp05": "an answer column of numbers and strings holds their text",
     # the runner's tables hold an xsd:date as its text (runner.py types numbers, booleans and dateTimes only), so
     # obda answers the date's lexical form where the expected result has a date
     "temporal-proximity-by-exclusion-nex-1": "an xsd:date is held as its text by the runner's tables",

@@ -57,10 +57,11 @@ def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tu
         tree = source if isinstance(source, exp.Expression) else parse_sql(source, dialect=dialect)
         selects, distinct = _flatten_union(tree)
         columns = tuple(_item_name(e) for e in selects[0].expressions) if selects else ()
+    terms = [m.terms for m in source.members] if isinstance(source, Compilation) else [() for _ in selects]
     members: list[Member] = []
     for origin, sel in enumerate(selects):
         for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {})):
-            members.append(replace(m, index=len(members)))
+            members.append(replace(m, index=len(members), terms=terms[origin]))
     return tuple(members), distinct, columns
 
 

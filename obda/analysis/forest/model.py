@@ -31,6 +31,7 @@ from sqlglot import exp
 from obda.analysis.sql_reading import check_query, key_check
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.sources import ColumnType, Table
+from obda.model.terms import mixed, term_class
 
 FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
 
@@ -217,6 +218,9 @@ class Member:
     origin: int = 0  # index of the SELECT this member came from (before splitting ≤ / ≠ on timestamps)
     views: tuple[tuple[str, object], ...] = ()  # alias -> per-atom view (obda.mapping AtomView) it reads
     checks: tuple[OutputCheck, ...] = ()  # checks over several entries; their terms are hidden items at the end
+    # per answer column, the RDF term the member gives it (obda.model.compilation.SqlMember.terms); () when the
+    # member was read from SQL text
+    terms: tuple[str | None, ...] = ()
 
     @property
     def visible(self) -> int:
@@ -439,6 +443,23 @@ class Forest:
                 if kind is not None:
                     kinds.setdefault(k, set()).add(kind)
         return frozenset(k for k, found in kinds.items() if len(found) > 1)
+
+    @cached_property
+    def typed_columns(self) -> dict[int, tuple[str | None, ...]]:
+        """The answer columns whose members give them terms of several kinds (a number in one, a string or an IRI
+        in another: :mod:`obda.model.terms`), each with the class of every member's term (by member; None:
+        unbound there).  The executors hold those values with their class (:func:`obda.model.terms.encode`), so
+        that they stay distinct, are written each as its own kind and sort as SPARQL sorts terms.  None when a
+        member was read from SQL text, which says no terms."""
+        live = [m.member for m in self.members if not m.unsatisfiable]
+        if not live or any(not m.terms for m in live):
+            return {}
+        out = {}
+        for k in range(len(self.columns)):
+            classes = tuple(term_class(m.member.terms[k]) if k < len(m.member.terms) else None for m in self.members)
+            if mixed(c for c, m in zip(classes, self.members) if not m.unsatisfiable):
+                out[k] = classes
+        return out
 
     def bind_checks(self, values: dict[str, list[tuple]]) -> "Forest":
         """This plan with every check's subquery replaced by its answers (``values``, by the subquery's SQL text:
