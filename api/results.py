@@ -38,7 +38,7 @@ from pathlib import Path
 
 from api.store import Store
 from obda.execution import DirectorySink, Sink
-from obda.execution.directory_sink import DATA, CommittedBatch, committed_batches, read_part
+from obda.execution.committed_output import DATA, CommittedBatch, committed_batches, read_part
 
 #: part files whose answers a log keeps parsed (pages and SSE replays read them in order)
 CACHED_FILES = 8

@@ -247,7 +247,7 @@ def run_obda(spark, spec: dict, base: Path, out: Path) -> dict:
     t_end = time.perf_counter()
     m = q.metrics.to_dict()
     if DirectorySink is not None:
-        from obda.execution.directory_sink import committed_batches
+        from obda.execution.committed_output import committed_batches
 
         files = [str(p) for c in committed_batches(out) for p in c.paths()]
         committed = sum(c.lines for c in committed_batches(out))

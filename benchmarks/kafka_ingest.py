@@ -71,7 +71,7 @@ def run_case(args) -> None:
     """One measured run (a process of its own): prints one JSON line."""
     from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery
-    from obda.execution.directory_sink import committed_batches
+    from obda.execution.committed_output import committed_batches
     from obda.execution.directory_sink import DirectorySink
     from obda.model.sources import load_sources
 

@@ -69,6 +69,9 @@ class Typing(Arithmetic):
         if c is not None:
             return c
         if isinstance(node, exp.Cast) and isinstance(node.this, exp.Column):
+            a = self.column(node.this)  # a number widened to another number type (a cast to xsd:double): the
+            if node.to.is_type(*exp.DataType.NUMERIC_TYPES) and self._domain(a) == NUMERIC:  # same value
+                return a
             raise ctx.error(f"function CAST on a column in a condition ({_snippet(node)}) is outside the analysable class; compare the column itself", node)
         if isinstance(node, (exp.Subquery, exp.Select)):
             raise ctx.error("subquery in a condition is outside the analysable class", node)

@@ -43,7 +43,7 @@ from obda.mapping._unfold_terms import (  # noqa: F401  (term_kind, same_kind: r
 )
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
-from obda.model.query import XSD, Arithmetic, Call, Term
+from obda.model.query import CASTS, XSD, Arithmetic, Call, Term
 from obda.model.sources import ColumnType
 
 _DOUBLE = {XSD + "double", XSD + "float"}
@@ -330,7 +330,82 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         else:
             node = {"ABS": exp.Abs, "CEIL": exp.Ceil, "FLOOR": exp.Floor}[fn](this=arg)
         return _light(node), dt
+    if fn in CASTS.values():
+        return _cast(c, term, label)
     raise UnsupportedConstructError(fn, f"{label}: function {fn} is not supported")
+
+
+# the lexical forms a cast from a string reads (XML Schema's, without the spaces its whitespace facet drops)
+_INTEGER_TEXT = r"^[+-]?[0-9]+$"
+_DOUBLE_TEXT = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+_DECIMAL_TEXT = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$"
+
+
+def _cast(c: Call, term, label: str) -> tuple[Expr, str]:
+    """``xsd:integer(x)`` … ``xsd:string(x)`` (SPARQL 1.1 §17.5, XPath's casting rules): a number, a boolean or a
+    string whose lexical form is one of the target's is cast; any other value is a type error (unbound).  A number
+    to an integer drops its fraction (toward zero); a string is read only in the target's lexical form, with no
+    space around it."""
+    target = XSD + c.name[len("xsd:"):]
+    sql, dt = _value(c.args[0], term, label)
+    x = _sql(sql)
+    numeric, what = category(dt) == "numeric", f"{label}: {c}"
+
+    def when(cond: exp.Expression, value: exp.Expression) -> Expr:
+        return _light(exp.Case(ifs=[exp.If(this=cond, true=value)]))
+
+    def lexical(pattern: str) -> exp.Expression:
+        return exp.RegexpLike(this=x.copy(), expression=exp.Literal.string(pattern))
+
+    if dt == target or (target in _DOUBLE and dt in _DOUBLE):
+        return sql, target
+    if dt == _BOOLEAN and target != _STRING:  # true is 1, false 0
+        one, zero = (("1", "0") if target in (XSD + "integer", XSD + "decimal") else ("1.0", "0.0"))
+        if target == _BOOLEAN:
+            return sql, target
+        node = exp.Case(ifs=[exp.If(this=x, true=exp.Literal.number(one)),
+                             exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.number(zero))])
+        return _light(node if target not in _DOUBLE else exp.cast(node, "DOUBLE")), target
+    if target == XSD + "integer":
+        if numeric:  # toward zero
+            toward = exp.Case(ifs=[exp.If(this=exp.LT(this=x.copy(), expression=exp.Literal.number(0)),
+                                          true=exp.Ceil(this=x.copy()))], default=exp.Floor(this=x.copy()))
+            return _light(exp.cast(toward, "BIGINT")), target
+        if dt == _STRING:
+            return when(lexical(_INTEGER_TEXT), exp.cast(x.copy(), "BIGINT")), target
+    if target in _DOUBLE:
+        if numeric:
+            return _light(exp.cast(x, "DOUBLE")), target
+        if dt == _STRING:
+            return when(lexical(_DOUBLE_TEXT), exp.cast(x.copy(), "DOUBLE")), target
+    if target == XSD + "decimal":  # a double's or a decimal text's value, held as a double (about 15 digits)
+        if dt == XSD + "integer":
+            return sql, target
+        if numeric:
+            return _light(exp.cast(x, "DOUBLE")), target
+        if dt == _STRING:
+            return when(lexical(_DECIMAL_TEXT), exp.cast(x.copy(), "DOUBLE")), target
+    if target == _BOOLEAN:
+        if numeric:
+            return _light(exp.Paren(this=exp.NEQ(this=x, expression=exp.Literal.number(0)))), target
+        if dt == _STRING:
+            words = {v: exp.In(this=x.copy(), expressions=[exp.Literal.string(w) for w in ws])
+                     for v, ws in ((True, ("true", "1")), (False, ("false", "0")))}
+            return _light(exp.Case(ifs=[exp.If(this=words[v], true=exp.Boolean(this=v)) for v in (True, False)])), target
+    if target == _STRING:
+        if dt == "iri" or _lang(dt) is not None:  # an IRI's text; a tagged string's lexical form, untagged
+            return sql, target
+        if dt == XSD + "integer":
+            return _light(exp.cast(x, "VARCHAR")), target
+        if dt == _BOOLEAN:
+            return _light(exp.Case(ifs=[exp.If(this=x, true=exp.Literal.string("true")),
+                                        exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.string("false"))])), target
+    if numeric or dt == _STRING or dt == _BOOLEAN:  # a cast XPath allows, whose result obda does not compute
+        raise UnsupportedConstructError(c.name, f"{what}: casting a {dt} value to {target} is not supported (the "
+                                        "lexical form or the precision it gives differs between SQL engines); "
+                                        "integer, double, float, boolean and string casts of numbers, booleans and "
+                                        "strings are")
+    raise Unsat(f"{what}: a {dt} value cannot be cast to {target} (a type error)")
 
 
 def _term_kind(e, term, label: str) -> tuple[str, str | None, Expr | None]:

@@ -372,6 +372,9 @@ FUNCTIONS = {
     # a comparison or a connective as a value (IF's condition)
     "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "AND": None, "OR": None,
 }
+#: the XPath constructor functions (casts, SPARQL 1.1 §17.5) obda computes: the datatype IRI -> the function's name
+CASTS = {XSD + t: f"xsd:{t}" for t in ("integer", "decimal", "double", "float", "boolean", "string")}
+FUNCTIONS.update({name: 1 for name in CASTS.values()})
 
 
 def replacement_parts(text: str) -> tuple[str | int, ...] | None:

@@ -19,7 +19,7 @@ from typing import Callable
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Literal as RDFLiteral, URIRef, Variable
 
-from obda.model.query import XSD, Arithmetic, Call, Comparison, Literal, Term, is_computed, replacement_parts
+from obda.model.query import CASTS, XSD, Arithmetic, Call, Comparison, Literal, Term, is_computed, replacement_parts
 
 # rdflib's name of a builtin -> (obda's function name, its argument keys; "arg" of CONCAT is a list)
 _BUILTINS = {
@@ -62,7 +62,7 @@ _BUILTINS = {
 #: functions of a term's kind: its type, language tag and datatype are static per term map (folded when unfolded)
 TERM_TESTS = frozenset({"isIRI", "isLITERAL", "isBLANK", "isNUMERIC"})
 TIME_FUNCTIONS = frozenset({"YEAR", "MONTH", "DAY", "HOURS", "MINUTES", "SECONDS"})
-SUPPORTED = ", ".join(sorted({f for f, _ in _BUILTINS.values()}))
+SUPPORTED = ", ".join(sorted({f for f, _ in _BUILTINS.values()})) + ", the casts " + ", ".join(CASTS.values())
 TRUE = Literal("true", XSD + "boolean")
 FALSE = Literal("false", XSD + "boolean")
 
@@ -120,6 +120,11 @@ def computed(e, term: Callable[[Identifier], Term]):
                 return Call(fn, (condition_value(e["arg1"], term), computed(e["arg2"], term),
                                  computed(e["arg3"], term)))
             return Call(fn, tuple(computed(e[k], term) for k in keys))
+        if name == "Function" and str(e["iri"]) in CASTS:  # xsd:integer(?x) …: a cast (§17.5)
+            args = list(e.get("expr") or [])
+            if len(args) != 1 or e.get("distinct"):
+                raise FilterProblem("function call", f"the cast <{e['iri']}> takes one argument", Hint("callee"))
+            return Call(CASTS[str(e["iri"])], (computed(args[0], term),))
         if name == "UnaryNot":
             inner = unwrap(e["expr"])
             if is_boolean_call(inner):

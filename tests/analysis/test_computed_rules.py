@@ -54,6 +54,16 @@ def test_rule5_leaves_linear_one_column_conditions_exact(sources):
     assert [str(p) for p in m.predicates] == ["m1.B < 3"] and m.filters == ()
 
 
+def test_a_number_column_cast_to_double_is_the_column_in_a_condition(sources, verdicts):
+    """``xsd:double(?l) >= 2.5``: the cast of a number column keeps its value, so the atom is the column's own,
+    as exact as ``m1.B >= 2.5`` (an atom the criteria read, not a Rule 5 filter); a cast of a string is none."""
+    m = one(sources, "SELECT m1.A FROM S m1 WHERE CAST(m1.B AS DOUBLE) >= 2.5")
+    assert [str(p) for p in m.predicates] == [str(p) for p in one(sources, "SELECT m1.A FROM S m1 WHERE m1.B >= 2.5").predicates]
+    assert m.filters == ()
+    poly, naive, report = verdicts("SELECT DISTINCT m1.A FROM S m1 WHERE CAST(m1.B AS DOUBLE) < 3 AND m1.B > 0")
+    assert poly == naive == report.verdict
+
+
 # ---------------------------------------------------------------------------------------------- Rule 6
 
 def test_rule6_separation():

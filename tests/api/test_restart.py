@@ -14,7 +14,7 @@ import time
 import pytest
 
 from apikit import BOUNDED, answers, api_answers, make_workspace
-from obda.execution.directory_sink import read_committed
+from obda.execution.committed_output import read_committed
 from obda.project import Project
 from serverkit import EventSource, Server
 

@@ -23,7 +23,7 @@ from fastapi.testclient import TestClient
 from api import create_app
 from apikit import AUTH, PREFIX, answers, api_answers, make_workspace, settings_for
 from execution.test_sink_order import assert_in_order
-from obda.execution.directory_sink import iter_committed
+from obda.execution.committed_output import iter_committed
 from obda.project import Project
 from waiting import wait_for
 

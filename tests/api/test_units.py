@@ -35,7 +35,7 @@ ops = st.lists(
 def test_result_log_pages_like_a_bounded_list(tmp_path_factory, capacity, script):
     """Against a list model: committed answers only, numbered by position, the last ``capacity`` kept, and a
     restart after a crash between the flush and the commit (checkpoint written or not) repeats nothing."""
-    from obda.execution.directory_sink import committed_batches
+    from obda.execution.committed_output import committed_batches
 
     folder = tmp_path_factory.mktemp("results")
     log = ResultLog(capacity, directory=folder)

@@ -214,7 +214,7 @@ def query(project, kind: str, out: Path, ck: Path | None, backend: str = "local"
 
 
 def output(kind: str, out: Path) -> list[dict]:
-    from obda.execution.directory_sink import read_committed
+    from obda.execution.committed_output import read_committed
 
     if kind == "bag_join":
         return read_committed(out)

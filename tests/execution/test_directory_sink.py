@@ -14,7 +14,7 @@ from obda.execution import directory_sink as ds
 from obda.execution.answers import AnswerFrame
 from obda.execution.query_engine import Answer
 from obda.execution.rows import micros_to_iso
-from obda.execution.directory_sink import committed_batches, iter_committed, read_committed
+from obda.execution.committed_output import committed_batches, iter_committed, read_committed
 
 AT0 = 1_704_067_200_000_000  # 2024-01-01T00:00:00Z in µs
 

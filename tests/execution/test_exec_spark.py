@@ -267,7 +267,7 @@ def test_directory_sink_gets_the_answers_from_the_executors(spark, tmp_path, fmt
     """The Spark backend hands a directory sink a DataFrame (when answers are many: here forced with
     ``driver_answers = 0``): the same answers, counted in rows_out."""
     from obda.execution import DirectorySink
-    from obda.execution.directory_sink import read_committed
+    from obda.execution.committed_output import read_committed
 
     case = CASE["tree_static_bag"]
     src, rows = project(tmp_path, 5)
@@ -289,7 +289,7 @@ def test_directory_sink_gets_the_answers_from_the_executors(spark, tmp_path, fmt
 
 def _answers(q, tmp_path, out):
     """(emitted_at, binding) of each line a query wrote, as a multiset."""
-    from obda.execution.directory_sink import read_committed
+    from obda.execution.committed_output import read_committed
 
     recs = read_committed(out) if out.is_dir() else [json.loads(line) for line in out.read_text().splitlines()]
     return Counter((r["emitted_at"], tuple(r["binding"][c] for c in q.columns)) for r in recs)

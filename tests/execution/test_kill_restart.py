@@ -34,7 +34,7 @@ import pytest
 
 from faults.faultkit import check_log
 from execution.test_checkpoint_kinds import KINDS, QUERIES, assert_same_output, constraint_records, workspace
-from obda.execution.directory_sink import committed_batches, read_committed
+from obda.execution.committed_output import committed_batches, read_committed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -22,7 +22,7 @@ import pytest
 from execution.exec_harness import STATIC_R, Oracle, write_csv_batches, write_static
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, DirectorySink, JsonLinesSink
-from obda.execution.directory_sink import iter_committed, read_part
+from obda.execution.committed_output import iter_committed, read_part
 from obda.model.sources import Sources
 
 SOURCES = """

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from execution.test_checkpoint_kinds import QUERIES, workspace
-from obda.execution.directory_sink import committed_batches
+from obda.execution.committed_output import committed_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 #: two streams (maintenance, measurement) and a static table, bag semantics: a lost, late or repeated row of

@@ -7,7 +7,7 @@ that file again, repeating its answers; a changed digit in a part file is a wron
 a located refusal — a :class:`~obda.errors.CheckpointError` (`obda run`: exit code 2, the message names the
 file, no traceback, no resume hint: starting again from that state cannot succeed) — and nothing is written or
 served from the damaged state.  The checkpoint carries a SHA-256 of its pickle; each commit file the size,
-CRC-32 and line count of its parts and a CRC-32 of itself (obda/execution/checkpoint.py, directory_sink.py).
+CRC-32 and line count of its parts and a CRC-32 of itself (obda/execution/checkpoint.py, committed_output.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from faults.faultkit import command, fed
 from obda.cli import app
 from obda.errors import CheckpointError
 from obda.execution.checkpoint import TRAILER_MAGIC
-from obda.execution.directory_sink import DirectorySink, committed_batches, read_committed
+from obda.execution.committed_output import committed_batches, read_committed
+from obda.execution.directory_sink import DirectorySink
 
 runner = CliRunner()
 

@@ -22,7 +22,7 @@ from faults.faultkit import (BAG_JOIN, check_log, cli, command, commits, fed, fi
 from obda.errors import ExecutionError
 from obda.execution import DirectorySink, answer_lines, checkpoint
 from obda.execution.query_engine import Answer
-from obda.execution.directory_sink import read_committed
+from obda.execution.committed_output import read_committed
 from waiting import wait_for
 
 

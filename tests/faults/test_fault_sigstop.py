@@ -32,7 +32,7 @@ import time
 from api.feeder import _write
 from faults.faultkit import check_log, cli, command, fed, metrics_of, start, stop
 from obda.execution import checkpoint
-from obda.execution.directory_sink import read_committed
+from obda.execution.committed_output import read_committed
 from waiting import wait_for
 
 IDLE = 2.0  # seconds; a stop lasts longer

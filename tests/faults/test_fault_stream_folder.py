@@ -24,7 +24,7 @@ import pytest
 
 from faults.faultkit import check_log, checkpoint_mark, cli, command, fed, metrics_of, run, start, stop
 from obda.execution import checkpoint
-from obda.execution.directory_sink import read_committed
+from obda.execution.committed_output import read_committed
 from waiting import wait_for
 
 

@@ -24,7 +24,7 @@ import pytest
 
 from cluster import own_group_dying_with_parent, standalone_cluster
 from faults.faultkit import ROOT, check_log, cli, command, commits, fed
-from obda.execution.directory_sink import read_committed
+from obda.execution.committed_output import read_committed
 from waiting import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]

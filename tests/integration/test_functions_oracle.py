@@ -164,6 +164,27 @@ CASES = [
          "bounded", 9),
     Case("truth_value_of_a_reading", 'SELECT DISTINCT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(?v > 25 || !?v) }',
          "unbounded", 2),
+    # --- casts (XPath constructor functions, §17.5): numbers, booleans and strings in a target's lexical form
+    Case("cast_double_of_an_integer", "SELECT ?x ?d WHERE { ?x :age ?a BIND(xsd:double(?a) AS ?d) }", "bounded", 8),
+    Case("cast_integer_toward_zero", "SELECT ?x ?i WHERE { ?x :age ?a BIND(xsd:integer((34 - ?a) / 7) AS ?i) }",
+         "bounded", 8),
+    Case("cast_integer_of_a_text", "SELECT ?x WHERE { ?x :age ?a FILTER(xsd:integer(STR(?a)) = 34) }", "bounded", 1),
+    # a name is no integer's lexical form: an error, so ?i is unbound
+    Case("cast_integer_of_a_name_is_an_error", "SELECT ?x ?i WHERE { ?x :name ?n BIND(xsd:integer(?n) AS ?i) }",
+         "bounded", 13),
+    Case("cast_boolean_of_a_number", "SELECT ?x ?b WHERE { ?x :age ?a BIND(xsd:boolean(?a - 34) AS ?b) }",
+         "bounded", 8),
+    Case("cast_boolean_of_a_text", 'SELECT ?x ?b WHERE { ?x :age ?a BIND(xsd:boolean(IF(?a > 40, "true", "0")) AS ?b) }',
+         "bounded", 8),
+    Case("cast_string_of_an_iri_and_an_integer", "SELECT ?x ?s ?t WHERE { ?x :worksIn ?d ; :age ?a "
+         "BIND(xsd:string(?d) AS ?s) BIND(xsd:string(?a) AS ?t) }", "bounded", 7),
+    # a decimal text's value (held as a double); "34.5e0" is no decimal's lexical form: unbound
+    Case("cast_decimal_of_a_text", 'SELECT ?x ?d ?e WHERE { ?x :age ?a BIND(xsd:decimal(CONCAT(STR(?a), ".5")) AS ?d) '
+         'BIND(xsd:decimal(CONCAT(STR(?a), ".5e0")) AS ?e) }', "bounded", 8),
+    Case("cast_integer_in_graph", "SELECT ?r ?i WHERE { GRAPH ?t { ?r :value ?v } BIND(xsd:integer(?v / 3) AS ?i) }",
+         "bounded", 6),
+    Case("cast_double_of_a_level", "SELECT ?a WHERE { GRAPH ?t { ?a :level ?l } FILTER(xsd:double(?l) >= 2.5) }",
+         "bounded", 2),
 ]
 
 
@@ -290,3 +311,14 @@ def test_strbefore_of_a_language_tagged_literal_is_refused_with_the_way_out(worl
         with pytest.raises(UnsupportedConstructError, match=r"language-tagged.*apply STR") as info:
             project.compile(PREFIX + f'SELECT ?d ?s WHERE {{ ?d :label ?n BIND({fn}(?n, "e") AS ?s) }}')
         assert info.value.construct == "language-tagged literal"
+
+
+def test_casts_obda_does_not_compute_are_refused_with_the_reason(world):
+    """xsd:string of a decimal (its lexical form differs between SQL engines) and a cast to a type obda does not
+    cast to (xsd:dateTime): refused, the first naming the casts obda computes, the second located at the call."""
+    project, _, _ = world
+    with pytest.raises(UnsupportedConstructError, match=r"casting a .*#decimal value to .*#string is not supported"):
+        project.compile(PREFIX + "SELECT ?x ?s WHERE { ?x :age ?a BIND(xsd:string(?a / 2) AS ?s) }")
+    with pytest.raises(UnsupportedConstructError, match=r"function call <.*#dateTime> is not supported") as info:
+        project.compile(PREFIX + "SELECT ?x ?s WHERE { ?x :name ?n BIND(xsd:dateTime(?n) AS ?s) }")
+    assert info.value.location is not None and info.value.location.line is not None

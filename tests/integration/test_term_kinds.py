@@ -23,7 +23,7 @@ from integration.oracle import norm, sql_rows
 from integration.oracle_cases import FIXTURE, PREFIX, answer_records, executed
 from obda.analysis.execution_plan import plan_execution
 from obda.execution import ContinuousQuery, DirectorySink
-from obda.execution.directory_sink import read_committed
+from obda.execution.committed_output import read_committed
 from obda.model.terms import as_text
 
 VOCABULARY = "FILTER(?p != <http://www.w3.org/2002/07/owl#sameAs>)"

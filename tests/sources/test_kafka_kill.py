@@ -69,7 +69,7 @@ def runner(tmp: Path, *extra: str) -> subprocess.Popen:
 
 
 def kill_run(tmp: Path, tansu, seed: int, kills: int) -> tuple[Counter, Counter, int, int]:
-    from obda.execution.directory_sink import read_committed
+    from obda.execution.committed_output import read_committed
 
     rnd = random.Random(seed)
     topic = f"kill-{seed}"
