@@ -51,183 +51,17 @@ from __future__ import annotations
 
 import heapq
 import json
-import operator
 from dataclasses import dataclass
 from functools import reduce
 from decimal import Decimal
 from typing import Iterable
 
 from obda.analysis.aggregates import AggregatePlan
-from obda.model.query import OPS, Aggregate, Arithmetic, Literal, Comparison, Var
-from obda.model.terms import order_key
+from obda.execution.accumulators import HOLISTIC, arith, compare, initial, merge, number_of, reducer, update, value_of
 from obda.execution.query_engine import Answer
 from obda.execution.sinks import _json_scalar, micros_to_iso
-
-
-def _init(name: str):
-    if name in _HOLISTIC:
-        return {}
-    if name == "avg":
-        return [0, 0]
-    if name == "count":
-        return 0
-    return None
-
-
-def _update(name: str, acc, v, n: int):
-    """The accumulator of one aggregate after ``n`` occurrences of value ``v``."""
-    if name == "count":
-        return acc + n if v is not None else acc
-    if v is None:
-        return acc
-    if name == "sum":
-        return v * n if acc is None else acc + v * n
-    if name == "avg":
-        acc[0] += v * n
-        acc[1] += n
-        return acc
-    if name == "min":
-        return v if acc is None or v < acc else acc
-    if name == "max":
-        return v if acc is None or v > acc else acc
-    if name == "sample":  # some value of the group: the smallest, as SQL's MIN and every backend
-        return v if acc is None or v < acc else acc
-    acc[v] = acc.get(v, 0) + n  # count_distinct, median, group_concat: a count per value
-    return acc
-
-
-def _value(call: Aggregate, acc, sparql: bool = False):
-    """The value of aggregate ``call`` from its accumulator."""
-    name = call.function
-    if name == "avg":
-        return _mean(acc[0], acc[1], sparql)
-    if name == "sum" and acc is None and sparql:
-        return 0  # SPARQL: SUM of the empty (global) group is 0
-    if name == "count_distinct":
-        return len(acc)
-    if name in ("sum_distinct", "avg_distinct"):  # over the distinct values, in order (the same float sum always)
-        if not acc:
-            return 0 if sparql else None  # SPARQL: SUM and AVG of the empty (global) group are 0
-        total = reduce(operator.add, sorted(acc))
-        return total if name == "sum_distinct" else _mean(total, len(acc), sparql)
-    if name == "median":
-        if not acc:
-            return None
-        values = sorted(acc)
-        total = sum(acc.values())
-        lo, hi = _nth(values, acc, (total - 1) // 2), _nth(values, acc, total // 2)
-        return (lo + hi) / 2
-    if name.startswith("group_concat"):  # the strings in code-point order, as the SQL's ORDER BY (SPARQL: any order)
-        once = name.endswith("_distinct")
-        return call.separator.join(v for v in sorted(acc) for _ in range(1 if once else acc[v]))
-    return acc
-
-
-def _mean(total, n: int, sparql: bool):
-    """AVG: ``total / n``; of integers or decimals in SPARQL an exact decimal; of no value 0 (SPARQL) or None."""
-    if n == 0:
-        return 0 if sparql else None  # SPARQL: AVG of the empty (global) group is 0
-    if sparql and isinstance(total, (int, Decimal)):  # xsd:integer / xsd:decimal: an exact decimal
-        return Decimal(total) / Decimal(n)
-    return total / n
-
-
-def _reducer(name: str):
-    """How one aggregate's accumulators in every pane of a group combine into the group's accumulator over
-    the window: :func:`_init` folded with each pane's (sums, merged counts, the extreme), with Python's
-    builtins — a group's row is computed at every timestamp that changes it."""
-    if name == "count":
-        return sum
-    if name == "avg":
-        def mean_parts(accs):
-            total = n = 0
-            for a in accs:
-                total += a[0]
-                n += a[1]
-            return [total, n]
-        return mean_parts
-    if name in _HOLISTIC:
-        def counts(accs):
-            out: dict = {}
-            for a in accs:
-                for v, n in a.items():
-                    out[v] = out.get(v, 0) + n
-            return out
-        return counts
-    if name == "sum":
-        # folded from the first present value, as _combine does (sum() would start at 0: -0.0 became 0.0)
-        return lambda accs: reduce(operator.add, present) if (present := [a for a in accs if a is not None]) else None
-    pick = max if name == "max" else min  # min, sample: the smallest; the first of equal values, as _update keeps
-
-    def extreme(accs):
-        present = [a for a in accs if a is not None]
-        return pick(present) if present else None
-    return extreme
-
-
-def _nth(values: list, counts: dict, k: int):
-    for v in values:
-        k -= counts[v]
-        if k < 0:
-            return v
-    raise IndexError(k)
-
-
-def _merge(name: str, acc, p):
-    """The accumulator of one aggregate after merging a partial of the same function (see ``partial_frames``)."""
-    if name == "count":
-        return acc + p
-    if name == "avg":
-        if p[1]:
-            acc[0] += p[0]
-            acc[1] += p[1]
-        return acc
-    if p is None:
-        return acc
-    if name == "sum":
-        return p if acc is None else acc + p
-    return _update(name, acc, p, 1)  # min, max, sample
-
-
-_HOLISTIC = ("count_distinct", "median", "group_concat", "group_concat_distinct", "sum_distinct", "avg_distinct")
-
-
-def _number(lit: Literal):
-    """A numeric constant of a SPARQL expression as a Python number of its XSD type."""
-    local = lit.datatype.rsplit("#", 1)[-1]
-    if local in ("double", "float"):
-        return float(lit.lexical)
-    if local == "decimal":
-        return Decimal(lit.lexical)
-    return int(lit.lexical)
-
-
-def _arith(op: str, x, y):
-    """SPARQL numeric arithmetic (XPath op:numeric-*): an error (unbound, division by zero) is None."""
-    if x is None or y is None or isinstance(x, (str, bool)) or isinstance(y, (str, bool)):
-        return None
-    if isinstance(x, float) or isinstance(y, float):
-        x, y = float(x), float(y)
-    elif isinstance(x, Decimal) or isinstance(y, Decimal) or op == "/":
-        x, y = Decimal(x), Decimal(y)  # integer / integer is a decimal
-    if op == "+":
-        return x + y
-    if op == "-":
-        return x - y
-    if op == "*":
-        return x * y
-    if y == 0:
-        return None
-    return x / y
-
-
-def _compare(op: str, x, y):
-    if x is None or y is None:
-        return None
-    try:
-        return OPS[op](x, y)
-    except TypeError:  # incomparable values: a SPARQL type error
-        return None
+from obda.model.query import Aggregate, Arithmetic, Literal, Comparison, Var
+from obda.model.terms import order_key
 
 
 @dataclass(frozen=True)
@@ -274,7 +108,7 @@ class Aggregator:
         self._group_index = {v: i for i, v in enumerate(plan.group_by)}
         self._call_index = {c.call: j for j, c in enumerate(plan.calls)}
         self._groups = plan.groups
-        self._reducers = [(c.call, _reducer(c.function.name)) for c in plan.calls]
+        self._reducers = [(c.call, reducer(c.function.name)) for c in plan.calls]
         self._having = self._compiled(plan.having) if plan.having is not None else None
         self._items = [(it.name, self._compiled(it.expression)) for it in plan.items]
 
@@ -370,7 +204,7 @@ class Aggregator:
         aggs = []
         for c in self.plan.calls:
             name = c.function.name
-            if name in _HOLISTIC:
+            if name in HOLISTIC:
                 continue
             x = F.lit(1) if c.position is None else F.col(value_column(c.position))
             if name == "count":
@@ -386,7 +220,7 @@ class Aggregator:
         aggs = [a.alias(f"__p{i}") for i, a in enumerate(aggs or [F.count(F.lit(1))])]  # SUM and AVG may share a sum
         out = [("partial", answers.groupBy(*keys).agg(*aggs))]
         for j, c in enumerate(self.plan.calls):
-            if c.function.name in _HOLISTIC:
+            if c.function.name in HOLISTIC:
                 v = value_column(c.position)
                 out.append((("values", j), answers.where(F.col(v).isNotNull()).groupBy(*keys, v).count()))
         return out
@@ -403,24 +237,24 @@ class Aggregator:
         if kind == "answer":
             for j, c in enumerate(calls):
                 v = 1 if c.position is None else payload.values[c.position]
-                accs[j] = _update(c.function.name, accs[j], v, payload.count)
+                accs[j] = update(c.function.name, accs[j], v, payload.count)
             return
         g = self._groups
         if kind == "partial":
             parts = list(payload[g:])
             for j, c in enumerate(calls):
                 name = c.function.name
-                if name in _HOLISTIC:
+                if name in HOLISTIC:
                     continue
                 if name == "avg":
                     p, parts = (parts[0], parts[1]), parts[2:]
                 else:
                     p, parts = parts[0], parts[1:]
-                accs[j] = _merge(name, accs[j], p)
+                accs[j] = merge(name, accs[j], p)
             return
         j = kind[1]  # ("values", j): value, count
         value, n = payload[g], payload[g + 1]
-        accs[j] = _update(calls[j].function.name, accs[j], value, n)
+        accs[j] = update(calls[j].function.name, accs[j], value, n)
 
     def _compiled(self, e):
         """``e`` (a HAVING condition or a SELECT item's expression) as a function of a group's key and its
@@ -432,11 +266,11 @@ class Aggregator:
             j = self._call_index[e]
             return lambda key, values: values[j]
         if isinstance(e, Literal):
-            n = _number(e)
+            n = number_of(e)
             return lambda key, values: n
         if isinstance(e, (Arithmetic, Comparison)):
             op, left, right, f = e.op, self._compiled(e.left), self._compiled(e.right), (
-                _arith if isinstance(e, Arithmetic) else _compare)
+                arith if isinstance(e, Arithmetic) else compare)
             return lambda key, values: f(op, left(key, values), right(key, values))
         parts = [self._compiled(p) for p in e.parts]  # Connective: Kleene logic
         if e.op == "and":
@@ -457,13 +291,13 @@ class Aggregator:
         if not panes and plan.group_by:
             return None  # a window expired the group's last solution
         per_call = zip(*(panes or {None: self._fresh()}).values())  # each aggregate's accumulator in every pane
-        values = [_value(call, combine(accs), plan.sparql) for (call, combine), accs in zip(self._reducers, per_call)]
+        values = [value_of(call, combine(accs), plan.sparql) for (call, combine), accs in zip(self._reducers, per_call)]
         if self._having is not None and self._having(key, values) is not True:
             return None
         return {name: f(key, values) for name, f in self._items}
 
     def _fresh(self) -> list:
-        return [_init(c.function.name) for c in self.plan.calls]
+        return [initial(c.function.name) for c in self.plan.calls]
 
     def _schedule(self, key: tuple, ts: int) -> None:
         """Remember when the pane ``(key, ts)`` leaves the window (a heap: expiry costs what expires)."""

@@ -645,7 +645,7 @@ def test_the_spark_backend_consumes_by_the_key_as_the_local_one(spark, tmp_path)
 def test_departed_keys_live_in_generations_of_fixed_size():
     """A filter that kept every key would fill up and make every new key a violation; generations keep the
     memory and the false-positive rate fixed, and say since when keys are remembered."""
-    from obda.execution.constraints import Departed
+    from obda.execution.constraint_memory import Departed
 
     d = Departed(1 << 14)
     for i in range(2000):
