@@ -222,9 +222,10 @@ class Phases:
         setattr(owner, name, wrapped)
 
     def install(self):
-        from obda.execution import collect, microbatch, query, scan, spark_io
+        from obda.execution import collect, microbatch, query, query_state, scan, spark_io
 
-        for owner in (spark_io, query):  # shared.py imports it from spark_io at call time, query.py at import
+        # shared.py imports it from spark_io at call time, query_state.py (a query's listing) at import
+        for owner in (spark_io, query_state):
             self._patch(owner, "list_files", self._timed("listing", getattr(owner, "list_files")))
         self._patch(scan, "project_reads", self._timed("projection", scan.project_reads))
         self._patch(scan, "scan_stats", self._timed("stats job", scan.scan_stats))
