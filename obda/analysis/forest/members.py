@@ -17,7 +17,8 @@ from sqlglot.optimizer.simplify import simplify
 
 from obda.analysis import computed
 from obda.analysis.elements import Attr as EAttr
-from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem, OutputCheck
+from obda.analysis.forest.checks import OutputCheck
+from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
 from obda.analysis.sql_reading import (
     check_query,
     check_terms,

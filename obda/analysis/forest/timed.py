@@ -1,8 +1,8 @@
 """Checks decided per timestamp (docs/analysis.md, rules A2, A3): OPTIONAL, MINUS and [NOT] EXISTS over streams.
 
-A member's check whose query reads a stream (:attr:`OutputCheck.timed <obda.analysis.forest.model.OutputCheck>`)
+A member's check whose query reads a stream (:attr:`OutputCheck.timed <obda.analysis.forest.checks.OutputCheck>`)
 compares the member's answer with the answers of that query **in the answer's own timestamp** (A2) or, with an
-:attr:`~obda.analysis.forest.model.OutputCheck.window`, in a window of its past (A3: the query's answers of the
+:attr:`~obda.analysis.forest.checks.OutputCheck.window`, in a window of its past (A3: the query's answers of the
 window are kept).  The check is decided when the answer's timestamp closes:
 
 * the member is one unit (every stream row of an answer has the same timestamp ``T``: one node of its forest),
@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from obda.analysis.forest.model import Forest, MemberForest, OutputCheck, Pipeline, ViewDedupe
+from obda.analysis.forest.checks import OutputCheck
+from obda.analysis.forest.model import Forest, MemberForest, Pipeline, ViewDedupe
 from obda.errors import AnalysisError, Location
 
 ACROSS = ("is decided in one timestamp (rule A2, docs/analysis.md) or a window of its time (A3, A4): {why}; a "
