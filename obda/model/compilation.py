@@ -142,6 +142,14 @@ class Compilation:
         return self.query.columns
 
     @property
+    def column_terms(self) -> dict[str, tuple[str, ...]]:
+        """Per answer column, the RDF terms its members give it (:attr:`SqlMember.terms`: ``iri``, ``bnode``, a
+        literal's datatype IRI or ``@tag``), sorted: what a value of the SQL's column is, where the answer's JSON
+        value does not say it (a date is a string there)."""
+        return {c: tuple(sorted({m.terms[k] for m in self.members if len(m.terms) > k and m.terms[k] is not None}))
+                for k, c in enumerate(self.columns)}
+
+    @property
     def aggregation(self):
         """The query's :class:`~obda.model.query.Aggregation`, or None for an SPJ query."""
         return self.query.aggregation
@@ -155,6 +163,7 @@ class Compilation:
             "distinct": self.distinct,
             "columns": list(self.columns),
             **({"term_types": {c: type_column(c) for c in self.typed}} if self.typed else {}),
+            **({"column_terms": {c: list(t) for c, t in self.column_terms.items()}} if self.aggregation is None else {}),
             "rewritten": [str(cq) for cq in self.rewritten],
             "sql": self.to_sql(dialect),
             "members": [m.to_dict(dialect) for m in self.members],

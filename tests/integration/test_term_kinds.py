@@ -24,6 +24,7 @@ from integration.oracle_cases import FIXTURE, PREFIX, answer_records, executed
 from obda.analysis.execution_plan import plan_execution
 from obda.execution import ContinuousQuery, DirectorySink
 from obda.execution.committed_output import read_committed
+from obda.model.query import XSD
 from obda.model.terms import as_text
 
 VOCABULARY = "FILTER(?p != <http://www.w3.org/2002/07/owl#sameAs>)"
@@ -43,6 +44,7 @@ def test_the_compiled_sql_says_each_row_s_term_type(world):
     assert comp.typed == ("o",)
     assert "o__type" in comp.to_sql("duckdb")
     assert comp.to_dict()["term_types"] == {"o": "o__type"}
+    assert comp.column_terms == {"o": (XSD + "integer", XSD + "string")}
     want = oracle.answers(DISTINCT, ["o"])
     assert {34.0, "34"} <= {r[0] for r in want}, want
     assert sql_bag(con, comp.to_sql("duckdb")) == want

@@ -322,7 +322,7 @@ def _n(norm, v):
 
 
 def run(test: W3CTest) -> Outcome:
-    from integration.oracle import norm, sql_rows
+    from integration.oracle import norm, sql_rows, term
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
@@ -346,7 +346,11 @@ def run(test: W3CTest) -> Outcome:
         if sorted(columns) != sorted(names):
             return Outcome(test, "failed", f"columns {columns} != {names}")
         order = [columns.index(n) for n in names]
-        rows = [tuple(_n(norm, row[i]) for i in order) for row in sql_rows(con, sql)]
+        # a column of one kind of literal: its values as literals of that datatype (obda's SQL holds a date as its
+        # text, and so do its answers; the compilation says the column's datatype)
+        one = {i: kinds[0] for i, c in enumerate(columns) if c not in comp.typed and comp.query.aggregation is None
+               and len(kinds := comp.column_terms.get(c, ())) == 1 and kinds[0] not in ("iri", "bnode")}
+        rows = [tuple(_n(norm, term(row[i], one.get(i))) for i in order) for row in sql_rows(con, sql)]
         got = Counter(rows)
         if got != want:
             return Outcome(test, "failed", f"obda {sorted(got.items(), key=str)} != expected {sorted(want.items(), key=str)}")
