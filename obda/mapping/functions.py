@@ -163,11 +163,12 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         sql, dt = _value(c.args[0], term, label)
         if dt in ("iri", _STRING) or _lang(dt) is not None:
             return sql, _STRING
-        if dt == XSD + "integer":
-            return _light(exp.cast(_sql(sql), "VARCHAR")), _STRING
-        if dt in (_BOOLEAN, _DATETIME) or category(dt) == "numeric":
+        if dt in (XSD + "integer", _BOOLEAN):  # their canonical forms: xsd:string's cast
+            return _cast(Call("xsd:string", c.args), term, label)[0], _STRING
+        if dt == _DATETIME or category(dt) == "numeric":
             raise UnsupportedConstructError("STR", f"{label}: STR of a {dt} value is not supported (its lexical "
-                                            "form differs between SQL engines); STR of IRIs, strings and integers is")
+                                            "form differs between SQL engines); STR of IRIs, strings, integers and "
+                                            "booleans is")
         raise Unsat(f"{label}: STR of {c.args[0]} is a type error")
     if fn in ("LCASE", "UCASE"):  # the argument's kind (its language tag) is kept
         text, dt = _text(c.args[0], term, label, fn)

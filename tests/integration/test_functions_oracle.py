@@ -181,6 +181,8 @@ CASES = [
     # a decimal text's value (held as a double); "34.5e0" is no decimal's lexical form: unbound
     Case("cast_decimal_of_a_text", 'SELECT ?x ?d ?e WHERE { ?x :age ?a BIND(xsd:decimal(CONCAT(STR(?a), ".5")) AS ?d) '
          'BIND(xsd:decimal(CONCAT(STR(?a), ".5e0")) AS ?e) }', "bounded", 8),
+    Case("str_of_a_boolean", "SELECT ?x ?s WHERE { ?x :age ?a BIND(STR(IF(?a > 40, true, false)) AS ?s) }", "bounded",
+         8),
     Case("cast_integer_in_graph", "SELECT ?r ?i WHERE { GRAPH ?t { ?r :value ?v } BIND(xsd:integer(?v / 3) AS ?i) }",
          "bounded", 6),
     Case("cast_double_of_a_level", "SELECT ?a WHERE { GRAPH ?t { ?a :level ?l } FILTER(xsd:double(?l) >= 2.5) }",
