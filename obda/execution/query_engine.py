@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from obda.analysis.forest import Forest, MemberForest
-from obda.model.terms import as_text, encode
 from obda.execution.check_windows import CheckWindows, Waiting
 from obda.execution.engine import MemberEngine, binder
 from obda.execution.relations import Counted
+from obda.model.terms import as_text, encode
 
 
 @dataclass

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from obda.model.dialects import sql_text
-from obda.model.terms import type_column
 from obda.model.query import CQ, Atom, Query
+from obda.model.terms import type_column
 
 
 @dataclass(frozen=True)
