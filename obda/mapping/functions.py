@@ -401,11 +401,12 @@ def _cast(c: Call, term, label: str) -> tuple[Expr, str]:
         if dt == _BOOLEAN:
             return _light(exp.Case(ifs=[exp.If(this=x, true=exp.Literal.string("true")),
                                         exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.string("false"))])), target
-    if numeric or dt == _STRING or dt == _BOOLEAN:  # a cast XPath allows, whose result obda does not compute
+    if numeric or dt == _STRING or dt == _BOOLEAN or (dt == _DATETIME and target == _STRING):  # a cast XPath
+        # allows, whose result obda does not compute
         raise UnsupportedConstructError(c.name, f"{what}: casting a {dt} value to {target} is not supported (the "
                                         "lexical form or the precision it gives differs between SQL engines); "
-                                        "integer, double, float, boolean and string casts of numbers, booleans and "
-                                        "strings are")
+                                        "integer, decimal, double, float, boolean and string casts of numbers, "
+                                        "booleans and strings are")
     raise Unsat(f"{what}: a {dt} value cannot be cast to {target} (a type error)")
 
 
