@@ -36,6 +36,7 @@ from obda.model.mapping import TermType
 from obda.model.query import (CQ, IRI, NEGATE, XSD, Atom, Call, ClassAtom, Comparison, Literal, Query, Shifted, Term,
                               Var, is_computed)
 from obda.model.sources import ColumnType
+from obda.model.terms import INTEGER
 
 
 @dataclass
@@ -176,9 +177,6 @@ def _same_term_leaf(f: Comparison):
 
 
 _DOUBLE = {XSD + "double", XSD + "float"}
-_INTEGER_TYPES = {XSD + t for t in ("integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
-                                    "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
-                                    "unsignedShort", "unsignedByte")}
 
 
 def _bind_value(m: _Member, var: Var, e) -> TermValue:
@@ -214,7 +212,7 @@ def _bind_value(m: _Member, var: Var, e) -> TermValue:
         right, rt = number(x.right)
         if lt in _DOUBLE or rt in _DOUBLE:
             dt = XSD + "double"
-        elif x.op == "/" or lt not in _INTEGER_TYPES or rt not in _INTEGER_TYPES:
+        elif x.op == "/" or lt not in INTEGER or rt not in INTEGER:
             dt = XSD + "decimal"
         else:
             dt = XSD + "integer"

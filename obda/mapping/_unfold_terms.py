@@ -50,6 +50,7 @@ from obda.mapping.template_text import alphabet, can_contain, iso_text
 from obda.model.mapping import TermType
 from obda.model.query import XSD
 from obda.model.sources import ColumnType
+from obda.model.terms import NUMERIC
 
 RDF_LANGSTRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 
@@ -142,11 +143,6 @@ def make_parts(parts: list[Part]) -> tuple[Part, ...]:
 
 # ----------------------------------------------------------------------------- datatypes
 
-_INTEGER_TYPES = {
-    "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger", "negativeInteger",
-    "nonPositiveInteger", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte",
-}
-_NUMERIC_TYPES = _INTEGER_TYPES | {"decimal", "double", "float"}
 
 
 def category(datatype: str | None) -> str:
@@ -155,7 +151,7 @@ def category(datatype: str | None) -> str:
         return "string"
     if datatype.startswith(XSD):
         local = datatype[len(XSD):]
-        if local in _NUMERIC_TYPES:
+        if datatype in NUMERIC:
             return "numeric"
         if local == "boolean":
             return "boolean"

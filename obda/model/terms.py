@@ -21,10 +21,12 @@ from __future__ import annotations
 from decimal import Decimal
 
 from obda.model.query import XSD
-NUMERIC = frozenset(XSD + t for t in (
-    "integer", "decimal", "double", "float", "int", "long", "short", "byte", "nonNegativeInteger",
-    "nonPositiveInteger", "negativeInteger", "positiveInteger", "unsignedLong", "unsignedInt", "unsignedShort",
-    "unsignedByte"))
+
+#: the XSD datatypes of integers, and of numbers (SPARQL's numeric types and XSD's integer subtypes)
+INTEGER = frozenset(XSD + t for t in (
+    "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger", "negativeInteger",
+    "nonPositiveInteger", "unsignedLong", "unsignedInt", "unsignedShort", "unsignedByte"))
+NUMERIC = INTEGER | {XSD + "decimal", XSD + "double", XSD + "float"}
 
 #: a term class's letter, in SPARQL's order of terms: blank nodes, IRIs, then literals (numbers, booleans, the rest)
 LETTER = {"bnode": "1", "iri": "2", "number": "3", "boolean": "4", "literal": "5"}
