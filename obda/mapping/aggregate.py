@@ -28,7 +28,7 @@ from sqlglot import exp
 from obda.mapping._unfold_ir import arithmetic_sql
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.query import Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
-from obda.model.terms import NUMERIC, XSD, mixed, term_class, type_column
+from obda.model.terms import NUMERIC, XSD, mixed_columns, type_column
 
 __all__ = ["aggregate_select", "ordered_table", "typed_union"]
 
@@ -63,7 +63,7 @@ def typed_union(union: exp.Expression, terms: list[tuple], columns: tuple[str, .
     members give terms of several kinds (:mod:`obda.model.terms`): each member's SELECT gives it its term as a
     constant.  ``terms``: the members' (:attr:`~obda.model.compilation.SqlMember.terms`).  Returns the SQL and
     the typed columns."""
-    typed = tuple(c for k, c in enumerate(columns) if mixed(term_class(t[k]) for t in terms if len(t) > k))
+    typed = tuple(columns[k] for k in mixed_columns(terms, len(columns)))
     if not typed:
         return union, ()
     selects, node = [], union

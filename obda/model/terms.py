@@ -53,6 +53,12 @@ def mixed(classes) -> bool:
     return len({c for c in classes if c is not None}) > 1
 
 
+def mixed_columns(terms: list[tuple], n: int) -> list[int]:
+    """The columns (of ``n``) whose members' terms (``terms``: per member, a term type per column) are of several
+    classes: the typed columns of the compiled SQL and of the executors."""
+    return [k for k in range(n) if mixed(term_class(t[k]) for t in terms if len(t) > k)]
+
+
 def as_text(value) -> str | None:
     """A value as the text Spark's ``CAST(value AS STRING)`` and the SQL engines give it (``true``, ``34``,
     ``20.5``); unbound stays unbound."""

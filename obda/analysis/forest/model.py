@@ -29,7 +29,7 @@ from sqlglot import exp
 
 from obda.analysis.forest.checks import OutputCheck, bound_check
 from obda.model.sources import ColumnType, Table
-from obda.model.terms import mixed, term_class
+from obda.model.terms import mixed_columns, term_class
 
 FOREST = -1  # evaluation site "above every tree": roots are joined here, outputs projected here
 
@@ -334,12 +334,8 @@ class Forest:
         live = [m.member for m in self.members if not m.unsatisfiable]
         if not live or any(not m.terms for m in live):
             return {}
-        out = {}
-        for k in range(len(self.columns)):
-            classes = tuple(term_class(m.member.terms[k]) if k < len(m.member.terms) else None for m in self.members)
-            if mixed(c for c, m in zip(classes, self.members) if not m.unsatisfiable):
-                out[k] = classes
-        return out
+        return {k: tuple(term_class(m.member.terms[k]) if k < len(m.member.terms) else None for m in self.members)
+                for k in mixed_columns([m.terms for m in live], len(self.columns))}
 
     def bind_checks(self, values: dict[str, list[tuple]]) -> "Forest":
         """This plan with every check's subquery replaced by its answers (``values``, by the subquery's SQL text:
