@@ -33,8 +33,8 @@ from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
 from obda.mapping.functions import computed_value, same_kind, term_kind
 from obda.model.compilation import AtomSource, MemberOrigin
 from obda.model.mapping import TermType
-from obda.model.query import (CQ, IRI, NEGATE, XSD, Atom, Call, ClassAtom, Comparison, Literal, Query, Shifted, Term,
-                              Var, is_computed)
+from obda.model.query import (CQ, ERROR_PROPAGATING, IRI, NEGATE, XSD, Atom, Call, ClassAtom, Comparison, Literal,
+                              Query, Shifted, Term, Var, is_computed)
 from obda.model.sources import ColumnType
 from obda.model.terms import INTEGER
 
@@ -179,24 +179,25 @@ def _same_term_leaf(f: Comparison):
 _DOUBLE = {XSD + "double", XSD + "float"}
 
 
-def _bind_value(m: _Member, var: Var, e) -> TermValue:
+def _bind_value(m: _Member, var: Var, e, label: str | None = None) -> TermValue:
     """The value ``BIND(e AS var)`` gives: the bound term of a variable, or a number computed in SQL (a native
-    literal whose datatype follows SPARQL's numeric promotion: integer < decimal < double; ``/`` is decimal)."""
+    literal whose datatype follows SPARQL's numeric promotion: integer < decimal < double; ``/`` is decimal).
+    ``label``: how messages name it (an aggregate of an expression: the call the query wrote)."""
     if isinstance(e, Var):
         if e in m.errors:  # an error: this BIND's value is one too
             raise Unsat(m.errors[e])
         if e not in m.bound:
-            raise UnsupportedConstructError("BIND", f"BIND({e} AS {var}): {e} is not bound by the branch")
+            raise UnsupportedConstructError("BIND", f"{label or f'BIND({e} AS {var})'}: {e} is not bound by the branch")
         return m.bound[e]
     if isinstance(e, (IRI, Literal)) and not (isinstance(e, Literal) and category(e.datatype) == "numeric"):
         return _constant_value(e)  # BIND("text" AS ?v), BIND(<iri> AS ?v): the constant term
     if _has_call(e):  # a function: one typed SQL value (Unsat: an error for every row of the member)
         def term(t):
             if isinstance(t, Var):
-                return _bind_value(m, var, t)
-            return computed_value(t, term, f"BIND({e} AS {var})") if is_computed(t) else _constant_value(t)
+                return _bind_value(m, var, t, label)
+            return computed_value(t, term, label or f"BIND({e} AS {var})") if is_computed(t) else _constant_value(t)
 
-        return computed_value(e, term, f"BIND({e} AS {var})")
+        return computed_value(e, term, label or f"BIND({e} AS {var})")
 
     def number(x) -> tuple[Expr, str]:
         if isinstance(x, Literal):
@@ -205,8 +206,8 @@ def _bind_value(m: _Member, var: Var, e) -> TermValue:
             tv = m.bound.get(x)
             if tv is None or not tv.native or category(tv.datatype) != "numeric":
                 raise UnsupportedConstructError(
-                    "BIND", f"BIND(… AS {var}) computes with {x}, which is not a number column (a literal of a "
-                    "numeric datatype read from one column)")
+                    "BIND", f"{label or f'BIND(… AS {var})'} computes with {x}, which is not a number column (a "
+                    "literal of a numeric datatype read from one column)")
             return tv.parts[0].val.expr, tv.datatype  # type: ignore[union-attr]
         left, lt = number(x.left)
         right, rt = number(x.right)
@@ -253,9 +254,11 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     m = _Member(memo)
     for atom, _steps, a, kind in choice:
         _unfold_atom(m, atom, a, kind)
+    # an aggregate of an expression reads a variable a BIND computes (obda.query.aggregate_args): named as written
+    written = {c.argument: str(c) for c in query.aggregation.calls if c.written} if query.aggregation else {}
     for v, e in cq.binds:
         try:
-            m.bind(v, _bind_value(m, v, e))
+            m.bind(v, _bind_value(m, v, e, written.get(v)))
         except Unsat as why:  # SPARQL: a BIND whose value is an error leaves its variable unbound (NULL)
             if v in m.bound:  # a value the branch's variable must equal (a variable predicate's): no solution
                 raise
@@ -281,7 +284,7 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
             )
         bound.append((v.name, tv))
     if query.aggregation is not None:
-        _check_aggregated(query, m.bound)
+        _check_aggregated(query, m.bound, m.errors)
     all_steps = tuple(steps) + tuple(s for _, st, _, _ in choice for s in st)
     expanded = cq.with_atoms(atom for atom, _, _, _ in choice)
     conds = simplify(m.conds, m.exempt)
@@ -313,10 +316,18 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
     return _Built(entries, conds, bound, ren, origin, hidden)
 
 
-def _check_aggregated(query: Query, bound: dict) -> None:
+def _check_aggregated(query: Query, bound: dict, errors: dict) -> None:
     """SUM and AVG add numbers, GROUP_CONCAT concatenates simple strings (SPARQL 1.1 §18.5.1): an argument that a
-    member binds to another kind of term would make its group's value an error, and is refused."""
+    member binds to another kind of term would make its group's value an error, and is refused; so is one a BIND
+    makes an error for every solution of the member (``errors``: a type error), which all but COUNT and SAMPLE
+    would make the group's value (SQL's aggregates would skip it)."""
     for c in query.aggregation.calls:
+        if c.argument in errors and c.function in ERROR_PROPAGATING:
+            raise UnsupportedConstructError(
+                "aggregate of an error", f"{c}: {c.shown_argument} is an error for every solution of a UNION branch "
+                f"({errors[c.argument].removeprefix(f'{c}: ')}), and SPARQL makes the {c.function.split('_')[0].upper()} of a group an "
+                "error as soon as one of its solutions is; compute a value every solution has, or COUNT it",
+                c.location or query.location)
         tv = bound.get(c.argument) if c.argument is not None else None
         if tv is None:
             continue
@@ -325,20 +336,20 @@ def _check_aggregated(query: Query, bound: dict) -> None:
             if (kind, dt) == ("literal", XSD + "string"):
                 continue
             construct, needs = "GROUP_CONCAT of a non-string", "concatenates simple strings only"
-            fix = f"concatenate their text: BIND(STR({c.argument}) AS ?text) in the pattern, then GROUP_CONCAT(?text)"
+            fix = f"concatenate their text: GROUP_CONCAT(STR({c.shown_argument}))"
         elif c.function in ("sum", "avg", "sum_distinct", "avg_distinct"):
             if kind == "literal" and category(dt) == "numeric":
                 continue
             construct, needs = f"{c.function.split('_')[0].upper()} of a non-number", "adds numbers only"
             fix = (f"aggregate a variable every solution binds to a number (the UNION branch or the variable "
-                   f"predicate that binds {c.argument} to other terms is the one to leave out)")
+                   f"predicate that binds {c.shown_argument} to other terms is the one to leave out)")
         else:
             continue
         what = {"iri": "an IRI", "bnode": "a blank node"}.get(kind) or (
             f"a literal tagged {dt}" if dt.startswith("@") else f"an {dt.replace(XSD, 'xsd:')} literal")
         raise UnsupportedConstructError(
-            construct, f"{c}: {c.argument} is {what} in some solutions, and SPARQL {needs} (the group's value would "
-            f"be an error); {fix}", c.location or query.location)
+            construct, f"{c}: {c.shown_argument} is {what} in some solutions, and SPARQL {needs} (the group's value "
+            f"would be an error); {fix}", c.location or query.location)
 
 
 def _atom_source(atom: Atom, a, aliases: tuple[str, ...]) -> AtomSource:

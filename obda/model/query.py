@@ -311,6 +311,10 @@ class Exists:
 
 AGGREGATE_FUNCTIONS = ("count", "count_distinct", "sum", "avg", "min", "max", "sample", "median",  # median: SQL only
                        "group_concat", "group_concat_distinct", "sum_distinct", "avg_distinct")
+# the set functions whose value is an error as soon as one value of the group is (SPARQL 1.1 §18.5.1; COUNT skips
+# errors, SAMPLE picks a value): where a solution may leave their argument unbound, obda refuses them (SQL skips NULL)
+ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median", "group_concat", "group_concat_distinct", "sum_distinct",
+                     "avg_distinct")
 ARITHMETIC_OPS = ("+", "-", "*", "/")
 
 
@@ -329,12 +333,22 @@ class Aggregate:
     argument: Var | None = None
     separator: str = " "
     location: Location | None = field(default=None, compare=False, repr=False)
+    # an aggregate of an expression (``AVG(?v * 2)``) reads a fresh variable a BIND computes
+    # (obda.query.aggregate_args): the call and its expression as the query wrote them, for messages
+    written: tuple[str, str] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.function not in AGGREGATE_FUNCTIONS:
             raise ValueError(f"unknown aggregate function {self.function!r}")
 
+    @property
+    def shown_argument(self) -> str:
+        """The argument as the query wrote it: the variable, or the expression obda computes into one."""
+        return self.written[1] if self.written else str(self.argument)
+
     def __str__(self) -> str:
+        if self.written:
+            return self.written[0]
         if self.function in ("count_distinct", "sum_distinct", "avg_distinct"):
             return f"{self.function.split('_')[0].upper()}(DISTINCT {self.argument})"
         if self.function.startswith("group_concat"):

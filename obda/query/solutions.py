@@ -14,6 +14,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Literal as RDFLiteral, Variable
 
 from obda.model.query import (
+    ERROR_PROPAGATING,
     Aggregate,
     Aggregation,
     Arithmetic,
@@ -76,10 +77,12 @@ class Solutions(Located):
             if at is not None:  # ( … ), or a function's name and its ( … )
                 paren = at if self.ts[at].is_punct("(") else self.ts.find_punct("(", at)
                 end = self.ts.matching(paren) if paren is not None else at
+            hoisted = self.aggregate_args.get(new)  # an aggregate's expression (obda.query.aggregate_args)
             try:
                 value = computed(expr, self.term)
             except FilterProblem as p:
-                raise self.problem(p, at, end, "ORDER BY" if new in self.hidden else "SELECT") from None
+                clause = "ORDER BY" if new in self.hidden else "an aggregate's expression" if hoisted else "SELECT"
+                raise self.problem(p, at, end, clause) from None
             var = Var(new)
             out = []
             for b in branches:
@@ -88,6 +91,10 @@ class Solutions(Located):
                     raise self.unsupported("SELECT expression", f"(… AS {var}): {var} is already bound in the "
                                            "pattern; name the column with a new variable", at)
                 for v in value_variables(value):
+                    if v in self.time_vars and hoisted:
+                        raise self.unsupported("aggregate of time", f"{hoisted[0]} reads {v}, which is application "
+                                               "time (bound by GRAPH); aggregating timestamps is not supported",
+                                               self.ts.find_var(v.name, at, end + 1) if at is not None else at)
                     if v in self.time_vars:
                         raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which is application "
                                                "time", self.ts.find_var(v.name, at, end + 1) if at is not None else at)
@@ -272,7 +279,8 @@ class Solutions(Located):
             name = str(item["evar"])
             as_i = self.ts.find_var(name, sel, where_open)
             open_i = self._enclosing_paren(as_i, sel) or sel
-            expr = self._located_calls(self._value(item["expr"], open_i, as_i or open_i), open_i, as_i or open_i)
+            expr = self._with_written(self._located_calls(self._value(item["expr"], open_i, as_i or open_i), open_i,
+                                                          as_i or open_i))
             self._check_grouped(expr, group, open_i, as_i or open_i)
             if Var(name) in bound or Var(name) in self.time_vars or name in [i.name for i in items]:
                 raise self.unsupported("SELECT expression", f"(… AS ?{name}): ?{name} is already bound; name the "
@@ -294,34 +302,40 @@ class Solutions(Located):
                 parts = tuple(condition(c, self.term) for c in q.having.condition)
             except FilterProblem as p:
                 raise self.problem(p, at, end) from None
-            having = parts[0] if len(parts) == 1 else Connective("and", parts)
+            having = self._with_written(parts[0] if len(parts) == 1 else Connective("and", parts))
             self._check_grouped(having, group, at, end)
         aggregation = Aggregation(tuple(group), tuple(items), having)
         for c in aggregation.calls:
             if c.argument is None:
                 continue
-            at = self.ts.find_var(c.argument.name, sel)
+            shown, arg, hoisted = str(c), c.shown_argument, self.aggregate_args.get(c.argument.name)
+            at = hoisted[1] if hoisted else self.ts.find_var(c.argument.name, sel)
             if c.argument in self.time_vars:
                 raise self.unsupported("aggregate of time", f"{c}: {c.argument} is application time (bound by GRAPH); "
                                        "aggregating timestamps is not supported", at)
             missing = [k for k, b in enumerate(branches, 1) if c.argument not in b.term_vars()]
             erring = [k for k, b in enumerate(branches, 1) if c.argument in sometimes_unbound(b.binds)]
-            if erring and c.function in _ERROR_PROPAGATING:
+            if erring and c.function in ERROR_PROPAGATING:
                 raise self.unsupported(
                     "aggregate of a sometimes unbound variable",
-                    f"{c}: the expression that computes {c.argument} is an error for some of its values (a division "
-                    f"by zero leaves {c.argument} unbound), and SPARQL makes the "
-                    f"{c.function.removesuffix('_distinct').upper()} of a group an error (unbound) as soon as one of "
-                    f"its solutions leaves {c.argument} unbound; give it a value where it is an error "
-                    f"(BIND(COALESCE(…, 0) AS …)), or COUNT it", at)
-            if missing and c.function in _ERROR_PROPAGATING:
+                    f"{shown}: " + (f"{arg} is an error for some of its values (a division by zero), and SPARQL "
+                                    f"makes the {c.function.removesuffix('_distinct').upper()} of a group an error "
+                                    "(unbound) as soon as one of its solutions is; give it a value where it is an "
+                                    "error (COALESCE(…, 0)), or COUNT it" if hoisted else
+                                    f"the expression that computes {arg} is an error for some of its values (a "
+                                    f"division by zero leaves {arg} unbound), and SPARQL makes the "
+                                    f"{c.function.removesuffix('_distinct').upper()} of a group an error (unbound) as "
+                                    f"soon as one of its solutions leaves {arg} unbound; give it a value where it is "
+                                    "an error (BIND(COALESCE(…, 0) AS …)), or COUNT it"), at)
+            if missing and c.function in ERROR_PROPAGATING:
                 default = '""' if c.function.startswith("group_concat") else "0"
                 raise self.unsupported(
                     "aggregate of a sometimes unbound variable",
-                    f"{c}: UNION branch {missing[0]} of {len(branches)} leaves {c.argument} unbound, and SPARQL makes "
-                    f"the {c.function.removesuffix('_distinct').upper()} of a group an error (unbound) as soon as one "
-                    f"of its solutions leaves {c.argument} unbound; give it a value in every branch "
-                    f"(BIND(COALESCE({c.argument}, {default}) AS …)), or COUNT it", at)
+                    f"{shown}: UNION branch {missing[0]} of {len(branches)} leaves {arg} "
+                    f"{'without a value (a variable it reads is unbound there)' if hoisted else 'unbound'}, and "
+                    f"SPARQL makes the {c.function.removesuffix('_distinct').upper()} of a group an error (unbound) as "
+                    f"soon as one of its solutions does; give it a value in every branch (COALESCE({arg}, {default})), "
+                    "or COUNT it", at)
         return aggregation
 
     def _value(self, e, start: int, end: int):
@@ -393,12 +407,6 @@ def _order_condition(c) -> tuple[object, bool]:
     if isinstance(c, CompValue) and c.name == "OrderCondition":
         return unwrap(c["expr"]), c.get("order") == "DESC"
     return unwrap(c), False
-
-
-# aggregates whose value is an error once an argument is (SPARQL 1.1 §18.5.1, as pyoxigraph answers); COUNT and
-# SAMPLE skip errors
-_ERROR_PROPAGATING = ("sum", "avg", "min", "max", "median", "group_concat", "group_concat_distinct", "sum_distinct",
-                      "avg_distinct")
 
 
 def _ungrouped(e, group: list[Var]) -> list[Var]:

@@ -28,6 +28,7 @@ from obda.model.query import (
     value_variables,
 )
 from obda.query import tokens as tk
+from obda.query.aggregate_args import AggregateArguments
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes, unwrap
 from obda.query.functions import computed
 from obda.query.names import Names
@@ -46,7 +47,7 @@ _UNSUPPORTED_PARTS = {
 }
 
 
-class Converter(Names, NormalForms, Solutions, InlineData, AnyPredicate, Negation, Subqueries):
+class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, AnyPredicate, Negation, Subqueries):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
     def __init__(self, text: str, file: str | None, base: str | None, vocabulary=None):
@@ -62,6 +63,7 @@ class Converter(Names, NormalForms, Solutions, InlineData, AnyPredicate, Negatio
         self.select_binds: list[tuple[str, object, int | None]] = []  # SELECT (expression AS ?v) without aggregates
         self.hidden: set[str] = set()  # the columns of ORDER BY expressions (never answers)
         self.hidden_reads: dict[str, set[str]] = {}  # the variables each of them reads
+        self.aggregate_args: dict[str, tuple[str, int | None]] = {}  # AVG(?v * 2)'s fresh variable: (its text, token)
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
         self.taken: set[str] = set()
@@ -118,6 +120,7 @@ class Converter(Names, NormalForms, Solutions, InlineData, AnyPredicate, Negatio
         branches = self._rename(branches, renames)
         if aggregate:
             self._group_binds(q, where_close)
+            self._aggregate_binds(q, select_i, where_open, where_close)
         static_order = q.orderby and not aggregate and not ask  # a table's order: computed columns allowed
         keys = self._order_keys(q, where_close) if static_order else []
         branches = self._select_binds(branches, where_close)

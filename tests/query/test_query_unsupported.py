@@ -33,12 +33,13 @@ CASES = [
     ("MINUS", "SELECT ?x WHERE {\n  ?x a :C\n  ¦MINUS { GRAPH ?t { ?x a :D } }\n}"),
     ("NOT EXISTS", "SELECT ?x WHERE {\n  ?x a :C\n  FILTER(?x != :a && ¦NOT EXISTS { ?x a :D })\n}"),
     ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(?x != :a || ¦EXISTS { ?x a :D })\n}"),
-    ("GROUP_CONCAT of an expression", "SELECT ?x (¦GROUP_CONCAT(STR(?v)) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
+    ("aggregate in an aggregate", "SELECT ?x (¦SUM(AVG(?v) * 2) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("COUNT(DISTINCT *)", "SELECT ?x\n  (¦COUNT(DISTINCT *) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("GROUP BY expression", "SELECT (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n¦GROUP BY (?v + 1)"),
     ("ungrouped variable", "SELECT ¦?x WHERE { ?x :v ?v }\n  GROUP BY ?v"),
     ("ungrouped variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n  GROUP BY ?x HAVING (¦?v > 1)"),
-    ("SUM of an expression", "SELECT ?x (¦SUM(?v * 2) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
+    ("aggregate of time", "SELECT ?x (MAX(¦?t + \"PT1H\"^^xsd:dayTimeDuration) AS ?s) WHERE { GRAPH ?t { ?x :v ?v } } "
+                          "GROUP BY ?x"),
     ("GROUP BY time variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ?x ¦?t"),
     ("unselected grouping variable", "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ¦?x"),
     ("NOW()", "SELECT ?x ?v WHERE { GRAPH ?t { ?x :v ?v } GRAPH ?u { ?x :w ?w } "

@@ -320,6 +320,20 @@ def _constant(e: exp.Expression):
         return None
     if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal):
         return -_constant(e.this)
+    if isinstance(e, exp.Paren):
+        return _constant(e.this)
+    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):  # a computed value a BIND folded to constants
+        a, b = _constant(e.this), _constant(e.expression)
+        if a is None or b is None or (isinstance(e, exp.Div) and b == 0):  # SQL: NULL (the unfolder's NULLIF)
+            return None
+        return a + b if isinstance(e, exp.Add) else a - b if isinstance(e, exp.Sub) else a * b if isinstance(
+            e, exp.Mul) else a / b
+    if isinstance(e, (exp.Coalesce, exp.Nullif)):
+        values = [_constant(x) for x in (e.this, *e.expressions)] if isinstance(e, exp.Coalesce) else [
+            _constant(e.this), _constant(e.expression)]
+        if isinstance(e, exp.Nullif):
+            return None if values[0] == values[1] else values[0]
+        return next((v for v in values if v is not None), None)
     if isinstance(e, (exp.Cast, exp.TryCast)):
         v = _constant(unparen(e.this))
         to = e.to.this.name if hasattr(e.to.this, "name") else str(e.to.this)
