@@ -25,13 +25,13 @@ def _query(tmp_path, src, backend="local", **kw):
 
 
 def test_the_constructor_reads_nothing_and_starts_no_spark(tmp_path, monkeypatch):
-    from obda.execution import query as query_module
+    from obda.execution import query_inputs
 
     src = _files(tmp_path)
     (tmp_path / "ck").mkdir()
     (tmp_path / "ck" / "state.pkl").write_bytes(b"not a checkpoint")  # read by open(), not before
     read = []
-    monkeypatch.setattr(query_module, "read_records", lambda *a, **k: read.append(a) or [])
+    monkeypatch.setattr(query_inputs, "read_records", lambda *a, **k: read.append(a) or [])
     q = _query(tmp_path, src, backend="spark", checkpoint_dir=tmp_path / "ck")
     assert q._spark is None and not read
     assert q.describe()["members"]  # the plan is there
