@@ -228,6 +228,8 @@ class ContinuousQuery(QueryState, QueryInputs, SparkSteps):
         from (default: every unprocessed file listed now).  Returns the number of new files read.
         """
         self.open()
+        if self.decided:  # an ASK answered true: final, nothing left to read
+            return 0
         with self._lock:
             t0 = time.perf_counter()
             if self.backend == "spark":
@@ -270,6 +272,8 @@ class ContinuousQuery(QueryState, QueryInputs, SparkSteps):
         closed = self.runtime.closed_upto
         if newest is not None and closed is not None:  # (0 until a timestamp closes)
             m.app_lag_seconds = max(0, newest - closed) / 1e6
+        if self.ask and self.streams and m.rows_out:  # its one line, true, is out: the answer is final
+            m.decided = True
         sink_offset = self.sink.flush()
         q_offset = self.quarantine.flush()
         self.runtime.update_state_metrics(aggregate_entries=self.aggregate.size if self.aggregate is not None else 0)
@@ -286,6 +290,12 @@ class ContinuousQuery(QueryState, QueryInputs, SparkSteps):
 
             release_java_proxies()
         return sum(len(f) for f in new.values())
+
+    @property
+    def decided(self) -> bool:
+        """An ASK over streams that answered ``true``: its answer is final, so it reads no more files (its
+        checkpoint says so after a restart)."""
+        return self.runtime.metrics.decided
 
     def static_only(self) -> None:
         if not self.streams and not self.engine.static_done:

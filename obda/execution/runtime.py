@@ -70,6 +70,8 @@ class Metrics:
     app_lag_seconds: float = 0.0
     # opt-in shedding (obda.execution.shedding): rows and files dropped per stream, recent ranges; None: none
     shed: dict | None = None
+    # an ASK over streams that answered true: its answer is final, and the query reads nothing more
+    decided: bool = False
 
     @property
     def avg_batch_seconds(self) -> float:
@@ -109,6 +111,7 @@ class Metrics:
             **({"constraints": self.constraints, "constraint_violations": self.constraint_violations,
                 "incomplete_since": self.incomplete_since} if self.constraints else {}),
             **({"shed": self.shed, "incomplete_since": self.incomplete_since} if self.shed is not None else {}),
+            **({"decided": True} if self.decided else {}),
         }
 
     def observe_input(self, pending: dict[str, list[str]], taken: dict[str, list[str]], now: float | None = None) -> None:

@@ -105,7 +105,8 @@ class SharedScan:
             queries = list(self.queries.items())
             # a query that sheds drops files the others read: it lists, cuts and reads on its own, in this loop
             alone = {k for k, q in queries if q.backend != "spark" or getattr(q, "shedder", None) is not None}
-            spark_queries = [(k, q) for k, q in queries if k not in alone and not q.error]
+            # an ASK answered true reads nothing more (ContinuousQuery.decided)
+            spark_queries = [(k, q) for k, q in queries if k not in alone and not q.error and not q.decided]
             read = 0
             for key, q in queries:  # the local backend, shedding and failed queries do not share
                 if key in alone and q.error is None:
@@ -256,7 +257,7 @@ class SharedScan:
         n = 0
         while max_batches is None or n < max_batches:
             n += 1
-            if self.step(exhausted=True) == 0 and all(self.in_step(q) for q in self.queries.values()):
+            if self.step(exhausted=True) == 0 and all(self.in_step(q) or q.decided for q in self.queries.values()):
                 self.step(exhausted=True)
                 return
 
