@@ -22,18 +22,8 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Variable
 
 from obda.model.query import Aggregate, Arithmetic, Comparison, Connective
-from obda.query.expressions import aggregate_name, unwrap
+from obda.query.expressions import AGGREGATE_WORDS, aggregate_name, unwrap
 from obda.query.locations import Located
-
-_WORDS = {
-    "Aggregate_Count": "COUNT",
-    "Aggregate_Sum": "SUM",
-    "Aggregate_Avg": "AVG",
-    "Aggregate_Min": "MIN",
-    "Aggregate_Max": "MAX",
-    "Aggregate_Sample": "SAMPLE",
-    "Aggregate_GroupConcat": "GROUP_CONCAT",
-}
 
 
 class AggregateArguments(Located):
@@ -66,7 +56,7 @@ class AggregateArguments(Located):
             return
         if not isinstance(e, CompValue):
             return
-        word = _WORDS.get(e.name)
+        word = AGGREGATE_WORDS.get(e.name)
         if word is None:
             for v in e.values():
                 self._hoist(v, hoisted, cursor, stop)

@@ -35,7 +35,7 @@ _WRAPPERS = (
     "MultiplicativeExpression",
 )
 
-_AGGREGATES = {
+AGGREGATE_WORDS = {  # rdflib's aggregate node → its SPARQL name
     "Aggregate_Count": "COUNT",
     "Aggregate_Sum": "SUM",
     "Aggregate_Avg": "AVG",
@@ -115,8 +115,8 @@ def aggregate_name(e) -> str | None:
     """SPARQL name of the first aggregate inside expression ``e`` (depth-first), if any."""
     e = unwrap(e)
     if isinstance(e, CompValue):
-        if e.name in _AGGREGATES:
-            return _AGGREGATES[e.name]
+        if e.name in AGGREGATE_WORDS:
+            return AGGREGATE_WORDS[e.name]
         for v in e.values():
             for x in v if isinstance(v, list) else [v]:
                 found = aggregate_name(x)
@@ -188,8 +188,8 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
     """The FilterProblem describing why ``e`` is outside the supported fragment."""
     if isinstance(e, CompValue):
         name = e.name
-        if name in _AGGREGATES:
-            agg = _AGGREGATES[name]
+        if name in AGGREGATE_WORDS:
+            agg = AGGREGATE_WORDS[name]
             return FilterProblem(agg, f"aggregate {agg} is not supported (continuous queries have no grouping)", Hint("word", agg))
         if name == "Builtin_NOTEXISTS":
             return FilterProblem(
@@ -317,7 +317,7 @@ def value_expression(e, term: Callable[[Identifier], Term], aggregates: bool = T
     if isinstance(e, CompValue):
         name = e.name
         if name in _AGGREGATE_FUNCTION:
-            what = _AGGREGATES[name]
+            what = AGGREGATE_WORDS[name]
             if not aggregates:
                 raise FilterProblem(what, f"an aggregate inside an aggregate ({what}) is not allowed", Hint("word", what))
             function = _AGGREGATE_FUNCTION[name]
