@@ -158,7 +158,7 @@ def check_terms(check: exp.In | exp.Exists) -> exp.Expression | None:
 @dataclass(frozen=True)
 class WindowCheck:
     """``[NOT] EXISTS (SELECT 1 FROM (query) AS __w WHERE __w.c1 = t1 AND … AND __w.time op ts ± INTERVAL …)``,
-    what a check in a window of time unfolds into (rules A3–A6; :class:`obda.mapping._unfold_ir.KeyIn`), or
+    what a check in a window of time unfolds into (rules A3–A6; :class:`obda.mapping._unfold_checks.KeyIn`), or
     ``… FROM (query) AS __c WHERE __c.c1 = t1 AND … AND __c.ck op e …``, a check whose FILTER compares the query's
     columns after its keys with the member's terms (``compares``: ``(column position, op)``, each ``column op its
     term``): ``terms`` — the member's terms compared with the query's columns in order (its keys, then those of

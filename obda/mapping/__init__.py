@@ -1,9 +1,10 @@
 """R2RML mappings: parse (Turtle → model), validate (against ontology and sources), materialise (oracle)."""
 
+from obda.mapping.materialise import materialise
 from obda.mapping.parse import load_mapping, parse_mapping_text
+from obda.mapping.rdf_terms import graph_time, time_graph_iri
 from obda.mapping.sql import LogicalTableInfo, describe_logical_table
 from obda.mapping.validate import check_mapping, load_validated_mapping, validate_mapping
-from obda.mapping.materialise import graph_time, materialise, time_graph_iri
 
 __all__ = [
     "load_mapping",

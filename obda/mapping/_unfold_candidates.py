@@ -15,10 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from itertools import combinations
 
+from obda.mapping._unfold_compare import equal_terms
 from obda.mapping._unfold_instances import _Memo
 from obda.mapping._unfold_members import _Member, _not_null, _unfold_atom
 from obda.mapping._unfold_optimize import canonical_key, simplify
-from obda.mapping._unfold_terms import TermValue, Unsat, equal_terms
+from obda.mapping._unfold_terms import TermValue, Unsat
 from obda.mapping._unfold_views import (
     AtomView,
     Branch,

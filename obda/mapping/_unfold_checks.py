@@ -6,7 +6,7 @@ compilation (:class:`Checks`), and every member whose CQ carries it gets the con
 
     [NOT] (term of ?a, term of ?b, ...) IN (that query's SQL)
 
-over the member's terms for the shared variables (:class:`~obda.mapping._unfold_ir.KeyIn`).  The other pattern
+over the member's terms for the shared variables (:class:`KeyIn`).  The other pattern
 reads static tables (its answers do not change while the query runs; docs/analysis.md, rule A1) or, in the
 timestamp of the member's own stream rows, streams too (the parser checks the shared ``GRAPH ?t``; rule A2).  A pattern no mapping answers has no solution: NOT EXISTS is then always true (no
 condition) and EXISTS never (the member is unsatisfiable).
@@ -16,10 +16,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from sqlglot import exp
+
 from obda.errors import UnsupportedConstructError
-from obda.mapping._unfold_ir import Cmp, Col, KeyIn
-from obda.mapping._unfold_terms import (RDF_LANGSTRING, Slot, TermValue, Unsat, Val, compare_terms, projection_sql,
-                                        same_kind, term_kind, time_sql)
+from obda.mapping._unfold_compare import compare_terms, same_kind, term_kind
+from obda.mapping._unfold_ir import CMP_SQL, Cmp, Col, Expr, Template, join_templates
+from obda.mapping._unfold_terms import RDF_LANGSTRING, Slot, TermValue, Unsat, Val, projection_sql, time_sql
+from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
 from obda.model.query import COMPARE_ALIAS, WINDOW_ALIAS, Exists, Query
 
@@ -125,3 +128,68 @@ class Checks:
                 "part by part; compare literals, or IRIs with = and !=", check.location)
         return conds
 
+
+class KeyIn(Expr):
+    """``[NOT] (t1, ...) IN (subquery)``: a check (OPTIONAL's anti-join, MINUS, [NOT] EXISTS) of a member's terms
+    against another query's answers.  The subquery is that query's SQL with FROM aliases of its own: fixed text,
+    never renamed with the member's.  With a ``window`` (rules A3–A6: ``(op, bound)`` pairs, each ``query's last
+    column op bound``, a bound over the member's timestamp) it is the correlated
+    ``[NOT] EXISTS (SELECT 1 FROM (subquery) AS __w WHERE __w.c1 = t1 AND … AND __w.time op bound …)``; with
+    ``compares`` (conditions over ``__w``'s columns and the member's terms: a FILTER of the pattern reading the
+    answer's variables) too."""
+
+    __slots__ = ("terms", "negated", "query", "_qsql", "window", "compares")
+
+    def __init__(self, terms: tuple[Expr, ...], negated: bool, query: exp.Expression,
+                 window: tuple[tuple[str, Expr], ...] = (), compares: tuple[Expr, ...] = ()):
+        super().__init__()
+        self.terms, self.negated, self.query, self.window, self.compares = terms, negated, query, window, compares
+        self._qsql = query.sql()
+
+    def _template(self) -> Template:
+        if self.window or self.compares:
+            names = self.query.named_selects
+            alias = WINDOW_ALIAS if self.window else COMPARE_ALIAS
+            parts: list[Template] = [(f"{'NOT ' if self.negated else ''}EXISTS (SELECT 1 FROM ({self._qsql}) AS "
+                                      f"{alias} WHERE ",)]
+            conds = [(f"{alias}.{n} = ", t) for n, t in zip(names, self.terms)]
+            conds += [(f"{alias}.{names[-1]} {CMP_SQL[op]} ", b) for op, b in self.window]
+            conds += [("", c) for c in self.compares]  # over the same alias's columns
+            for i, (text, e) in enumerate(conds):
+                parts.append(((" AND " if i else "") + text,))
+                parts.append(e.template)
+            parts.append((")",))
+            return join_templates(*parts)
+        if not self.terms:
+            return ((f"NOT EXISTS ({self._qsql})" if self.negated else f"EXISTS ({self._qsql})"),)
+        parts: list[Template] = [("NOT (" if self.negated else "(",)]
+        for i, t in enumerate(self.terms):
+            if i:
+                parts.append((", ",))
+            parts.append(t.template)
+        parts.append((f") IN ({self._qsql})",))
+        return join_templates(*parts)
+
+    def _rename(self, ren):
+        return KeyIn(tuple(t.rename(ren) for t in self.terms), self.negated, self.query,
+                     tuple((op, b.rename(ren)) for op, b in self.window), tuple(c.rename(ren) for c in self.compares))
+
+    def to_sqlglot(self, amap=None):
+        terms = [t.to_sqlglot(amap) for t in self.terms]
+        if self.window or self.compares:
+            names = self.query.named_selects
+            alias = WINDOW_ALIAS if self.window else COMPARE_ALIAS
+            col = lambda n: exp.column(n, table=alias)  # noqa: E731
+            conds = [exp.EQ(this=col(n), expression=t) for n, t in zip(names, terms)]
+            conds += [COMPARISON_CLASSES[op](this=col(names[-1]), expression=b.to_sqlglot(amap)) for op, b in self.window]
+            conds += [c.to_sqlglot(amap) for c in self.compares]
+            inner = exp.select("1").from_(exp.Subquery(this=self.query.copy(), alias=exp.TableAlias(
+                this=exp.to_identifier(alias)))).where(exp.and_(*conds))
+            node = exp.Exists(this=inner)
+            return exp.Not(this=node) if self.negated else node
+        if not terms:  # no shared variable: whether the other query has an answer at all
+            node = exp.Exists(this=self.query.copy())
+            return exp.Not(this=node) if self.negated else node
+        this = terms[0] if len(terms) == 1 else exp.Tuple(expressions=terms)
+        node = exp.In(this=this, query=exp.Subquery(this=self.query.copy()))
+        return exp.Not(this=node) if self.negated else node

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from obda.mapping._unfold_assertions import Assertion
+from obda.mapping._unfold_compare import equal_terms
 from obda.mapping._unfold_ir import Expr
 from obda.mapping._unfold_optimize import make_cmp
 from obda.mapping._unfold_tables import FromEntry, TableInstance
-from obda.mapping._unfold_terms import NATURAL_DATATYPE, RDF_LANGSTRING, Slot, TermValue, Unsat, Val, equal_terms, make_parts
+from obda.mapping._unfold_terms import NATURAL_DATATYPE, RDF_LANGSTRING, Slot, TermValue, Unsat, Val, make_parts
 from obda.model.mapping import TermMap, TermMapKind, TermType, TriplesMap
 from obda.model.query import IRI, XSD, Literal, Term
 

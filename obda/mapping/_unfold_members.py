@@ -15,22 +15,15 @@ from sqlglot import exp
 
 from obda.errors import MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion
+from obda.mapping._unfold_compare import compare_terms, same_kind, term_kind
 from obda.mapping._unfold_instances import _constant_value, _Memo
-from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw, Seq, const
+from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw, Seq
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
+from obda.mapping._unfold_read import const
 from obda.mapping._unfold_tables import FromEntry
-from obda.mapping._unfold_terms import (
-    Slot,
-    TermValue,
-    Unsat,
-    Val,
-    category,
-    compare_terms,
-    projection_sql,
-    time_sql,
-)
+from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, projection_sql, time_sql
 from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
-from obda.mapping.functions import computed_value, same_kind, term_kind
+from obda.mapping.functions import computed_value
 from obda.model.compilation import AtomSource, MemberOrigin
 from obda.model.mapping import TermType
 from obda.model.query import (CQ, ERROR_PROPAGATING, IRI, NEGATE, XSD, Atom, Call, ClassAtom, Comparison, Literal,

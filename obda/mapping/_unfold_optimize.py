@@ -19,7 +19,8 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 
-from obda.mapping._unfold_ir import Cmp, Col, Expr, NotNull, constant_value, render, split_cmp
+from obda.mapping._unfold_ir import Cmp, Col, Expr, NotNull, render
+from obda.mapping._unfold_read import constant_value, split_cmp
 from obda.mapping._unfold_tables import FromEntry
 from obda.mapping._unfold_terms import Unsat
 from obda.model.unionfind import UnionFind

@@ -24,7 +24,8 @@ from sqlglot.optimizer.qualify import qualify
 from sqlglot.schema import MappingSchema
 
 from obda.errors import MappingError
-from obda.mapping._unfold_ir import Col, Expr, const, fast_copy, flatten_conjuncts, from_sqlglot, identifier
+from obda.mapping._unfold_ir import Col, Expr, fast_copy, identifier
+from obda.mapping._unfold_read import const, flatten_conjuncts, from_sqlglot
 from obda.mapping._unfold_terms import Val
 from obda.mapping.sql import LogicalTableInfo, describe_logical_table, sqlglot_schema, unquote_identifier
 from obda.model.mapping import LogicalTable, TermMap

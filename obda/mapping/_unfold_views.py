@@ -37,18 +37,11 @@ from typing import Sequence
 
 from sqlglot import exp
 
-from obda.mapping._unfold_ir import Col, Const, Expr, const, identifier, split_cmp
+from obda.mapping._unfold_compare import equal_terms
+from obda.mapping._unfold_ir import Col, Const, Expr, identifier
+from obda.mapping._unfold_read import const, split_cmp
 from obda.mapping._unfold_tables import FromEntry
-from obda.mapping._unfold_terms import (
-    Slot,
-    TermValue,
-    Unsat,
-    Val,
-    concat_sql,
-    equal_terms,
-    literal_sql,
-    projection_sql,
-)
+from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, concat_sql, literal_sql, projection_sql
 from obda.mapping.template_text import determined_parts
 from obda.model.mapping import TermType
 from obda.model.query import XSD, Atom, Var

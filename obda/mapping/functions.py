@@ -27,8 +27,10 @@ from typing import Callable
 from sqlglot import exp
 
 from obda.errors import UnsupportedConstructError
-from obda.mapping._unfold_ir import Arith, Expr, from_sqlglot
-from obda.mapping._unfold_terms import (  # noqa: F401  (term_kind, same_kind: re-exported)
+from obda.mapping._unfold_compare import same_kind, term_kind
+from obda.mapping._unfold_ir import Arith, Expr
+from obda.mapping._unfold_read import from_sqlglot
+from obda.mapping._unfold_terms import (
     RDF_LANGSTRING,
     Slot,
     TermValue,
@@ -38,8 +40,6 @@ from obda.mapping._unfold_terms import (  # noqa: F401  (term_kind, same_kind: r
     concat_sql,
     literal_sql,
     projection_sql,
-    same_kind,
-    term_kind,
 )
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType

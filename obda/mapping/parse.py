@@ -6,16 +6,13 @@ defaults (term types, shortcuts ``rr:subject``/``rr:predicate``/``rr:object``/
 subject map, one logical table, exactly one of constant/column/template, ...).
 Structural errors raise :class:`~obda.errors.MappingError` with file and line.
 
-rdflib keeps no source positions, so lines are recovered best-effort by
-scanning the Turtle text (:class:`_LineIndex`): the triples map's own name at
-the start of a statement, and inside its text region the line where a term
-map's template/column/constant or a predicate/class is written.
+rdflib keeps no source positions: lines are recovered best-effort from the Turtle text, and its syntax errors
+located, by :mod:`obda.mapping.turtle_text`.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
@@ -25,7 +22,7 @@ from rdflib.namespace import RDF
 from rdflib.term import Node
 
 from obda.errors import Location, MappingError
-from obda.model.sources import read_utf8
+from obda.mapping.turtle_text import LineIndex, lexical_error, literal_patterns, nesting_error, turtle_error
 from obda.model.mapping import (
     JoinCondition,
     LogicalTable,
@@ -39,32 +36,16 @@ from obda.model.mapping import (
     TriplesMap,
     parse_template,
 )
-from obda.query import tokens as tk
+from obda.model.sources import read_utf8
 
 RR = Namespace("http://www.w3.org/ns/r2rml#")
 DEFAULT_GRAPH = str(RR.defaultGraph)
 
 #: SQL version identifiers of R2RML §5.2 and the W3C list of identifiers
 #: (https://www.w3.org/2001/sw/wiki/RDB2RDF/SQL_Version_IRIs).
-KNOWN_SQL_VERSIONS = frozenset(
-    str(RR[n])
-    for n in (
-        "SQL2008",
-        "Oracle",
-        "MySQL",
-        "MSSQLServer",
-        "HSQLDB",
-        "PostgreSQL",
-        "DB2",
-        "Informix",
-        "Ingres",
-        "Progress",
-        "SybaseASE",
-        "SybaseSQLAnywhere",
-        "Virtuoso",
-        "Firebird",
-    )
-)
+KNOWN_SQL_VERSIONS = frozenset(str(RR[n]) for n in (
+    "SQL2008", "Oracle", "MySQL", "MSSQLServer", "HSQLDB", "PostgreSQL", "DB2", "Informix", "Ingres", "Progress",
+    "SybaseASE", "SybaseSQLAnywhere", "Virtuoso", "Firebird"))
 
 _TERM_TYPES = {RR.IRI: TermType.IRI, RR.BlankNode: TermType.BLANK_NODE, RR.Literal: TermType.LITERAL}
 
@@ -73,124 +54,13 @@ _TERM_TYPES = {RR.IRI: TermType.IRI, RR.BlankNode: TermType.BLANK_NODE, RR.Liter
 _LANG_TAG = re.compile(r"^(?:[A-Za-z]{2,3}(?:-[A-Za-z0-9]{1,8})*|[xXiI](?:-[A-Za-z0-9]{1,8})+)$")
 
 
-# --------------------------------------------------------------------------- lines
-
-
-class _LineIndex:
-    """Best-effort line numbers for nodes of one Turtle text."""
-
-    def __init__(self, text: str, file: str | None, base: str | None):
-        self.text = text
-        self.file = file
-        self._line_starts = [0] + [m.end() for m in re.finditer(r"\n", text)]
-        self.prefixes = {
-            m.group(1): m.group(2)
-            for m in re.finditer(r"(?im)^\s*@?prefix\s+([A-Za-z0-9_.\-]*):\s*<([^>]*)>", text)
-        }
-        m = re.search(r"(?im)^\s*@?base\s+<([^>]*)>", text)
-        self.base = base if base is not None else (m.group(1) if m else None)
-        self._regions: dict[str, tuple[int, int]] = {}
-        self._statement_starts: dict[str, int] | None = None
-
-    def line_of(self, offset: int) -> int:
-        return bisect_right(self._line_starts, offset)
-
-    def loc(self, offset: int | None) -> Location:
-        if offset is None:
-            return Location(self.file)
-        return Location(self.file, self.line_of(offset))
-
-    def spellings(self, node: Node) -> list[str]:
-        """The ways ``node`` may be written in Turtle (``<iri>``, ``<relative>``, ``prefix:local``)."""
-        if not isinstance(node, URIRef):
-            return []
-        iri = str(node)
-        out = [f"<{iri}>"]
-        if self.base and iri.startswith(self.base) and len(iri) > len(self.base):
-            out.append(f"<{iri[len(self.base):]}>")
-        for pfx, ns in self.prefixes.items():
-            if ns and iri.startswith(ns):
-                local = iri[len(ns) :]
-                if re.fullmatch(r"[A-Za-z0-9_\-.]*", local) and not local.endswith("."):
-                    out.append(f"{pfx}:{local}")
-        return out
-
-    def patterns(self, node: Node) -> list[str]:
-        """:meth:`spellings` as regexes (prefixed names must end at a name boundary)."""
-        return [
-            re.escape(s) if s.startswith("<") else re.escape(s) + r"(?![A-Za-z0-9_\-:])" for s in self.spellings(node)
-        ]
-
-    def statement_offset(self, node: Node) -> int | None:
-        """Offset where ``node`` starts a statement (first token of a line), else its first mention."""
-        if self._statement_starts is None:
-            self._statement_starts = {}
-            for m in re.finditer(r"(?m)^[ \t]*(<[^>\s]*>|[A-Za-z0-9_\-.]*:[A-Za-z0-9_\-.]*)", self.text):
-                self._statement_starts.setdefault(m.group(1), m.start(1))
-        found = [self._statement_starts[s] for s in self.spellings(node) if s in self._statement_starts]
-        if found:
-            return min(found)
-        pats = self.patterns(node)
-        m = re.search("|".join(pats), self.text) if pats else None
-        return m.start() if m else None
-
-    def set_regions(self, starts: dict[str, int]) -> None:
-        """Text regions of triples maps: from their start to the next one's."""
-        ordered = sorted(starts.items(), key=lambda kv: kv[1])
-        for i, (tm, off) in enumerate(ordered):
-            end = ordered[i + 1][1] if i + 1 < len(ordered) else len(self.text)
-            self._regions[tm] = (off, end)
-
-    def find_in(self, tm: str, patterns: Sequence[str], after: int | None = None) -> int | None:
-        """First offset in the region of ``tm`` matching one of the patterns."""
-        if tm not in self._regions or not patterns:
-            return None
-        start, end = self._regions[tm]
-        if after is not None and start <= after < end:
-            start = after
-        m = re.compile("|".join(f"(?:{p})" for p in patterns)).search(self.text, start, end)
-        return m.start() if m else None
-
-    def find_first(self, tm: str, groups: Sequence[Sequence[str]], after: int | None = None) -> int | None:
-        """Like :meth:`find_in`, trying the pattern groups in order (most specific first)."""
-        for g in groups:
-            off = self.find_in(tm, g, after)
-            if off is not None:
-                return off
-        return None
-
-
-def _quoted_patterns(value: str) -> list[str]:
-    """Regexes for a Turtle short string literal with lexical value ``value``."""
-    esc = value.replace("\\", "\\\\").replace('"', '\\"')
-    esc_sq = value.replace("\\", "\\\\").replace("'", "\\'")
-    return [re.escape(f'"{esc}"'), re.escape(f"'{esc_sq}'"), re.escape(f'"""{value}"""')]
-
-
-def _literal_patterns(value: str, prop: str | None = None) -> list[list[str]]:
-    """Pattern groups locating a string literal, most specific first.
-
-    ``rr:<prop> "value"``, then ``"value"`` anywhere, then (for long strings
-    written with triple quotes) the value's first non-blank line.
-    """
-    quoted = _quoted_patterns(value)
-    groups = []
-    if prop:
-        groups.append([rf"rr:{prop}\s*" + q for q in quoted])
-    groups.append(quoted)
-    first = value.strip().splitlines()[0] if value.strip() else ""
-    if first:
-        groups.append([re.escape(first.replace("\\", "\\\\"))])
-    return groups
-
-
 # --------------------------------------------------------------------------- reader
 
 
 class _Reader:
     """Turns the R2RML triples of one file into model objects."""
 
-    def __init__(self, graph: Graph, index: _LineIndex):
+    def __init__(self, graph: Graph, index: LineIndex):
         self.g = graph
         self.ix = index
         self.file = index.file
@@ -307,7 +177,7 @@ class _Reader:
             name = self._string(table, f"{what}: rr:tableName", off)
             if not name.strip():
                 raise self._err(f"{what}: empty rr:tableName", off)
-            off = self.ix.find_first(tm, _literal_patterns(name, "tableName")) or off
+            off = self.ix.find_first(tm, literal_patterns(name, "tableName")) or off
             return LogicalTable(table_name=name, sql_versions=tuple(versions), location=self.ix.loc(off))
         sql = self._string(query, f"{what}: rr:sqlQuery", off)
         if not sql.strip():
@@ -329,7 +199,7 @@ class _Reader:
             pats = self.ix.patterns(value)
             groups = [[rf"rr:{via}\s+(?:{'|'.join(pats)})"], pats] if pats else []
         else:
-            groups = _literal_patterns(str(value), via)
+            groups = literal_patterns(str(value), via)
         off = self.ix.find_first(tm, groups) if groups else None
         off = off if off is not None else tm_off
         if isinstance(value, BNode):
@@ -364,7 +234,7 @@ class _Reader:
             off = tm_off
         elif isinstance(anchor, Literal):
             prop = "column" if cols else "template" if tmpls else "constant"
-            off = self.ix.find_first(tm, _literal_patterns(str(anchor), prop))
+            off = self.ix.find_first(tm, literal_patterns(str(anchor), prop))
         else:
             pats = self.ix.patterns(anchor)
             off = self.ix.find_first(tm, [[rf"rr:constant\s+(?:{'|'.join(pats)})"], pats]) if pats else None
@@ -476,7 +346,7 @@ class _Reader:
             par = self._one(jc, RR.parent, f"{what}: join condition", off, required=True)
             c = self._string(child, f"{what}: rr:child", off)
             p = self._string(par, f"{what}: rr:parent", off)
-            j_off = self.ix.find_first(tm, _literal_patterns(c, "child")[:1], after=off)
+            j_off = self.ix.find_first(tm, literal_patterns(c, "child")[:1], after=off)
             conds.append(JoinCondition(c, p, location=self.ix.loc(j_off if j_off is not None else off)))
         parent_id = str(parent) if isinstance(parent, URIRef) else f"_:{parent}"
         return RefObjectMap(parent_id, tuple(conds), location=self.ix.loc(off))
@@ -489,103 +359,23 @@ def _short(iri: str) -> str:
 # --------------------------------------------------------------------------- API
 
 
-#: brackets ( [ { nested deeper than this are refused before rdflib parses: its Turtle parser recurses per level
-#: (about 7 Python frames a level), an R2RML mapping nests a few (a term map's [ ], a list's ( ))
-MAX_NESTING = 32
-
-
-def _lexical_error(text: str, file: str | None) -> MappingError | None:
-    """What rdflib would fail on without saying where, located: a character that is not Unicode text (a lone
-    surrogate), a variable (N3 and SPARQL have them, Turtle does not), brackets nested too deep."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        line = text.count("\n", 0, e.start) + 1
-        return MappingError(f"R2RML file is not valid Turtle: character U+{ord(text[e.start]):04X} is not Unicode "
-                            "text (a lone surrogate)", Location(file, line))
-    tokens = tk.tokenize(text)  # the SPARQL tokenizer: Turtle's strings, IRIs and comments are lexically the same
-    # a '?' outside strings, IRIs and comments starts a variable for rdflib (which then fails, saying nowhere where)
-    var = next((t for t in tokens if t.kind == "var" or t.is_punct("?")), None)
-    if var is not None:
-        return MappingError(f"R2RML file is not valid Turtle: {var.text!r} is a variable (N3 and SPARQL have them, "
-                            f"Turtle does not){_near(text, var.line, var.column)}", Location(file, var.line))
-    return _nesting_error(text, file, MAX_NESTING, tokens)
-
-
-def _nesting_error(text: str, file: str | None, limit: int = MAX_NESTING, tokens=None) -> MappingError | None:
-    """The error for brackets nested deeper than ``limit`` (with ``limit=0``: the deepest one), or None."""
-    tokens = tk.tokenize(text) if tokens is None else tokens
-    deep, level = (tk.too_deep(tokens, limit), limit + 1) if limit else tk.deepest(tokens)
-    if deep is None:
-        return None
-    what = (f"brackets nested more than {limit} deep are not supported" if limit else
-            "brackets nested too deeply to parse here (Python recursion limit)")
-    return MappingError(f"R2RML file is not valid Turtle: {what} (this '{deep.text}' opens level {level}"
-                        f"{_near(text, deep.line, deep.column)}); flatten the nesting", Location(file, deep.line))
-
-
 def _read_text(text: str, file: str | None, base: str | None) -> list[TriplesMap]:
     """Parse one Turtle text into triples maps (parents are not checked here)."""
-    early = _lexical_error(text, file)
+    early = lexical_error(text, file)
     if early is not None:  # e.g. rdflib would run out of Python stack: refused, located
         raise early
-    ix = _LineIndex(text, file, base)
+    ix = LineIndex(text, file, base)
     g = Graph()
     try:
         g.parse(data=text, format="turtle", publicID=base)
     except RecursionError:  # within the limit, but called with little stack left
-        raise _nesting_error(text, file, 0) or MappingError("R2RML file is nested too deeply to parse",
+        raise nesting_error(text, file, 0) or MappingError("R2RML file is nested too deeply to parse",
                                                             Location(file, 1)) from None
     except Exception as e:  # rdflib raises various parser exceptions
-        reason, line, _column = _turtle_error(e, text)  # the column is in the reason ("near '...'"); structural
+        reason, line, _column = turtle_error(e, text)  # the column is in the reason ("near '...'"); structural
         # errors of mappings are located by line only, and so are these
         raise MappingError(f"R2RML file is not valid Turtle: {reason}", Location(file, line)) from None
     return _Reader(g, ix).read_all()
-
-
-def _turtle_error(e: Exception, text: str) -> tuple[str, int | None, int | None]:
-    """rdflib's reason for a Turtle syntax error, with its line and (where known) column.
-
-    rdflib's ``BadSyntax`` keeps the reason in ``_why`` and the offending offset in
-    ``_i`` of the parsed text ``_str``; its ``str()`` is a multi-line excerpt whose
-    first line ("at line N of <>:") alone says nothing of what is wrong.
-    """
-    why = getattr(e, "_why", None)
-    if isinstance(why, str) and why.strip():
-        line = getattr(e, "lines", None)
-        line = line + 1 if isinstance(line, int) else None
-        column = None
-        raw, i = getattr(e, "_str", None), getattr(e, "_i", None)
-        if isinstance(raw, bytes) and isinstance(i, int) and 0 <= i <= len(raw):
-            try:
-                before = raw[:i].decode("utf-8")
-            except UnicodeDecodeError:
-                before = None
-            if before is not None and text.startswith(before):  # the offset is into this very text
-                line = before.count("\n") + 1
-                column = len(before) - (before.rfind("\n") + 1) + 1
-        reason = " ".join(why.split())
-        near = _near(text, line, column)
-        return (f"{reason}{near}", line, column)
-    if isinstance(e, IndexError):  # rdflib's Turtle parser runs off the end of an unfinished statement
-        return ("the file ends inside a statement (a missing '.', ']' or closing quote?)",
-                max(1, len(text.rstrip().splitlines())), None)
-    msg = " ".join(str(e).split()) or type(e).__name__
-    m = re.search(r"line (\d+)", msg)
-    return (msg, int(m.group(1)) if m else None, None)
-
-
-def _near(text: str, line: int | None, column: int | None) -> str:
-    """`` near 'token'``: the start of the text at the error position, for messages."""
-    if line is None or column is None:
-        return ""
-    lines = text.splitlines()
-    if not 1 <= line <= len(lines):
-        return ""
-    rest = lines[line - 1][column - 1:].strip()
-    if not rest:
-        return " at the end of the line"
-    return f" near {rest[:40]!r}"
 
 
 def _same_logical_table(a: LogicalTable, b: LogicalTable) -> bool:

@@ -70,10 +70,11 @@ from obda.mapping._unfold_candidates import (
     _Views,
 )
 from obda.mapping._unfold_checks import Checks
+from obda.mapping._unfold_compare import term_kind
 from obda.mapping._unfold_instances import _Memo
 from obda.mapping._unfold_members import _build, _Built, _select
 from obda.mapping._unfold_optimize import canonical_key
-from obda.mapping._unfold_terms import Unsat, term_kind
+from obda.mapping._unfold_terms import Unsat
 from obda.mapping._unfold_views import AtomView
 from obda.model.compilation import SqlMember
 from obda.model.mapping import Mapping
@@ -194,7 +195,7 @@ class Unfolding(NamedTuple):
     removed: tuple[str, ...]
     views: tuple[AtomView, ...]
     checks: tuple[tuple[Query, "Unfolding"], ...] = ()
-    # per answer column, the kinds of term (obda.mapping._unfold_terms.term_kind) the members give it
+    # per answer column, the kinds of term (obda.mapping._unfold_compare.term_kind) the members give it
     kinds: tuple[frozenset, ...] = ()
 
 

@@ -49,7 +49,7 @@ from rdflib import BNode, Dataset, Graph, Literal, URIRef
 from rdflib.namespace import XSD
 
 from obda.mapping import materialise
-from obda.mapping.materialise import time_graph_iri
+from obda.mapping.rdf_terms import time_graph_iri
 from obda.model.sources import ColumnType, Sources
 
 from duckdb_tables import load_csv_tables

@@ -24,7 +24,7 @@ import owlrl
 from rdflib import RDF, BNode, Graph, Literal, URIRef
 from rdflib.namespace import OWL, RDFS, XSD
 
-from obda.mapping.materialise import graph_time
+from obda.mapping.rdf_terms import graph_time
 
 AT = URIRef("urn:obda:at")
 _VOCAB_NS = (str(OWL), str(RDF), str(RDFS), str(XSD))

@@ -17,7 +17,7 @@ from rdflib.namespace import RDF, XSD
 
 from obda.errors import MappingError
 from obda.mapping import graph_time, materialise, parse_mapping_text, time_graph_iri
-from obda.mapping.materialise import canonical_decimal, canonical_double, iri_safe, natural_form
+from obda.mapping.rdf_terms import canonical_decimal, canonical_double, iri_safe, natural_form
 from obda.model.sources import Sources
 
 EX = "http://example.org/"

@@ -11,9 +11,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from obda.mapping._unfold_compare import equal_terms
 from obda.mapping._unfold_ir import Col
-from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, equal_terms, projection_sql
-from obda.mapping.materialise import natural_form
+from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, projection_sql
+from obda.mapping.rdf_terms import natural_form
 from obda.mapping.template_text import determined_parts, iso_text
 from obda.model.mapping import TermType
 from obda.model.sources import ColumnType as T

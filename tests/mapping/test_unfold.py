@@ -457,7 +457,7 @@ def test_duplicates_found_up_to_alias_renaming_and_order():
     assert sql(m1) != sql(m2)
 
     def key(m):
-        from obda.mapping._unfold_ir import from_sqlglot
+        from obda.mapping._unfold_read import from_sqlglot
         from obda.mapping._unfold_tables import FromEntry
 
         sel = m.select
@@ -612,7 +612,8 @@ def test_iri_and_literal_never_equal():
 
 # ----------------------------------------------------------------------------- template alignment (unit)
 
-from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, equal_terms  # noqa: E402
+from obda.mapping._unfold_compare import equal_terms  # noqa: E402
+from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val  # noqa: E402
 from obda.model.mapping import TermType  # noqa: E402
 from obda.model.sources import ColumnType  # noqa: E402
 

@@ -15,11 +15,11 @@ from rdflib import Literal as RDFLiteral
 from rdflib import URIRef
 
 from obda.mapping import materialise, parse_mapping_text, unfold
-from obda.mapping.materialise import TIME_GRAPH_PREFIX, graph_time
-from obda.rewrite import AtomAlternative
+from obda.mapping.rdf_terms import TIME_GRAPH_PREFIX, graph_time
 from obda.model.query import CQ, IRI, RDF_TYPE, XSD, ClassAtom, Comparison, Literal, PropertyAtom, Query, Var
 from obda.model.sources import parse_sources
 from obda.query import parse_query
+from obda.rewrite import AtomAlternative
 
 EX = "http://ex.org/"
 PREFIX = """

@@ -13,19 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlglot import exp
 
-from obda.mapping._unfold_ir import (
-    Cast,
-    Cmp,
-    Col,
-    Concat,
-    Encode,
-    NotAll,
-    NotNull,
-    const,
-    fast_copy,
-    flatten_conjuncts,
-    from_sqlglot,
-)
+from obda.mapping._unfold_ir import Cmp, Col, NotAll, NotNull, fast_copy
+from obda.mapping._unfold_read import const, flatten_conjuncts, from_sqlglot
+from obda.mapping._unfold_text import Cast, Concat, Encode
 
 ALIASES = ["m1", "m2", "m3"]
 names = st.sampled_from(["id", "wlbName", "my col", "1st", "Select", 'q"uote'])
