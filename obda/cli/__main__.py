@@ -1,0 +1,5 @@
+"""``python -m obda.cli``."""
+
+from obda.cli import main
+
+main()
