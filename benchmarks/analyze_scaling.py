@@ -28,7 +28,7 @@ from obda.analysis.criteria import check_polynomial  # noqa: E402
 from obda.analysis.naive import check_naive, count_ltos  # noqa: E402
 from obda.analysis.normal_form import from_sql  # noqa: E402
 from obda.analysis.preprocess import preprocess  # noqa: E402
-from obda.model.sources import parse_sources  # noqa: E402
+from obda.model.sources_file import parse_sources  # noqa: E402
 
 NAIVE_LTO_BUDGET = 3_000
 

@@ -73,7 +73,7 @@ def run_case(args) -> None:
     from obda.execution import ContinuousQuery
     from obda.execution.committed_output import committed_batches
     from obda.execution.directory_sink import DirectorySink
-    from obda.model.sources import load_sources
+    from obda.model.sources_file import load_sources
 
     sources = Path(args.sources)
     spark = None

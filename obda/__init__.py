@@ -16,7 +16,8 @@ materialise, unfold) → ``obda.analysis`` → ``obda.execution``.
 
 from obda.errors import ObdaError
 from obda.model.compilation import Compilation
-from obda.model.sources import Sources, load_sources
+from obda.model.sources import Sources
+from obda.model.sources_file import load_sources
 from obda.project import Project, validate_project
 
 __all__ = ["Project", "Compilation", "Sources", "load_sources", "analyze", "validate_project", "ObdaError"]

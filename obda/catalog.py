@@ -167,7 +167,7 @@ def _entry(p: Path, item, i: int, name: str, node, loc: Location, seen: set) -> 
 def check_entry(project, entry: CatalogEntry) -> CatalogResult:
     from obda.analysis import analyze_query
 
-    from obda.model.sources import parse_constraints
+    from obda.model.sources_file import parse_constraints
 
     t0 = time.perf_counter()
     if entry.problem is not None:

@@ -34,7 +34,8 @@ from obda.model.mapping import Mapping
 from obda.model.ontology import Ontology
 from obda.model.query import RDF_TYPE, ClassAtom, PropertyAtom, Query
 from obda.model.terms import type_column
-from obda.model.sources import Sources, load_sources
+from obda.model.sources import Sources
+from obda.model.sources_file import load_sources
 
 PROJECT_FILE = "project.yaml"
 ONTOLOGY_SUFFIXES = (".ttl", ".owl", ".rdf", ".owx", ".nt", ".xml")
@@ -255,7 +256,7 @@ class Project:
         )
 
     def compile_file(self, path: str | Path, max_members: int | None = None) -> Compilation:
-        from obda.model.sources import read_utf8
+        from obda.model.sources_file import read_utf8
 
         p = Path(path)
         text = read_utf8(p, "query file", QuerySyntaxError)  # not UTF-8: located at the bad byte, not a traceback

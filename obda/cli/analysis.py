@@ -112,7 +112,7 @@ def analyze(
       obda analyze --sql "SELECT m.value FROM maintenance e, measurement m WHERE e.ts < m.ts AND m.ts <= e.ts + INTERVAL '5' MINUTE" --sources demo/sources.yaml
     """
     from obda.analysis import analyze_query
-    from obda.model.sources import load_sources
+    from obda.model.sources_file import load_sources
 
     try:  # an aggregate query gets the report of Arasu §8.2 (obda.analysis.aggregates)
         if sql is not None:

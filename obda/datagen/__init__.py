@@ -9,16 +9,8 @@
 Same arguments and seed → the same rows and byte-identical files.
 """
 
-from obda.datagen.generator import (
-    DEFAULT_START,
-    DEFAULT_STEP,
-    Dataset,
-    GeneratorConfig,
-    TableRows,
-    format_timestamp,
-    generate_dataset,
-    generate_rows,
-)
+from obda.datagen.dataset import Dataset, TableRows, format_timestamp
+from obda.datagen.generator import DEFAULT_START, DEFAULT_STEP, GeneratorConfig, generate_dataset, generate_rows
 from obda.datagen.writer import (
     GeneratedData,
     GeneratedTable,

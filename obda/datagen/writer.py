@@ -24,16 +24,11 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
-from obda.datagen.generator import (
-    DEFAULT_START,
-    DEFAULT_STEP,
-    Dataset,
-    TableRows,
-    format_timestamp,
-    generate_rows,
-)
+from obda.datagen.dataset import Dataset, TableRows, format_timestamp
+from obda.datagen.generator import DEFAULT_START, DEFAULT_STEP, generate_rows
 from obda.errors import Location, ObdaError, SourcesError
-from obda.model.sources import Column, ColumnType, Sources, TableKind, load_sources
+from obda.model.sources import Column, ColumnType, Sources, TableKind
+from obda.model.sources_file import load_sources
 
 FORMATS = ("csv", "parquet")
 _EXT = {"csv": "csv", "parquet": "parquet"}

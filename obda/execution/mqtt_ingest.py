@@ -331,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     import sys
 
     from obda.errors import ObdaError
-    from obda.model.sources import load_sources
+    from obda.model.sources_file import load_sources
 
     ap = argparse.ArgumentParser(prog="python -m obda.execution.mqtt_ingest", description=main.__doc__)
     ap.add_argument("sources")

@@ -36,7 +36,7 @@ from obda.model.mapping import (
     TriplesMap,
     parse_template,
 )
-from obda.model.sources import read_utf8
+from obda.model.sources_file import read_utf8
 
 RR = Namespace("http://www.w3.org/ns/r2rml#")
 DEFAULT_GRAPH = str(RR.defaultGraph)

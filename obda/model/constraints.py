@@ -1,6 +1,6 @@
 """k-constraints on streams (Babu et al. 2004), in application time: what a sources file may declare.
 
-Declared under ``constraints:`` in the sources file (parsed by :mod:`obda.model.sources`)::
+Declared under ``constraints:`` in the sources file (parsed by :mod:`obda.model.sources_file`)::
 
     constraints:
       - name: alarm_near_reading

@@ -10,7 +10,7 @@ from obda.analysis.naive import check_naive
 from obda.analysis.normal_form import from_sql
 from obda.analysis.preprocess import preprocess
 from obda.analysis.report import combine
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 # Spec §7: streams S(A, B, C, τ1), T(D, E, τ2), U(F, τ3); Arasu's examples use the same names
 # (his streams have no application time: the timestamps exist but the queries never compare them).

@@ -21,7 +21,7 @@ from obda.analysis.criteria import check_polynomial
 from obda.analysis.naive import check_naive
 from obda.analysis.normal_form import from_sql
 from obda.analysis.preprocess import preprocess
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 SOURCES = parse_sources("""
 tables:

@@ -27,7 +27,7 @@ from obda.analysis.forest.consumed import keyed_consumption
 from obda.analysis.forest.pipelines import row_pipelines
 from obda.analysis.forest.sites import place_conditions, place_statics
 from obda.analysis.forest.units import merge_synchronous
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 SOURCES_TEXT = """tables:
   s: {kind: stream, timestamp: ts, columns: {a: integer, b: integer, ts: timestamp}}
@@ -64,7 +64,7 @@ def test_order_expiry_drops_entries_below_the_parents_value_watermark():
     attribute equated with t.d is dead below t's watermark; none without the equality, none for DISTINCT."""
     from dataclasses import replace
 
-    from obda.model.sources import parse_constraints
+    from obda.model.sources_file import parse_constraints
     import yaml
 
     oa = parse_constraints(yaml.compose("- {name: t_in_order, ordered: {stream: t, column: d}, within: PT1M}"),

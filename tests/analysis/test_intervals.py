@@ -14,7 +14,7 @@ from obda.analysis.forest.expiry import interval_expiry
 from obda.analysis.normal_form import from_sql
 from obda.analysis.windows import INF, close, constraint, describe_micros
 from obda.errors import AnalysisError, ExecutionError
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 SOURCES = parse_sources(
     """tables:

@@ -1,7 +1,7 @@
 """Synopsis plans: a parent's synopsis is keyed by what its subtree passes up (spec §5)."""
 
 from obda.analysis import analyze
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 SOURCES = parse_sources(
     """tables:

@@ -12,7 +12,7 @@ from obda.analysis.elements import Attr
 from obda.analysis.naive import check_naive
 from obda.analysis.preprocess import preprocess
 from obda.analysis.report import combine
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 SOURCES = parse_sources("""
 tables:

@@ -16,7 +16,8 @@ import pytest
 from obda.datagen import generate, generate_rows, main_generate
 from obda.datagen.writer import split_points
 from obda.errors import ObdaError
-from obda.model.sources import ColumnType, load_sources
+from obda.model.sources import ColumnType
+from obda.model.sources_file import load_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo"

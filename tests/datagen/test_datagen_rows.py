@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from obda.datagen import Dataset, generate_rows
 from obda.datagen.generator import DEFAULT_ROWS_PER_TIMESTAMP
-from obda.model.sources import ColumnType, load_sources, parse_sources
+from obda.model.sources import ColumnType
+from obda.model.sources_file import load_sources, parse_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = load_sources(ROOT / "demo" / "sources.yaml")

@@ -19,7 +19,7 @@ from rdflib.namespace import OWL, RDF, RDFS
 
 from obda.datagen import generate_rows
 from obda.model.query import Literal as QLiteral
-from obda.model.sources import load_sources
+from obda.model.sources_file import load_sources
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo"

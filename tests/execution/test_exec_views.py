@@ -145,7 +145,7 @@ def _compile(text: str, mapping: str, sources):
 ])
 def test_static_view_joining_two_tables_runs(text):
     # (table names of their own: the harness's DuckDB connection is shared by the module's oracles)
-    from obda.model.sources import parse_sources
+    from obda.model.sources_file import parse_sources
 
     src = parse_sources(JOIN_SOURCES)
     comp = _compile("PREFIX ex: <http://ex.org/>\n" + text, JOIN_MAPPING, src)
@@ -185,7 +185,7 @@ def test_stream_view_branch_joining_tables_runs_per_timestamp():
     """A stream view whose branch joins a stream with a static table (an rr:sqlQuery join, no keys) is joined at
     every closed timestamp (issue 27: no keys needed); equal rows give one view row."""
     from obda.analysis import analyze
-    from obda.model.sources import parse_sources
+    from obda.model.sources_file import parse_sources
 
     src = parse_sources(JOIN_SOURCES)
     mapping = JOIN_MAPPING + """

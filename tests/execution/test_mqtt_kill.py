@@ -22,7 +22,7 @@ from waiting import wait_for
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, MemorySink
 from obda.execution.mqtt_ingest import Ingesters
-from obda.model.sources import load_sources
+from obda.model.sources_file import load_sources
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ import pytest
 
 from obda.errors import MappingError, QuerySyntaxError, SourcesError
 from obda.mapping.parse import parse_mapping_text
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 from obda.query.parser import parse_query
 
 FINDINGS = json.loads((Path(__file__).parent / "findings.json").read_text(encoding="utf-8"))

@@ -23,7 +23,8 @@ from hypothesis import HealthCheck, given, seed, settings
 from fuzzkit import mapping_seeds, mutated, sources_seeds, sparql_seeds
 from obda.errors import ObdaError
 from obda.mapping.parse import parse_mapping_text
-from obda.model.sources import Sources, parse_sources
+from obda.model.sources import Sources
+from obda.model.sources_file import parse_sources
 from obda.query.parser import parse_query
 
 RUNS = [pytest.param(500, id="500"), pytest.param(10_000, id="10000", marks=pytest.mark.slow)]

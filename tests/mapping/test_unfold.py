@@ -12,7 +12,7 @@ from obda.errors import MappingError, UnsupportedConstructError
 from obda.mapping import parse_mapping_text, unfold
 from obda.rewrite import AtomAlternative
 from obda.model.query import CQ, IRI, XSD, ClassAtom, Comparison, Literal, PropertyAtom, Query, Var
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 EX = "http://ex.org/"
 DIALECTS = ("spark", "duckdb", "postgres", "sqlite")

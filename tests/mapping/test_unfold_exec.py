@@ -17,7 +17,7 @@ from rdflib import URIRef
 from obda.mapping import materialise, parse_mapping_text, unfold
 from obda.mapping.rdf_terms import TIME_GRAPH_PREFIX, graph_time
 from obda.model.query import CQ, IRI, RDF_TYPE, XSD, ClassAtom, Comparison, Literal, PropertyAtom, Query, Var
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 from obda.query import parse_query
 from obda.rewrite import AtomAlternative
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from obda.errors import SourcesError
-from obda.model.sources import parse_sources
+from obda.model.sources_file import parse_sources
 
 HEAD = ("tables:\n  m:\n    kind: stream\n    timestamp: ts\n    columns: {a: integer, ts: timestamp}\n"
         "    format: kafka\n")

@@ -3,7 +3,8 @@
 import pytest
 
 from obda.errors import SourcesError
-from obda.model.sources import ColumnType, TableKind, parse_sources
+from obda.model.sources import ColumnType, TableKind
+from obda.model.sources_file import parse_sources
 
 GOOD = """\
 tables:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from obda.analysis import plan_execution
 from obda.execution import ContinuousQuery, MemorySink
-from obda.model.sources import load_sources
+from obda.model.sources_file import load_sources
 
 COLUMNS = "{a: integer, b: integer, ts: timestamp}"
 #: a same-timestamp join across partitions: a timestamp closed before a partition's row of it arrived loses answers

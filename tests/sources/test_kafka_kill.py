@@ -28,7 +28,7 @@ def _main(argv: list[str]) -> None:
     from obda.analysis import plan_execution
     from obda.execution import ContinuousQuery
     from obda.execution.directory_sink import DirectorySink
-    from obda.model.sources import load_sources
+    from obda.model.sources_file import load_sources
 
     sources, out, ckpt = map(Path, argv[:3])
     q = ContinuousQuery(plan_execution(SQL, load_sources(sources), None), base_dir=sources.parent, backend="local",

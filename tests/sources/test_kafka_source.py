@@ -135,7 +135,7 @@ def test_record_time_and_csv_payload(tmp_path, tansu):
     assert [r["reason"].split(" [")[0] for r in quarantine] == [
         "invalid: malformed record (a number of fields other than the header's, or a quoting error)"]
     from obda.execution.kafka_reader import payload_records
-    from obda.model.sources import load_sources
+    from obda.model.sources_file import load_sources
 
     recs = payload_records(load_sources(src).table("s"), [(5, 1704067201500, b"4,1,x")])
     assert recs[0].line == 5 and recs[0].fields == {"a": "4", "b": "1", "ts": "2024-01-01T00:00:01.500Z"}
