@@ -62,12 +62,20 @@ class Solutions(Located):
 
     def _group_binds(self, q: CompValue, where_close: int) -> None:
         """``GROUP BY (expression AS ?v)``: ``?v`` is computed per solution, as a BIND at the end of the WHERE
-        (SPARQL 1.1 §18.2.4.1, Group), then grouped by like any variable."""
+        (SPARQL 1.1 §18.2.4.1, Group), then grouped by like any variable.  Over static data only, an expression
+        without a name (``GROUP BY (FLOOR(?age / 10))``) gets a fresh one, never selected (the answer is a table
+        with a row per group); over streams the changelog is keyed by the groups, so it is refused (below)."""
         group_i = self.ts.find_words("GROUP BY", where_close)
-        for g in (q.groupby.condition if q.groupby else []):
+        conditions = q.groupby.condition if q.groupby else []
+        for k, g in enumerate(conditions):
             if isinstance(g, CompValue) and g.name == "GroupAs" and dict.get(g, "var") is not None:
                 i = self.ts.find_var(str(g["var"]), group_i or where_close)
                 self.select_binds.append((str(g["var"]), g["expr"], self._enclosing_paren(i, group_i or where_close)))
+            elif not isinstance(unwrap(g), Variable) and not self.time_vars:
+                name = self._fresh_column("group")
+                self.select_binds.append((name, g["expr"] if isinstance(g, CompValue) and g.name == "GroupAs" else g,
+                                          group_i))
+                conditions[k] = Variable(name)
 
     def _select_binds(self, branches: list[Branch], where_close: int) -> list[Branch]:
         """``SELECT (expression AS ?v)`` without aggregates: ``?v`` is computed after the WHERE clause, as a BIND

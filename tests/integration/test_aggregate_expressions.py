@@ -1,5 +1,5 @@
 """Aggregates of an expression (issue 27): ``AVG(?v * 1.8 + 32)``, ``COUNT(DISTINCT STR(?x))``, the same expression
-in SELECT, HAVING and ORDER BY (obda.query.aggregate_args).
+in SELECT, HAVING and ORDER BY (obda.query.aggregate_args); over static data, GROUP BY an expression without a name.
 
 Each query's bag — obda's SQL on DuckDB and the local executor — equals pyoxigraph's over the independently
 materialised, closed dataset (``bag_oracle.py``); an expression that is an error for some solutions is read as
@@ -40,6 +40,9 @@ CASES = [
     # one expression in SELECT, HAVING and ORDER BY: one computed column
     Case("having_and_order_by_the_expression", "SELECT ?d (AVG(?a + 1) AS ?m) WHERE { ?x :worksIn ?d ; :age ?a } "
          "GROUP BY ?d HAVING (AVG(?a + 1) > 40) ORDER BY DESC(AVG(?a + 1))", "bounded", 2),
+    # GROUP BY an expression without a name, over static data: a row per decade of age, the key not selected
+    Case("group_by_an_unnamed_expression", "SELECT (COUNT(*) AS ?n) (AVG(?a) AS ?m) WHERE { ?x :age ?a } "
+         "GROUP BY (FLOOR(?a / 10))", "bounded", 5),
     Case("constant_argument", "SELECT ?d (SUM(1) AS ?n) (COUNT(2) AS ?c) WHERE { ?x :worksIn ?d } GROUP BY ?d",
          "bounded", 3),
     # the name branch folds COALESCE(?a, 0) * 2 to the constant 0 * 2, which the executors compute (they refused it)

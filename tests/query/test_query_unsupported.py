@@ -35,7 +35,7 @@ CASES = [
     ("EXISTS", "SELECT ?x WHERE {\n  ?x a :C FILTER(?x != :a || ¦EXISTS { ?x a :D })\n}"),
     ("aggregate in an aggregate", "SELECT ?x (¦SUM(AVG(?v) * 2) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
     ("COUNT(DISTINCT *)", "SELECT ?x\n  (¦COUNT(DISTINCT *) AS ?s) WHERE { ?x :v ?v } GROUP BY ?x"),
-    ("GROUP BY expression", "SELECT (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n¦GROUP BY (?v + 1)"),
+    ("GROUP BY expression", "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } }\n¦GROUP BY (?v + 1)"),
     ("ungrouped variable", "SELECT ¦?x WHERE { ?x :v ?v }\n  GROUP BY ?v"),
     ("ungrouped variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n  GROUP BY ?x HAVING (¦?v > 1)"),
     ("aggregate of time", "SELECT ?x (MAX(¦?t + \"PT1H\"^^xsd:dayTimeDuration) AS ?s) WHERE { GRAPH ?t { ?x :v ?v } } "
