@@ -229,7 +229,7 @@ class Project:
                                 window=None)
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
                                  **budget)[1]
-            sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by)
+            sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by, query.limit, query.offset)
         elif query.ask and not query.time_variables:  # static data only: one row, true or false
             from obda.mapping.aggregate import ask_table
 

@@ -167,6 +167,9 @@ class AggregatePlan:
     order_by: tuple[tuple[str, bool], ...] = ()
     sparql: bool = False
     window: object = None  # obda.model.query.Window: aggregate the solutions of the last ``width`` only
+    order_items: tuple[OutputItem, ...] = ()  # ORDER BY expressions the SELECT does not name: ordering only
+    limit: int | None = None  # LIMIT / OFFSET of a query over static data only (its answer table)
+    offset: int = 0
 
     @property
     def groups(self) -> int:
@@ -202,7 +205,9 @@ def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: s
                       for c in agg.calls)
         items = tuple(OutputItem(i.name, i.expression) for i in agg.items)
         return AggregatePlan(items, calls, agg.group_by, source, report, agg.having, source.query.order_by, sparql=True,
-                             window=source.query.window)
+                             window=source.query.window,
+                             order_items=tuple(OutputItem(i.name, i.expression) for i in agg.order_items),
+                             limit=source.query.limit, offset=source.query.offset)
     node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if node.args.get("having") is not None:
         raise ctx.error("HAVING in SQL is analysed but not executed; write the query in SPARQL, "

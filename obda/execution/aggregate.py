@@ -111,6 +111,7 @@ class Aggregator:
         self._reducers = [(c.call, reducer(c.function.name)) for c in plan.calls]
         self._having = self._compiled(plan.having) if plan.having is not None else None
         self._items = [(it.name, self._compiled(it.expression)) for it in plan.items]
+        self._order = [(it.name, self._compiled(it.expression)) for it in plan.order_items]
 
     def add(self, answers: Iterable[Answer]) -> None:
         """Answers of the characteristic query (any order within the micro-batch)."""
@@ -286,15 +287,29 @@ class Aggregator:
 
     def row(self, key: tuple) -> dict | None:
         """The answer row of a group now, or None when it has no solution in the window or HAVING drops it."""
-        plan = self.plan
-        panes = self.panes.get(key)
-        if not panes and plan.group_by:
+        if not self.panes.get(key) and self.plan.group_by:
             return None  # a window expired the group's last solution
-        per_call = zip(*(panes or {None: self._fresh()}).values())  # each aggregate's accumulator in every pane
-        values = [value_of(call, combine(accs), plan.sparql) for (call, combine), accs in zip(self._reducers, per_call)]
+        values = self._values(key)
         if self._having is not None and self._having(key, values) is not True:
             return None
         return {name: f(key, values) for name, f in self._items}
+
+    def _values(self, key: tuple) -> list:
+        """The values of the planned aggregates for the group ``key`` now."""
+        per_call = zip(*(self.panes.get(key) or {None: self._fresh()}).values())  # each one's accumulator per pane
+        return [value_of(call, combine(accs), self.plan.sparql) for (call, combine), accs in zip(self._reducers, per_call)]
+
+    def _table(self, entries: list[tuple[tuple, dict, object]]) -> list:
+        """The items of ``(group key, row, item)`` entries in ORDER BY order (an expression the SELECT does not name
+        computed for the group now), cut by OFFSET and LIMIT (a query over static data only)."""
+        plan = self.plan
+        if plan.order_by:
+            if self._order:
+                entries = [(k, {**row, **{n: f(k, self._values(k)) for n, f in self._order}}, item)
+                           for k, row, item in entries]
+            entries = sorted_by(entries, plan.order_by, lambda e, name: e[1][name])
+        end = None if plan.limit is None else plan.offset + plan.limit
+        return [item for _, _, item in entries[plan.offset:end]]
 
     def _fresh(self) -> list:
         return [initial(c.function.name) for c in self.plan.calls]
@@ -338,6 +353,7 @@ class Aggregator:
             for t in data:
                 events.setdefault(t, [])
         out: list[dict] = []
+        keys: list[tuple] = []  # the group of each record
         groups = self._groups
         for at in sorted(events, key=lambda t: (t is not None, t or 0)):
             changed: dict[tuple, None] = {} if plan.group_by else {(): None}
@@ -370,13 +386,16 @@ class Aggregator:
                 else:
                     self.shown[key] = row
                     out.append({"emitted_at": at, "op": "upsert", "binding": row})
+                keys.append(key)
+        if static:  # the answer table of a query over static data only: ordered, cut
+            out = self._table([(k, r["binding"], r) for k, r in zip(keys, out)])
         self.lines += len(out)
         return out
 
     def answer(self) -> list[dict]:
-        """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group)."""
-        rows = [self.shown[k] for k in sorted(self.shown, key=repr)]
-        return sorted_by(rows, self.plan.order_by, lambda r, name: r[name])
+        """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group), cut by OFFSET
+        and LIMIT."""
+        return self._table([(k, self.shown[k], self.shown[k]) for k in sorted(self.shown, key=repr)])
 
     @property
     def size(self) -> int:

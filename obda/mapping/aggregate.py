@@ -39,10 +39,14 @@ ALIAS = "q"
 
 
 def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, window: Window | None = None,
-                     order_by: tuple[tuple[str, bool], ...] = ()) -> exp.Select:
-    """``SELECT … FROM (characteristic) AS q [WHERE window] GROUP BY … [HAVING …] [ORDER BY …]``."""
+                     order_by: tuple[tuple[str, bool], ...] = (), limit: int | None = None,
+                     offset: int = 0) -> exp.Select:
+    """``SELECT … FROM (characteristic) AS q [WHERE window] GROUP BY … [HAVING …] [ORDER BY …] [LIMIT …]``; an
+    ORDER BY expression the SELECT does not name (``aggregation.order_items``) is a column of that SELECT, which
+    ``SELECT <answer columns> FROM (…) AS q ORDER BY …`` orders by and leaves out."""
     glob = not aggregation.group_by
-    sel = exp.select(*(exp.alias_(_value(i.expression, glob), i.name) for i in aggregation.items))
+    sel = exp.select(*(exp.alias_(_value(i.expression, glob), i.name)
+                       for i in aggregation.items + aggregation.order_items))
     sel = sel.from_(exp.Subquery(this=characteristic.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS))))
     if window is not None:
         seconds, micros = divmod(window.width, 1_000_000)
@@ -54,7 +58,7 @@ def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, w
         sel = sel.group_by(*(_column(v.name) for v in aggregation.group_by))
     if aggregation.having is not None:
         sel = sel.having(_condition(aggregation.having, glob))
-    return ordered(sel, order_by)
+    return ordered_table(sel, order_by, limit, offset, aggregation.columns, inline=not aggregation.order_items)
 
 
 def typed_union(union: exp.Expression, terms: list[tuple], columns: tuple[str, ...]) -> tuple[exp.Expression,
@@ -80,14 +84,19 @@ def typed_union(union: exp.Expression, terms: list[tuple], columns: tuple[str, .
 
 
 def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...], limit: int | None = None,
-                  offset: int = 0, columns: tuple[str, ...] | None = None, typed: tuple[str, ...] = ()) -> exp.Select:
+                  offset: int = 0, columns: tuple[str, ...] | None = None, typed: tuple[str, ...] = (),
+                  inline: bool = False) -> exp.Select:
     """The answer table of a query over static data only, ordered and cut:
     ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``; ``columns``: the answer's (and their term types'),
     when ``union`` also has hidden columns to order by; ``typed``: the columns with a term-type column
-    (:func:`typed_union`), ordered in SPARQL's order of terms."""
-    sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
-    select = exp.select("*") if columns is None else exp.select(*(_column(c) for c in columns))
-    sel = ordered(select.from_(sub), order_by, typed)
+    (:func:`typed_union`), ordered in SPARQL's order of terms.  ``inline``: ``union`` is one SELECT of the answer
+    columns, ordered and cut as it is."""
+    if inline:
+        sel = ordered(union, order_by, typed)
+    else:
+        sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
+        select = exp.select("*") if columns is None else exp.select(*(_column(c) for c in columns))
+        sel = ordered(select.from_(sub), order_by, typed)
     if limit is not None:
         sel = sel.limit(limit)
     if offset:

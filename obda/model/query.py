@@ -517,6 +517,9 @@ class Aggregation:
     group_by: tuple[Var, ...]
     items: tuple[SelectItem, ...]
     having: Condition | None = None
+    # ORDER BY an expression the SELECT does not name (ORDER BY DESC(COUNT(?s))): computed per group under a
+    # fresh name, ordering the answer table, never answered
+    order_items: tuple[SelectItem, ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -524,7 +527,7 @@ class Aggregation:
 
     @property
     def calls(self) -> tuple[Aggregate, ...]:
-        """Every distinct aggregate of the SELECT list and HAVING, in order of first occurrence."""
+        """Every distinct aggregate of the SELECT list, ORDER BY and HAVING, in order of first occurrence."""
         out: dict[Aggregate, None] = {}
 
         def walk(e) -> None:
@@ -537,7 +540,7 @@ class Aggregation:
                 for p in e.parts:
                     walk(p)
 
-        for it in self.items:
+        for it in self.items + self.order_items:
             walk(it.expression)
         if self.having is not None:
             walk(self.having)

@@ -167,11 +167,12 @@ class Solutions(Located):
                 "answer table of an aggregate query, or of a query over static data only)",
                 self.ts.find_words("ORDER BY", where_close),
             )
-        if q.limitoffset and (self.time_vars or aggregate):
+        if q.limitoffset and self.time_vars:
             kw, i = self._cut_keyword(q, where_close)
-            why = ("the answer stream has no end to count from (LIMIT and OFFSET cut the answer table of a query "
-                   "over static data only)" if self.time_vars else
-                   "an aggregate query's answer is a changelog of its groups, not a table to cut")
+            why = ("an aggregate query's answer over streams is a changelog of its groups, not a table to cut "
+                   "(LIMIT and OFFSET cut the answer table of a query over static data only)" if aggregate else
+                   "the answer stream has no end to count from (LIMIT and OFFSET cut the answer table of a query "
+                   "over static data only)")
             raise self.unsupported(kw, f"{kw} is not supported for continuous queries: {why}", i)
 
     def _limit_offset(self, q: CompValue) -> tuple[int | None, int]:
@@ -231,22 +232,41 @@ class Solutions(Located):
                                    "comes first); select the value, or order by the selected columns", free)
         return tuple(order), tuple(hidden)
 
+    def _order_items(self, q: CompValue, group: list[Var], where_close: int) -> tuple[SelectItem, ...]:
+        """The ORDER BY expressions of an aggregate query that the SELECT does not name (ORDER BY DESC(COUNT(?s))):
+        each computed per group under a fresh name (:attr:`~obda.model.query.Aggregation.order_items`), read by
+        :meth:`_order_by`; an expression the SELECT names orders by its column."""
+        self.order_named = {repr(unwrap(item["expr"])): str(item["evar"])
+                            for item in q.projection or [] if item.evar is not None}
+        if not q.orderby:
+            return ()
+        at = self.ts.find_words("ORDER BY", where_close) or where_close
+        cut = self._cut_keyword(q, where_close)[1] if q.limitoffset else None
+        end = (cut if cut is not None else len(self.ts)) - 1
+        out: list[SelectItem] = []
+        for e, _ in map(_order_condition, q.orderby.condition):
+            if isinstance(e, Variable) or repr(e) in self.order_named:
+                continue
+            expr = self._with_written(self._located_calls(self._value(e, at, end), at, end))
+            self._check_grouped(expr, group, at, end)
+            self.order_named[repr(e)] = name = self._fresh_column("order")
+            out.append(SelectItem(name, expr))
+        return tuple(out)
+
     def _order_by(self, q: CompValue, where_close: int, columns: tuple[str, ...]) -> tuple[tuple[str, bool], ...]:
-        """ORDER BY answer columns of an aggregate query: (column, descending) pairs."""
+        """ORDER BY of an aggregate query: (column, descending) pairs, a column an answer column or the fresh name
+        of an expression :meth:`_order_items` computes."""
         if not q.orderby:
             return ()
         at = self.ts.find_words("ORDER BY", where_close)
-        # an expression the SELECT names (ORDER BY DESC(COUNT(?s)) with (COUNT(?s) AS ?n)) orders by its column
-        named = {repr(unwrap(item["expr"])): str(item["evar"]) for item in q.projection or [] if item.evar is not None}
         order: list[tuple[str, bool]] = []
         for e, desc in map(_order_condition, q.orderby.condition):
-            column = str(e) if isinstance(e, Variable) else named.get(repr(e))
-            if column not in columns:
-                raise self.unsupported("ORDER BY expression", "ORDER BY orders the answer table by its columns "
-                                       f"({', '.join('?' + n for n in columns)}), or an expression the SELECT names "
-                                       "(ORDER BY DESC(COUNT(?s)) with (COUNT(?s) AS ?n))",
-                                       self.ts.find_var(str(e), at) if isinstance(e, Variable) else at)
-            order.append((column, desc))
+            if isinstance(e, Variable) and str(e) not in columns:
+                raise self.unsupported("ORDER BY variable", f"ORDER BY ?{e}: an aggregate query's answer table has the "
+                                       f"columns {', '.join('?' + n for n in columns)}; order by one of them, or by "
+                                       f"an expression of the groups (ORDER BY DESC(COUNT(?s)))",
+                                       self.ts.find_var(str(e), at))
+            order.append((str(e) if isinstance(e, Variable) else self.order_named[repr(e)], desc))
         return tuple(order)
 
     def _aggregation(self, q: CompValue, branches: list[Branch], select_i: int | None, where_open: int | None,
@@ -312,7 +332,7 @@ class Solutions(Located):
                 raise self.problem(p, at, end) from None
             having = self._with_written(parts[0] if len(parts) == 1 else Connective("and", parts))
             self._check_grouped(having, group, at, end)
-        aggregation = Aggregation(tuple(group), tuple(items), having)
+        aggregation = Aggregation(tuple(group), tuple(items), having, self._order_items(q, group, where_close))
         for c in aggregation.calls:
             if c.argument is None:
                 continue

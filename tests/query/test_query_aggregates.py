@@ -32,9 +32,35 @@ def test_an_aggregate_query_orders_by_an_expression_its_select_names():
     base = HEAD + "SELECT ?g (COUNT(DISTINCT ?x) AS ?n) (SUM(?x) / COUNT(*) AS ?m) WHERE { ?g :p ?x } GROUP BY ?g "
     q = parse_query(base + "ORDER BY DESC(COUNT(DISTINCT ?x)) (SUM(?x) / COUNT(*)) ?g")
     assert q.order_by == (("n", True), ("m", False), ("g", False))
-    with pytest.raises(UnsupportedConstructError, match="an expression the SELECT names") as e:
-        parse_query(base + "ORDER BY DESC(COUNT(?x))")  # not COUNT(DISTINCT ?x)
-    assert e.value.construct == "ORDER BY expression"
+
+def test_an_aggregate_query_orders_by_an_expression_its_select_does_not_name():
+    """``ORDER BY DESC(COUNT(?x))`` without ``(COUNT(?x) AS ?n)``: a value computed per group under a fresh name,
+    ordering the answer table, never an answer column; over static data only, LIMIT and OFFSET cut that table."""
+    base = HEAD + "SELECT ?g (COUNT(DISTINCT ?x) AS ?n) WHERE { ?g :p ?x } GROUP BY ?g "
+    q = parse_query(base + "ORDER BY DESC(COUNT(?x)) (COUNT(DISTINCT ?x)) DESC(AVG(?x) + 1) ?g LIMIT 2 OFFSET 1")
+    a = q.aggregation
+    assert a.order_items == (SelectItem("order1", Aggregate("count", Var("x"))),
+                             SelectItem("order2", Arithmetic("+", Aggregate("avg", Var("x")),
+                                                             Literal("1", XSD + "integer"))))
+    assert q.order_by == (("order1", True), ("n", False), ("order2", True), ("g", False))
+    assert q.columns == ("g", "n") and (q.limit, q.offset) == (2, 1)
+    assert a.calls == (Aggregate("count_distinct", Var("x")), Aggregate("count", Var("x")), Aggregate("avg", Var("x")))
+
+
+@pytest.mark.parametrize("tail, construct, at", [
+    ("ORDER BY (?x + 1)", "ungrouped variable", (3, 70)),  # ?x is neither grouped nor aggregated
+    ("ORDER BY ?x", "ORDER BY variable", (3, 69)),
+    ("ORDER BY ?n LIMIT 1", "LIMIT", None),  # over streams: a changelog, not a table to cut
+])
+def test_what_an_aggregate_query_cannot_order_by_is_refused_located(tail, construct, at):
+    base = HEAD + "SELECT ?g (COUNT(?x) AS ?n) WHERE { ?g :p ?x } GROUP BY ?g "
+    if construct == "LIMIT":
+        base = base.replace("{ ?g :p ?x }", "{ GRAPH ?t { ?g :p ?x } }")
+    with pytest.raises(UnsupportedConstructError) as e:
+        parse_query(base + tail)
+    assert e.value.construct == construct
+    if at is not None:
+        assert (e.value.location.line, e.value.location.column) == at
 
 
 def test_global_aggregate_and_distinct_is_a_no_op():

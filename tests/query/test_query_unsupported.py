@@ -49,7 +49,7 @@ CASES = [
     ("COUNT", "SELECT ?x WHERE { ?x :v ?v FILTER(¦COUNT(?v) > 1) }"),
     ("ORDER BY", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n¦ORDER BY ?x"),
     ("LIMIT", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } }\n  ¦LIMIT 10"),
-    ("OFFSET", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x a :C } GROUP BY ?x ¦OFFSET 10"),
+    ("OFFSET", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x a :C } } GROUP BY ?x ¦OFFSET 10"),
     ("ORDER BY expression", "SELECT DISTINCT ?x WHERE { ?x :v ?v }\nORDER BY ¦?v"),
     ("ORDER BY expression", "SELECT DISTINCT ?x WHERE { ?x :v ?v } ORDER BY ?x ¦(?v + 1)"),
     ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY ¦xsd:dateTime(?v)"),
