@@ -44,6 +44,9 @@ class AnswerFrame:
     partitions: int | None = None  # of the written answers (in_time_order); None: the default parallelism
     # the columns of several kinds of term, whose values are held encoded (obda.model.terms.encode)
     typed: frozenset[int] = frozenset()
+    # where the answers' timestamps lie, (lo, hi] in µs (the range the micro-batch closes, or an estimate): the
+    # partitions are its slices, without a sampling job (obda.execution.time_buckets); None: Spark samples
+    span: tuple[int, int] | None = None
 
     def emitted_at(self):
         """``emitted_at`` as ISO-8601 UTC text, exactly as the JSON-lines sinks print it."""
@@ -75,16 +78,22 @@ class AnswerFrame:
         :data:`TIE_BREAK`, the order the driver's answers come in too
         (:func:`~obda.execution.collect.collect_tagged`), so every sink sees one total order.
 
-        Into ``partitions`` (the micro-batch's scan's, :func:`obda.execution.scan.partitions`): Spark samples
-        the bounds of more than one partition in a job of its own, which a micro-batch small enough to be read
-        as one partition does without.  Spark's sort spills what exceeds its memory to disk, so no partition's
-        answers need to fit in the heap."""
+        Into ``partitions`` (the micro-batch's scan's, :func:`obda.execution.scan.partitions`): with a ``span``,
+        partition ``k`` holds the ``k``-th slice of it (:func:`~obda.execution.time_buckets.by_time_slices`);
+        without one, Spark samples the bounds of more than one partition in a job of its own, which computes the
+        answers once more.  Spark's sort spills what exceeds its memory to disk, so no partition's answers need
+        to fit in the heap."""
         from pyspark.sql import functions as F
+
+        from obda.execution.time_buckets import by_time_slices
 
         keys = [F.col(AT)] + [F.col(value_column(i)).cast("string") for i in range(len(self.columns))]
         parts = self.partitions or self.df.sparkSession.sparkContext.defaultParallelism
-        return AnswerFrame(self.df.repartitionByRange(parts, F.col(AT)).sortWithinPartitions(*keys), self.columns,
-                           parts, self.typed)
+        if self.span is not None and parts > 1:
+            df = by_time_slices(self.df, F.col(AT), *self.span, parts)
+        else:
+            df = self.df.repartitionByRange(parts, F.col(AT))
+        return AnswerFrame(df.sortWithinPartitions(*keys), self.columns, parts, self.typed, self.span)
 
     def records(self):
         """A DataFrame ``(emitted_at string, binding struct)``: what Parquet part files hold."""

@@ -150,7 +150,7 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
                                                         ordered=closing.answers_collected):
                 closing.consume(tag, at, vals)
         elif closing.frame is not None:
-            closing.emitted += q.write_frame(closing.frame, closing.partitions)
+            closing.emitted += q.write_frame(closing.frame, closing.partitions, lo)  # (the range's end: after)
             closing.frame = None
         else:  # no member can answer: the job counts the rows only
             projected.count()
@@ -371,7 +371,8 @@ class Closing:
                     from obda.execution.answers import AT
 
                     frame = frame.where(F.col(AT) <= F.lit(b.hi))
-                self.emitted += q.write_frame(frame, self.partitions)
+                lo = b.lo if b.lo is not None else b.first_ts - 1 if b.first_ts is not None else None
+                self.emitted += q.write_frame(frame, self.partitions, lo, b.hi)
             rt.metrics.rows_out += self.emitted
             q.last_answers = self.emitted
             if rt.first_closed is None:

@@ -143,6 +143,7 @@ class ContinuousQuery(QueryState, QueryInputs, SparkSteps):
         self.spill_bytes = DEFAULT_SPILL_BYTES
         self.driver_answers = DRIVER_ANSWERS
         self.last_answers = 0  # answers the last micro-batch that closed a range emitted (driver_answers)
+        self.last_span: int | None = None  # the length (µs) of the last range whose answers Spark wrote
         self._spill_root: str | None = None  # folder of the closing jobs' spilled rows (made on first use)
         self.shared = shared  # obda.execution.shared.SharedScan: run in that loop when started
         self._shared_key = f"q{id(self):x}"

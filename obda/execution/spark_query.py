@@ -360,17 +360,24 @@ class SparkSteps:
             self.emit(static)
             self.runtime.metrics.rows_out += sum(a.count for a in static)
 
-    def write_frame(self, answers, partitions: int | None = None) -> int:
-        """Hand the range's answers (a DataFrame) to a sink that writes with Spark, range-partitioned by time into
-        ``partitions`` (:meth:`~obda.execution.answers.AnswerFrame.in_time_order`); returns how many it wrote."""
+    def write_frame(self, answers, partitions: int | None = None, lo: int | None = None, hi: int | None = None) -> int:
+        """Hand the range's answers (a DataFrame) to a sink that writes with Spark, partitioned by time into
+        ``partitions`` (:meth:`~obda.execution.answers.AnswerFrame.in_time_order`); returns how many it wrote.
+        ``(lo, hi]``: the range the answers are in, cut into the partitions' slices of time (``hi`` None: not known
+        before the write, estimated from the last range's length; no ``lo``: Spark samples the bounds)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         from obda.execution.answers import AnswerFrame
 
+        span = None
+        if lo is not None and hi is not None and hi > lo:
+            span, self.last_span = (lo, hi), hi - lo
+        elif lo is not None and self.last_span:
+            span = (lo, lo + self.last_span)
         obs = Observation("obda_answers")  # the write job counts them
         written = self.sink.write_frame(AnswerFrame(answers.observe(obs, F.count(F.lit(1)).alias("n")), self.plan.columns,
-                                                   partitions, frozenset(self.engine.typed)))
+                                                   partitions, frozenset(self.engine.typed), span))
         if isinstance(written, int):
             return written
         return int(obs.get.get("n", 0))
