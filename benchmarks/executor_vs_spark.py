@@ -12,7 +12,10 @@ sensor and time point at most, maintenances per time point), each stream split i
 * **high**: ``3M × scale`` measurement rows, values 0..``--high-value-max`` (119: 95% pass
   ``?v > 5``), as ``--files`` files and as the same rows in one file;
 * **join**: ``12M × scale`` measurement rows (values 0..``--value-max``, hot: > 90) and the
-  maintenances of the same time points.
+  maintenances of the same time points (``--maintenances lo,hi`` per time point: 0,4 is the sparse
+  set; 150,200 the dense one, a maintenance of most turbines at every time point, where the
+  stream-stream join pairs each hot reading with every earlier maintenance of its turbine — run it
+  with ``--join-queries distinct``: the bag join's answers are those pairs, quadratic in the rows).
 
 Cases (each side in a fresh process with a fresh SparkSession on ``--master``, ``local[2]``;
 the session is created before the clock starts; ``--warmup`` runs the same side once,
@@ -56,6 +59,7 @@ Also printed (no target): obda vs the plain / validating / streaming scans of th
 micro-batches of obda, Spark's state rows per micro-batch.
 
     .venv/bin/python benchmarks/executor_vs_spark.py --scale 0.02
+    .venv/bin/python benchmarks/executor_vs_spark.py --scale 0.5 --cases 2 --join-queries distinct --maintenances 150,200 --no-extras   # dense
 
 ``OBDA_BENCH_PROFILE=DIR``: each measured run's driver (Python) profile is written to
 ``DIR/<label>.prof`` (``python -m pstats``): time in the driver vs waiting on the JVM, and
