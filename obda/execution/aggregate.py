@@ -50,7 +50,6 @@ in timestamp order: its work follows the groups and the closed timestamps, not t
 from __future__ import annotations
 
 import heapq
-import json
 from dataclasses import dataclass
 from functools import reduce
 from decimal import Decimal
@@ -59,7 +58,6 @@ from typing import Iterable
 from obda.analysis.aggregates import AggregatePlan
 from obda.execution.accumulators import HOLISTIC, arith, compare, initial, merge, number_of, reducer, update, value_of
 from obda.execution.query_engine import Answer
-from obda.execution.sinks import _json_scalar, micros_to_iso
 from obda.model.query import Aggregate, Arithmetic, Literal, Comparison, Var
 from obda.model.terms import order_key
 
@@ -299,14 +297,18 @@ class Aggregator:
         per_call = zip(*(self.panes.get(key) or {None: self._fresh()}).values())  # each one's accumulator per pane
         return [value_of(call, combine(accs), self.plan.sparql) for (call, combine), accs in zip(self._reducers, per_call)]
 
+    def _ordering(self, key: tuple) -> dict:
+        """The ORDER BY values the SELECT does not name, for the group ``key`` now."""
+        values = self._values(key)
+        return {name: f(key, values) for name, f in self._order}
+
     def _table(self, entries: list[tuple[tuple, dict, object]]) -> list:
         """The items of ``(group key, row, item)`` entries in ORDER BY order (an expression the SELECT does not name
         computed for the group now), cut by OFFSET and LIMIT (a query over static data only)."""
         plan = self.plan
         if plan.order_by:
             if self._order:
-                entries = [(k, {**row, **{n: f(k, self._values(k)) for n, f in self._order}}, item)
-                           for k, row, item in entries]
+                entries = [(k, {**row, **self._ordering(k)}, item) for k, row, item in entries]
             entries = sorted_by(entries, plan.order_by, lambda e, name: e[1][name])
         end = None if plan.limit is None else plan.offset + plan.limit
         return [item for _, _, item in entries[plan.offset:end]]
@@ -439,18 +441,3 @@ def _order_key(v):
     if isinstance(v, (int, float, Decimal)) and not isinstance(v, bool):
         return (1, v, "")
     return (2, 0, str(v))
-
-
-def changelog_lines(records: list[dict], columns: tuple[str, ...]) -> list[str]:
-    """The changelog records as JSON lines (``emitted_at`` as ISO text, values as JSON scalars)."""
-    out = []
-    keys = [(c, json.dumps(c) + ": ") for c in columns]
-    stamps: dict = {}  # emitted_at -> its JSON text (many records share one closed timestamp)
-    for r in records:
-        at = stamps.get(r["emitted_at"])
-        if at is None:
-            at = stamps[r["emitted_at"]] = json.dumps(micros_to_iso(r["emitted_at"]))
-        b = r["binding"]
-        binding = ", ".join([k + _json_scalar(b[c]) for c, k in keys])
-        out.append(f'{{"emitted_at": {at}, "op": "{r["op"]}", "binding": {{{binding}}}}}')
-    return out

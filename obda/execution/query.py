@@ -263,7 +263,7 @@ class ContinuousQuery(QueryState, QueryInputs, SparkSteps):
         m = self.runtime.metrics
         m.batches += 1
         if self.aggregate is not None:  # the changelog of the groups the micro-batch changed
-            from obda.execution.aggregate import changelog_lines
+            from obda.execution.sinks import changelog_lines
 
             records = self.aggregate.finish_batch(self.runtime.closed_upto, static=not self.streams)
             self.sink.write_lines(changelog_lines(records, self.columns))

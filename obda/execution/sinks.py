@@ -280,3 +280,18 @@ class QuarantineSink:
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def changelog_lines(records: list[dict], columns: tuple[str, ...]) -> list[str]:
+    """The changelog records as JSON lines (``emitted_at`` as ISO text, values as JSON scalars)."""
+    out = []
+    keys = [(c, json.dumps(c) + ": ") for c in columns]
+    stamps: dict = {}  # emitted_at -> its JSON text (many records share one closed timestamp)
+    for r in records:
+        at = stamps.get(r["emitted_at"])
+        if at is None:
+            at = stamps[r["emitted_at"]] = json.dumps(micros_to_iso(r["emitted_at"]))
+        b = r["binding"]
+        binding = ", ".join([k + _json_scalar(b[c]) for c, k in keys])
+        out.append(f'{{"emitted_at": {at}, "op": "{r["op"]}", "binding": {{{binding}}}}}')
+    return out
