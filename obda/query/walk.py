@@ -182,8 +182,11 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
                 branches = self._limit(product(branches, alternatives), self.pos)
                 self.pos = end
             elif name == "Bind":
+                for block, at in inline:  # SPARQL joins a VALUES block where it stands (§18.2.2.6): the BIND reads it
+                    branches = self._join_values(branches, block, at)
+                inline = []
                 branches = self._bind(part, branches, time, close_i)
-            elif name == "InlineData":  # joined with the group's other elements, before its FILTERs
+            elif name == "InlineData":  # joined with the group's other elements, before its FILTERs (and BINDs)
                 at = self.ts.find_word("VALUES", self.pos, close_i)
                 block = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
                 self.pos = (self.ts.matching(block) if block is not None else self.pos) + 1

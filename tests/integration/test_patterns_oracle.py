@@ -62,6 +62,13 @@ CASES = [
     Case("values_in_graph", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } VALUES ?v { 20 31 } }", "bounded", 3),
     Case("values_of_stream_iri", "SELECT ?a ?l WHERE { GRAPH ?t { ?a :level ?l } } VALUES ?a "
          "{ <http://example.org/mult/data/alarm/1> <http://example.org/mult/data/alarm/9> }", "bounded", 3),
+    # a BIND after a VALUES block reads its rows: SPARQL joins the block where it stands (§18.2.2.6), before the BIND
+    Case("bind_reads_values", "SELECT ?x ?k ?y WHERE { ?x :age ?a VALUES ?k { 1 2 } BIND(?k * ?a AS ?y) }",
+         "bounded", 16),
+    Case("values_first_then_bind", "SELECT ?x ?y WHERE { VALUES ?a { 34 45 } ?x :age ?a BIND(?a + 1 AS ?y) }",
+         "bounded", 2),
+    Case("bind_reads_values_in_graph", "SELECT ?r ?w WHERE { GRAPH ?t { ?r :value ?v } VALUES ?f { 2 } "
+         "BIND(?v * ?f AS ?w) }", "bounded", 6),
     # --- a variable predicate: a bag union over the vocabulary, ?p bound to each term
     Case("of_a_subject", f"SELECT ?p ?o WHERE {{ {P1} ?p ?o {VOCABULARY} }}", "bounded", 9),
     Case("to_an_object", f"SELECT ?s ?p WHERE {{ ?s ?p {D1} {VOCABULARY} }}", "bounded", 7),
