@@ -175,6 +175,12 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
         inline: list[tuple[CompValue, int | None]] = []  # VALUES blocks
         for part in gp.part or []:
             name = part.name
+            if inline and name in ("Bind", "OptionalGraphPattern", "MinusGraphPattern"):
+                # SPARQL joins a VALUES block where it stands (§18.2.2.6): what extends, left-joins or subtracts
+                # after it sees its variables bound (elsewhere in the group the join's place changes nothing)
+                for block, at in inline:
+                    branches = self._join_values(branches, block, at)
+                inline = []
             if name == "TriplesBlock":
                 end = self._block_end(self.pos, close_i)
                 alternatives = [Branch(atoms, (), binds)
@@ -182,11 +188,8 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
                 branches = self._limit(product(branches, alternatives), self.pos)
                 self.pos = end
             elif name == "Bind":
-                for block, at in inline:  # SPARQL joins a VALUES block where it stands (§18.2.2.6): the BIND reads it
-                    branches = self._join_values(branches, block, at)
-                inline = []
                 branches = self._bind(part, branches, time, close_i)
-            elif name == "InlineData":  # joined with the group's other elements, before its FILTERs (and BINDs)
+            elif name == "InlineData":  # joined with the group's other elements, before its FILTERs
                 at = self.ts.find_word("VALUES", self.pos, close_i)
                 block = self.ts.find_punct("{", (at if at is not None else self.pos) + 1, close_i)
                 self.pos = (self.ts.matching(block) if block is not None else self.pos) + 1

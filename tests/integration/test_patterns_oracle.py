@@ -69,6 +69,11 @@ CASES = [
          "bounded", 2),
     Case("bind_reads_values_in_graph", "SELECT ?r ?w WHERE { GRAPH ?t { ?r :value ?v } VALUES ?f { 2 } "
          "BIND(?v * ?f AS ?w) }", "bounded", 6),
+    # and OPTIONAL and MINUS after a VALUES block see its variables bound (the block is joined before them)
+    Case("optional_after_values", 'SELECT ?x ?n WHERE { ?x :age ?a VALUES ?n { "Ann" } OPTIONAL { ?x :name ?n } }',
+         "bounded", 8),
+    Case("minus_after_values", 'SELECT ?x ?n WHERE { ?x :age ?a VALUES ?n { "Ann" "Bob" } MINUS { ?x :name ?n } }',
+         "bounded", 14),
     # --- a variable predicate: a bag union over the vocabulary, ?p bound to each term
     Case("of_a_subject", f"SELECT ?p ?o WHERE {{ {P1} ?p ?o {VOCABULARY} }}", "bounded", 9),
     Case("to_an_object", f"SELECT ?s ?p WHERE {{ ?s ?p {D1} {VOCABULARY} }}", "bounded", 7),
