@@ -58,7 +58,9 @@ def aggregate_select(aggregation: Aggregation, characteristic: exp.Expression, w
         sel = sel.group_by(*(_column(v.name) for v in aggregation.group_by))
     if aggregation.having is not None:
         sel = sel.having(_condition(aggregation.having, glob))
-    return ordered_table(sel, order_by, limit, offset, aggregation.columns, inline=not aggregation.order_items)
+    if aggregation.order_items:  # ordered by columns the answer leaves out
+        return ordered_table(sel, order_by, limit, offset, aggregation.columns)
+    return cut(ordered(sel, order_by), limit, offset)
 
 
 def typed_union(union: exp.Expression, terms: list[tuple], columns: tuple[str, ...]) -> tuple[exp.Expression,
@@ -84,24 +86,21 @@ def typed_union(union: exp.Expression, terms: list[tuple], columns: tuple[str, .
 
 
 def ordered_table(union: exp.Expression, order_by: tuple[tuple[str, bool], ...], limit: int | None = None,
-                  offset: int = 0, columns: tuple[str, ...] | None = None, typed: tuple[str, ...] = (),
-                  inline: bool = False) -> exp.Select:
+                  offset: int = 0, columns: tuple[str, ...] | None = None, typed: tuple[str, ...] = ()) -> exp.Select:
     """The answer table of a query over static data only, ordered and cut:
     ``SELECT * FROM (union) AS q ORDER BY … LIMIT n OFFSET m``; ``columns``: the answer's (and their term types'),
     when ``union`` also has hidden columns to order by; ``typed``: the columns with a term-type column
-    (:func:`typed_union`), ordered in SPARQL's order of terms.  ``inline``: ``union`` is one SELECT of the answer
-    columns, ordered and cut as it is."""
-    if inline:
-        sel = ordered(union, order_by, typed)
-    else:
-        sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
-        select = exp.select("*") if columns is None else exp.select(*(_column(c) for c in columns))
-        sel = ordered(select.from_(sub), order_by, typed)
+    (:func:`typed_union`), ordered in SPARQL's order of terms."""
+    sub = exp.Subquery(this=union.copy(), alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))
+    select = exp.select("*") if columns is None else exp.select(*(_column(c) for c in columns))
+    return cut(ordered(select.from_(sub), order_by, typed), limit, offset)
+
+
+def cut(sel: exp.Select, limit: int | None, offset: int) -> exp.Select:
+    """``sel LIMIT n OFFSET m`` (either left out when not given)."""
     if limit is not None:
         sel = sel.limit(limit)
-    if offset:
-        sel = sel.offset(offset)
-    return sel
+    return sel.offset(offset) if offset else sel
 
 
 def ask_table(union: exp.Expression, column: str) -> exp.Select:
