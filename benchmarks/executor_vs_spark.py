@@ -658,6 +658,8 @@ def main(argv=None) -> int:
     ap.add_argument("--join-queries", default="distinct,bag",
                     help="case 2's queries, comma-separated: distinct, bag (dense maintenances make the bag join's "
                          "answers quadratic: run distinct alone)")
+    ap.add_argument("--obda-only", action="store_true",
+                    help="run obda's side only (no comparison, no check of answers): to measure a change to obda")
     ap.add_argument("--cases", default="1,2,3,4,5",
                     help="which cases to run, comma-separated (1 high-output, 2 joins vs the stream-stream join, "
                          "3 bag join vs a batch job, 4 grouping scan (needs 2), 5 driver peak RSS)")
@@ -738,6 +740,8 @@ def main(argv=None) -> int:
     results: dict[str, dict] = {}
 
     def measure(key: str, task: str, base: Path, warm: Path | None, **extra) -> dict:
+        if args.obda_only and task != "obda":
+            return {}
         runs = []
         for i in range(max(1, args.repeat)):
             spec = {"task": task, "label": key, "base": str(base), "out": str(root / "out" / key),

@@ -351,9 +351,7 @@ class Scan:
 
     ``with Scan(spark, reads, pipelines, cache, new_bytes) as scan:`` — ``scan.projected``
     (None when nothing is read) and ``scan.stats(readers)`` (:func:`scan_stats`, one job,
-    which also fills the cache).  Few partitions: a micro-batch's cost on a small cluster is
-    mostly per task and per job, so the rows are coalesced to about one partition per 32 MB
-    of new files (at most the default parallelism).
+    which also fills the cache).  Partitioned as Spark's file scans pack the files (by size).
     """
 
     def __init__(self, spark, reads: list[ScanRead], pipelines, cache: dict | None, new_bytes: int,
@@ -369,12 +367,15 @@ class Scan:
             df = project_reads(self.spark, self.reads, self.pipelines, self.cache, with_file=not self.single_pass,
                                dedupe=self.dedupe)
         if df is not None:
-            # the keys checked after the coalescing: a micro-batch read as one partition checks them with a sort of
-            # that partition, where the window over a hash partitioning of the key would add an exchange
-            parts = partitions(self.spark, self.new_bytes)
-            df = df.coalesce(parts)
+            # Spark's file scan already packs each read's files into partitions of balanced size (about the new
+            # bytes over the default parallelism, small files together); coalescing the union again would join
+            # adjacent partitions, whatever their size: a micro-batch's large files in one task, its small ones
+            # in the other (12M-row join benchmark: the scan stage 2x slower)
             if self.dedupe:
-                df = dedupe_keys(df, self.reads, self.pipelines).coalesce(parts)
+                # the keys checked after coalescing: a micro-batch read as one partition checks them with a sort
+                # of that partition, where the window over a hash partitioning of the key adds an exchange
+                parts = partitions(self.spark, self.new_bytes)
+                df = dedupe_keys(df.coalesce(parts), self.reads, self.pipelines).coalesce(parts)
             if not self.single_pass:
                 df = df.persist()
         self.projected = df
