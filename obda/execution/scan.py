@@ -51,9 +51,9 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
     Columns: ``__g`` (read index), ``__n`` (fresh), ``__v`` (valid), ``__ts`` (µs), ``__file``
     (as Spark reports it; not with ``with_file=False``), and per reader ``flag_column`` / ``key_column`` of its pipelines
     (NULL in the rows of reads the reader does not use).  Rows of a table with a declared key also carry
-    ``__kt`` (the table) and, with ``dedupe``, ``__key0…`` (the key's values as text) and each row's place, for
-    the caller's :func:`dedupe_keys`; else ``__kh`` (a hash of the typed key): the caller checks that no key
-    repeats (:func:`key_repeats`) and redoes the micro-batch with ``dedupe`` where one may.
+    with ``dedupe``, ``__kt`` (the table), ``__key0…`` (the key's values as text) and each row's place, for the
+    caller's :func:`dedupe_keys`; else ``__kh`` (a hash of the table and its typed key): the caller checks that
+    no key repeats (:func:`key_repeats`) and redoes the micro-batch with ``dedupe`` where one may.
     """
     from pyspark.sql import functions as F
 
@@ -86,10 +86,9 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
         if r.table.key and dedupe:  # the declared key as text, and each row's place, for dedupe_keys
             keyed = [F.col(_q(k)).cast("string").alias(f"__key{j}") for j, k in enumerate(r.table.key)]
             keyed += [F.col("__file").alias("__kf"), F.monotonically_increasing_id().alias("__kp")]
-        elif r.table.key:  # a hash of the typed key, for key_repeats (no value formatted as text)
-            keyed = [F.xxhash64(*[F.col(_q(k)) for k in r.table.key]).alias("__kh")]
-        if keyed:
             keyed.append(F.lit(r.table.name).alias("__kt"))
+        elif r.table.key:  # a hash of the table and its typed key, for key_repeats (no value formatted as text)
+            keyed = [F.xxhash64(F.lit(r.table.name), *[F.col(_q(k)) for k in r.table.key]).alias("__kh")]
         df = frame.df.select(*cols, *keyed, *(["__file"] if with_file else []))
         union = df if union is None else union.unionByName(df, allowMissingColumns=True)
     if union is None:
@@ -167,20 +166,20 @@ def dedupe_keys(union, reads: list[ScanRead], pipelines):
 
 def key_repeats(projected):
     """The groups of valid rows of ``projected`` (read with ``dedupe=False``) that repeat a declared key within
-    a timestamp, as a DataFrame (not run) of ``(__kt, __ts)``: a narrow aggregation, part of the micro-batch's
+    a timestamp, as a DataFrame (not run) of ``(__ts)``: a narrow aggregation, part of the micro-batch's
     one job.  Every reader's repeats (:func:`dedupe_keys`) are among them; None when no read table has a key.
     The timestamp is not filtered here (a literal in the plan would make Spark compile the job anew for every
     micro-batch): the caller keeps the groups after its readers' closed timestamps."""
     cols = set(projected.columns)
-    if "__kt" not in cols:
+    if "__kh" not in cols:
         return None
-    # per table and timestamp, the set of the typed keys' hashes: Spark builds it in each partition before the
-    # shuffle, which moves a set per timestamp, not every row, and no key is formatted as text (12M rows,
-    # sparse join: 65.6 s with every row's key as text grouped, 47.9 s so, 45.5 s unchecked); a hash
+    # per timestamp, the set of the hashes of the rows' table and typed key: Spark builds it in each partition
+    # before the shuffle, which moves a set per timestamp, not every row, and no key is formatted as text (12M
+    # rows, sparse join: 65.6 s with every row's key as text grouped, 47.9 s so, 45.5 s unchecked); a hash
     # collision is a false alarm: the micro-batch is checked again row by row
     return sql_over(projected.sparkSession, [projected], lambda views: (
-        f"SELECT __kt, __ts FROM `{views[0]}` WHERE __v AND __kt IS NOT NULL "
-        f"GROUP BY __kt, __ts HAVING size(collect_set(__kh)) < COUNT(*)"))
+        f"SELECT __ts FROM `{views[0]}` WHERE __v AND __kh IS NOT NULL "
+        f"GROUP BY __ts HAVING size(collect_set(__kh)) < COUNT(*)"))
 
 
 def key_violations(spark, reads: list[ScanRead], lo: int | None) -> list[dict]:
