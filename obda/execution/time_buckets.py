@@ -6,7 +6,9 @@ that order, but Spark samples the partitions' bounds first in a job of its own, 
 once more (the micro-batch's joins included) before the write computes them again.  The executor knows
 where the answers' timestamps lie — the range ``(lo, hi]`` the micro-batch closes, or an estimate of it —
 so it cuts that range into ``n`` slices of equal length instead (:func:`slice_of`: monotone in the
-timestamp, clamped at both ends, so any range gives the order; a good one gives balanced partitions).
+timestamp, clamped at both ends, so any range gives the order; a good one gives balanced partitions).  A
+backlog's single pass writes before its range is known: the first and last rows of its CSV files tell
+about where it lies (:func:`csv_time_span`, a few KiB read per file on the driver).
 
 Spark places a row by hash partitioning: partition ``pmod(murmur3(key, 42), n)`` (``HashPartitioning``,
 the ``hash()`` SQL function).  :func:`partition_keys` finds, for each ``k < n``, an integer key that Spark
@@ -73,3 +75,60 @@ def by_time_slices(df, at, lo: int, hi: int, n: int):
     keys = F.array(*(F.lit(k) for k in partition_keys(n)))
     placed = F.element_at(keys, F.coalesce(slice_of(at, lo, hi, n), F.lit(0)) + 1)  # no time: first, as sorted
     return df.repartition(n, placed)
+
+
+SAMPLED_FILES = 4  # files read at each end of a read's list (in listing order) for the estimate
+_TAIL = 16 << 10  # bytes read at a file's end for its last row
+
+
+def csv_time_span(reads) -> tuple[int, int] | None:
+    """Where the rows of a micro-batch's fresh CSV ``reads`` lie in time, estimated on the driver from the first
+    and last rows of the first and last :data:`SAMPLED_FILES` files of each read (at most a few KiB each), for
+    a write whose range is not known before its job (the single pass of a backlog).  ``(lo, hi)`` in µs, None
+    when no such row could be read.  Only the partitions' balance depends on it: :func:`slice_of` clamps."""
+    seen: list[int] = []
+    for r in reads:
+        table = r.table
+        if not r.fresh or r.fmt != "csv" or not table.timestamp:
+            continue
+        paths = list(r.paths)
+        for path in dict.fromkeys(paths[:SAMPLED_FILES] + paths[-SAMPLED_FILES:]):
+            seen.extend(_first_and_last(path, table))
+    return (min(seen), max(seen)) if seen else None
+
+
+def _first_and_last(path: str, table) -> list[int]:
+    """The timestamps of a CSV file's first and last rows that parse (none on any doubt: it is an estimate)."""
+    import csv
+    import io
+    import os
+
+    from obda.execution.reader import csv_dialect, file_header, header_names, parse_field, _text
+    from obda.model.sources import ColumnType
+
+    options = dict(table.options)
+    header, rejected = file_header(path, table, options)
+    if not header or rejected is not None:
+        return []
+    names, _ = header_names(table, list(header))
+    if table.timestamp not in names:
+        return []
+    pos = names.index(table.timestamp)
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            head = f.read(_TAIL)
+            f.seek(max(0, size - _TAIL))
+            tail = f.read(_TAIL)
+    except OSError:
+        return []
+    out = []
+    lines = _text(head).splitlines()[1:2]  # the header's line, then the first row's
+    tail_lines = [x for x in _text(tail).splitlines()[1 if size > _TAIL else 0:] if x.strip()]
+    for line in lines + tail_lines[-1:]:
+        try:
+            fields = next(csv.reader(io.StringIO(line), **csv_dialect(options)))
+            out.append(parse_field(fields[pos], ColumnType.TIMESTAMP))
+        except (csv.Error, StopIteration, IndexError, ValueError):
+            continue
+    return out

@@ -48,11 +48,9 @@ def test_slices_of_time_are_partitions_in_time_order(spark):
     assert all(per) and max(per) < 2 * min(per), per
 
 
-def test_a_two_partition_micro_batch_is_written_in_time_order_without_sampling(spark, tmp_path, monkeypatch):
-    """A high-output query into a directory, each micro-batch's answers written by Spark in two partitions (the
-    last micro-batch's before its range is known: sliced by the last range's length): the committed lines are
-    the one-partition run's, in time order, and the slices save the job that range partitioning spends
-    sampling (measured: 11 jobs in 5 micro-batches with it, 7 without)."""
+def _high_output_runs(spark, tmp_path, monkeypatch, max_files):
+    """The high-output query into a directory over four blocks of demo files, ``max_files`` per micro-batch
+    (None: the backlog in one), written by Spark in one partition and then in two: (lines, jobs, batches) of each."""
     from execution.test_exec_jobs import HIGH, ROOT
     from api.feeder import Feeder, prepare_workspace
     from obda.analysis import plan_execution
@@ -70,8 +68,9 @@ def test_a_two_partition_micro_batch_is_written_in_time_order_without_sampling(s
 
     def run(out, parts):
         monkeypatch.setattr(spark_query, "partitions", lambda spark, n: parts)
+        kw = {} if max_files is None else {"max_files_per_batch": max_files}
         q = ContinuousQuery(plan_execution(comp, project.sources), base_dir=ws, sink=DirectorySink(out, "json"),
-                            spark=spark, max_files_per_batch=1)
+                            spark=spark, **kw)
         q.driver_answers = 0  # every micro-batch's answers written by Spark
         q.open()
         j0 = spark_jobs(spark)
@@ -80,9 +79,51 @@ def test_a_two_partition_micro_batch_is_written_in_time_order_without_sampling(s
         q.close()
         return [(r["emitted_at"], r["binding"]) for r in q.sink.read()], jobs, m.batches
 
-    one, _, _ = run(tmp_path / "one", 1)
-    two, jobs, batches = run(tmp_path / "two", 2)
+    return run(tmp_path / "one", 1), run(tmp_path / "two", 2)
+
+
+def test_a_two_partition_micro_batch_is_written_in_time_order_without_sampling(spark, tmp_path, monkeypatch):
+    """A high-output query into a directory, each micro-batch's answers written by Spark in two partitions (the
+    last micro-batch's before its range is known: sliced by the last range's length): the committed lines are
+    the one-partition run's, in time order, and the slices save the job that range partitioning spends
+    sampling (measured: 11 jobs in 5 micro-batches with it, 7 without)."""
+    (one, _, _), (two, jobs, batches) = _high_output_runs(spark, tmp_path, monkeypatch, 1)
     print(f"{jobs} Spark jobs in {batches} micro-batches, {len(two)} answers")  # pytest -s
     assert len(two) > 50 and two == one
     assert [at for at, _ in two] == sorted(at for at, _ in two)
     assert jobs <= 1.5 * batches, f"{jobs} Spark jobs in {batches} micro-batches"
+
+
+def test_a_backlog_read_in_one_pass_is_sliced_by_its_files_times(spark, tmp_path, monkeypatch):
+    """The backlog in one micro-batch, its one job (the single pass) writing the answers before the range is
+    known: the files' first and last rows give the slices (:func:`csv_time_span`), so Spark samples no bounds
+    (measured: 2 jobs with the sampling, 1 without; the micro-batch after it only closes the input)."""
+    (one, _, _), (two, jobs, batches) = _high_output_runs(spark, tmp_path, monkeypatch, None)
+    assert len(two) > 50 and two == one
+    assert [at for at, _ in two] == sorted(at for at, _ in two)
+    assert jobs == 1, f"{jobs} Spark jobs in {batches} micro-batches (the last closes the input: no job)"
+
+
+def _csv(path, rows, header="sensor_id,value,ts"):
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_the_time_span_of_csv_files_from_their_first_and_last_rows(tmp_path):
+    from obda.execution.scan import ScanRead
+    from obda.execution.time_buckets import csv_time_span
+    from obda.model.sources import Column, ColumnType, Table, TableKind
+
+    table = Table("measurement", TableKind.STREAM, (Column("sensor_id", ColumnType.INTEGER),
+                                                     Column("value", ColumnType.INTEGER),
+                                                     Column("ts", ColumnType.TIMESTAMP)), "ts")
+    us = lambda minute: (1704067200 + 60 * minute) * 1_000_000  # 2024-01-01 00:<minute>:00Z
+    a = _csv(tmp_path / "a.csv", ["1,5,2024-01-01 00:03:00", "2,6,2024-01-01 00:01:00", "3,7,2024-01-01 00:04:00"])
+    b = _csv(tmp_path / "b.csv", ["1,5,2024-01-01 00:07:00"] + ["2,6,2024-01-01 00:08:00"] * 3000
+             + ["3,7,2024-01-01T00:09:00+00:00"])  # a tail beyond the bytes read at the start
+    c = _csv(tmp_path / "c.csv", ["9,9,2024-01-01 00:02:00", "garbage, not a row"], header="ts,value,sensor_id")
+    read = lambda *paths, fmt="csv", fresh=True: ScanRead(table, fmt, paths, ("",), fresh)
+    assert csv_time_span([read(a, b)]) == (us(3), us(9))  # first rows and last rows, not every row
+    assert csv_time_span([read(a), read(b, fresh=False)]) == (us(3), us(4))  # a carried read is not new
+    assert csv_time_span([read(c)]) is None  # the header's order: sensor_id is first; the tail row fails
+    assert csv_time_span([read(a, fmt="json")]) is None
