@@ -130,7 +130,7 @@ class AggregateReport:
 @dataclass(frozen=True)
 class OutputItem:
     """One column of the aggregate query's answer: ``expression`` over the group's grouping
-    variables (:class:`~obda.model.query.Var`) and aggregates (:class:`~obda.model.query.Aggregate`)."""
+    variables (:class:`~obda.model.query_terms.Var`) and aggregates (:class:`~obda.model.values.Aggregate`)."""
 
     name: str
     expression: ValueExpression

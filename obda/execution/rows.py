@@ -241,7 +241,7 @@ def _extract(field: exp.Expression, us: int):
 
 @functools.lru_cache(maxsize=256)
 def _replacer(pattern: str, replacement: str):
-    """REPLACE of every match of ``pattern`` by ``replacement`` (XPath's syntax, ``obda.model.query.replacement_parts``;
+    """REPLACE of every match of ``pattern`` by ``replacement`` (XPath's syntax, ``obda.model.values.replacement_parts``;
     a group that did not match gives "", as in Java, RE2 and XPath), compiled once per pair."""
     compiled, parts = re.compile(pattern), replacement_parts(replacement) or ()
 

@@ -1,4 +1,4 @@
-"""Computed values of FILTER and BIND in SQL: ``+ - * /``, ``!`` and the functions of ``obda.model.query.FUNCTIONS``.
+"""Computed values of FILTER and BIND in SQL: ``+ - * /``, ``!`` and the functions of ``obda.model.values.FUNCTIONS``.
 
 A computed value becomes a *native literal* :class:`TermValue` — one typed SQL scalar, as a ``BIND``'s number
 always was — so that comparisons (:func:`compare_terms`), projection and the analysis treat it as any typed

@@ -94,7 +94,7 @@ class AggregateArguments(Located):
 
     def _with_written(self, e):
         """``e`` (a SELECT item's or HAVING's value expression) with each aggregate of a hoisted expression knowing
-        how the query wrote it (:attr:`~obda.model.query.Aggregate.written`), for the messages of later stages."""
+        how the query wrote it (:attr:`~obda.model.values.Aggregate.written`), for the messages of later stages."""
         if isinstance(e, Aggregate):
             hoisted = self.aggregate_args.get(e.argument.name) if e.argument is not None else None
             return e if hoisted is None else replace(e, written=(hoisted[0], _argument_of(hoisted[0])))

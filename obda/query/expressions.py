@@ -304,7 +304,7 @@ _NUMERIC = {XSD + t for t in ("integer", "decimal", "double", "float", "int", "l
 
 def value_expression(e, term: Callable[[Identifier], Term], aggregates: bool = True):
     """A SELECT item or HAVING operand: variables, numeric constants, aggregates of a variable,
-    and ``+ - * /`` over them (``obda.model.query.ValueExpression``); FilterProblem for anything else."""
+    and ``+ - * /`` over them (``obda.model.values.ValueExpression``); FilterProblem for anything else."""
     e = unwrap(e)
     if isinstance(e, Variable):
         return term(e)

@@ -1,8 +1,8 @@
 """Computed FILTER and BIND operands: ``+ - * /``, ``!`` and the SPARQL 1.1 functions obda evaluates.
 
 A FILTER operand that is not a variable or a constant becomes a value expression of the typed plan:
-:class:`~obda.model.query.Arithmetic` for ``+ - * /`` and unary minus, :class:`~obda.model.query.Call` for a
-function of :data:`~obda.model.query.FUNCTIONS` (docs/semantics.md, "Functions and arithmetic in FILTER and
+:class:`~obda.model.values.Arithmetic` for ``+ - * /`` and unary minus, :class:`~obda.model.values.Call` for a
+function of :data:`~obda.model.values.FUNCTIONS` (docs/semantics.md, "Functions and arithmetic in FILTER and
 BIND").  A boolean function alone in a FILTER (``FILTER(CONTAINS(?n, "a"))``) is the comparison of its value
 with ``true``; under ``!`` with ``false``.  Any other function stays refused with the
 :class:`~obda.query.expressions.FilterProblem` that locates its name.
