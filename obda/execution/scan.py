@@ -50,7 +50,7 @@ def project_reads(spark, reads: list[ScanRead], pipelines: dict[str, dict[str, t
     ``pipelines``: reader namespace → table name → that reader's pipelines over the table.
     Columns: ``__g`` (read index), ``__n`` (fresh), ``__v`` (valid), ``__ts`` (µs), ``__file``
     (as Spark reports it; not with ``with_file=False``), and per reader ``flag_column`` / ``key_column`` of its pipelines
-    (NULL in the rows of reads the reader does not use).  Rows of a table with a declared key also carry
+    (NULL in the rows of reads the reader does not use).  Rows of a table with a declared key also carry,
     with ``dedupe``, ``__kt`` (the table), ``__key0…`` (the key's values as text) and each row's place, for the
     caller's :func:`dedupe_keys`; else ``__kh`` (a hash of the table and its typed key): the caller checks that
     no key repeats (:func:`key_repeats`) and redoes the micro-batch with ``dedupe`` where one may.
