@@ -96,7 +96,7 @@ def _one_pass(spark, members, reads, cache, new_bytes, fail, dedupe: bool) -> bo
             oldest = min((lo for lo, _ in readers.values()), default=None, key=lambda lo: -1 if lo is None else lo)
 
             def close(rows):
-                if len(rows) > 1 and any(ts is None or oldest is None or ts > oldest for ts, in rows[1]):
+                if len(rows) > 1 and any(ts is None or oldest is None or ts > oldest for (ts,) in rows[1]):
                     raise _KeyRepeats
                 stats = stats_of(rows[0], readers)
                 for m in members:
