@@ -205,8 +205,8 @@ class MemberEngine:
         if plan.unsatisfiable or plan.nodes:
             return {}
         rels = [self.statics[s] for s in plan.forest_statics]
-        if not rels:
-            return {}
+        if not rels:  # a member of constants: the one empty solution (its conditions folded by the unfolding)
+            return {(): 1}
         return join_aggregate(rels, plan.forest_preds, plan.out_attrs, self.setsem)
 
 

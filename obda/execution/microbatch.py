@@ -132,7 +132,7 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
     if sum(1 for p in q.plan.pipelines if p.table.is_stream) != 1 or q.runtime.constraints is not None:
         return False  # (k-constraints: their check is a job of its own, before the answers')
     if not q.engine.static_done and any(
-        not me.plan.unsatisfiable and not me.plan.nodes and me.plan.forest_statics for me in q.engine.members
+        not me.plan.unsatisfiable and not me.plan.nodes for me in q.engine.members  # over statics or constants
     ):
         return False
     if q.aggregate is None and not q.plan.distinct and not q.sink.writes_frames and new_bytes < q.spill_bytes:

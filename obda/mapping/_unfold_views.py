@@ -309,8 +309,9 @@ def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Seque
     """
     ren = ren or {}
     args: dict = {"expressions": [exp.Alias(this=e, alias=identifier(n)) for n, e in items]}
-    first, *rest = entries
-    args["from_"] = exp.From(this=first.expression(ren.get(first.alias)))
+    first, *rest = entries or [None]
+    if first is not None:  # no entry: a member of constants (a WHERE clause of VALUES, BIND and FILTER only)
+        args["from_"] = exp.From(this=first.expression(ren.get(first.alias)))
     if rest:
         args["joins"] = [exp.Join(this=e.expression(ren.get(e.alias))) for e in rest]
     if conds:

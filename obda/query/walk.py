@@ -109,10 +109,6 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
         branches = self._group(q.where, None, where_open if where_open is not None else 0)
         if q.valuesClause:  # a trailing VALUES: joined with the WHERE clause's solutions
             branches = self._join_values(branches, q.valuesClause, self.ts.find_word("VALUES", where_close))
-        if any(not b.atoms for b in branches):
-            raise self.unsupported("no triple pattern", "a part of the WHERE clause (a UNION alternative, or the "
-                                   "whole) has no triple pattern, only VALUES, BIND or FILTER: obda answers from the "
-                                   "mapped data, and a table of constants alone is not a query over it", where_open)
 
         self._check_modifiers(q, where_close, aggregate)
         if ask:

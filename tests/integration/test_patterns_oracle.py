@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 
 from obda.errors import UnsupportedConstructError
+from obda.analysis import analyze_query
 from obda.query import parse_query
 
 from integration.oracle import norm
@@ -115,6 +116,28 @@ CASES = [
     Case("ask_stream_true", "ASK { GRAPH ?t { ?r :value ?v } FILTER(?v > 20) }", "bounded", 1),
     Case("ask_stream_false", "ASK { GRAPH ?t { ?r :value ?v } FILTER(?v > 2000) }", "bounded", 0),  # no line
     Case("ask_stream_and_static", "ASK { GRAPH ?t { ?a :raisedBy ?p } ?p :age ?g FILTER(?g > 40) }", "bounded", 1),
+    # --- a WHERE clause (or a UNION alternative) of VALUES, BIND and FILTER only: SPARQL's one empty solution,
+    # joined with the constants; over static data, answered once; beside a stream's, at its first closed timestamp
+    Case("constants_values", 'SELECT ?k WHERE { VALUES ?k { "a" "b" "a" } }', "bounded", 3),
+    Case("constants_filtered", "SELECT ?k WHERE { VALUES ?k { 1 2 3 } FILTER(?k IN (2, 3)) }", "bounded", 2),
+    Case("constants_bound", "SELECT ?k ?w WHERE { VALUES ?k { 1 2 } BIND(?k * 10 AS ?w) FILTER(?w > 10) }",
+         "bounded", 1),
+    Case("constants_never", "SELECT ?k WHERE { VALUES ?k { 1 2 } FILTER(?k > 5) }", "bounded", 0),
+    Case("constants_ask", "ASK { FILTER(2 IN (1, 2, 3)) }", "bounded", 1),
+    Case("constants_distinct", "SELECT DISTINCT ?k WHERE { VALUES ?k { 1 1 2 } }", "bounded", 2),
+    Case("constants_not_exists", f"SELECT ?x WHERE {{ VALUES ?x {{ {P1} <http://example.org/mult/data/person/99> }} "
+         "FILTER NOT EXISTS { ?x :age ?a } }", "bounded", 1),
+    Case("constants_minus", f"SELECT ?x WHERE {{ VALUES ?x {{ {P1} <http://example.org/mult/data/person/99> }} "
+         "MINUS { ?x :age ?a } }", "bounded", 1),
+    Case("constants_count", "SELECT (COUNT(*) AS ?n) WHERE { VALUES ?k { 1 2 } }", "bounded", 1),
+    Case("constants_union_static", f"SELECT ?x WHERE {{ {{ ?x :headOf ?d }} UNION {{ BIND({P1} AS ?x) }} }}",
+         "bounded", 4),
+    # a function of constants only (STRLEN("abc")): computed by the SQL on a row of the member's table
+    Case("constant_function_static", 'SELECT ?x ?n WHERE { ?x :age ?a BIND(STRLEN("abc") AS ?n) }', "bounded", 8),
+    Case("constant_function_stream", 'SELECT ?r ?n WHERE { GRAPH ?t { ?r :value ?v } BIND(UCASE("ab") AS ?n) }',
+         "bounded", 6),
+    Case("constants_union_stream", "SELECT ?r ?v WHERE { { GRAPH ?t { ?r :value ?v } } UNION "
+         "{ VALUES (?r ?v) { (<http://example.org/x> 1) } } }", "bounded", 7),
 ]
 
 
@@ -169,7 +192,6 @@ def test_limit_and_offset_cut_the_ordered_table_as_pyoxigraph_does(world, tmp_pa
     ("SELECT ?r (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?r :value ?v } } GROUP BY ?r OFFSET 1", "OFFSET"),
     ("SELECT ?x WHERE { ?x :age+ ?a }", "property path +"),
     ("SELECT ?x WHERE { ?x !:age ?a }", "property path !"),
-    ('SELECT ?k WHERE { VALUES ?k { "a" } }', "no triple pattern"),
     # a VALUES variable before an OPTIONAL is bound there, as a BIND's is: compared with the OPTIONAL's own
     # variable it is a correlated left join, refused (before, the OPTIONAL read it unbound)
     ("SELECT ?x ?lim WHERE { ?x :worksIn ?d VALUES ?lim { 40 } OPTIONAL { ?x :age ?a FILTER(?a > ?lim) } }",
@@ -181,6 +203,13 @@ def test_what_stays_refused_is_named_and_located(world, query, construct):
         project.compile(PREFIX + query)
     assert e.value.construct == construct
     assert e.value.location is not None and e.value.location.line is not None
+
+
+def test_a_function_of_constants_with_no_table_to_compute_it_on_is_refused_when_run(world):
+    project, _, _ = world
+    comp = project.compile(PREFIX + 'SELECT ?x ?n WHERE { VALUES ?x { "abc" } BIND(STRLEN(?x) AS ?n) }')
+    report = analyze_query(comp, project.sources)
+    assert report.forest is None and "reads no table to compute it on" in str(report.forest_error)
 
 
 @pytest.mark.parametrize("query, construct, at", [

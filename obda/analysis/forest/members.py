@@ -168,11 +168,11 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         if check is not None:  # [NOT] (…) IN (static answers): per row, on the one FROM entry its terms read
             terms = check_terms(check)
             owners = {resolve(col)[0] for col in terms.find_all(exp.Column)} if terms is not None else set()
-            if not owners:  # [NOT] EXISTS: the same for every row; tested on the first entry's
+            if not owners and aliases:  # [NOT] EXISTS: the same for every row; tested on the first entry's
                 owners = {next(iter(aliases))}
             timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
             w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3), compared
-            if len(owners) > 1 or timed or w is not None:  # tested on the joined answer, its terms hidden items
+            if len(owners) != 1 or timed or w is not None:  # (no owner: a member of constants)  # tested on the joined answer, its terms hidden items
                 parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
                 joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
                                       check_query(check), timed,
@@ -215,12 +215,15 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         copies = view_timestamp_keys(used_views[a.alias], sources) if a.alias in used_views else ()
         return t.is_stream and t.timestamp is not None and (t.timestamp.lower() == a.column.lower() or a.column in copies)
 
+    # a value of constants the SQL computes (a function's, STRLEN("abc")): computed per row of one FROM entry,
+    # a static table's where there is one (a stream's attribute of the answer would count against its verdict)
+    host = next((a for a, t in aliases.items() if not t.is_stream), next(iter(aliases), None))
     items: list[OutItem] = []
     for e in sel.expressions:
         name = _item_name(e)
         body = unparen(e.this if isinstance(e, exp.Alias) else e)
         times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
-        items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts), times=times))
+        items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts, host), times=times))
     checks: list[OutputCheck] = []
     for k, (terms_of, negated, query, timed, window, compares) in enumerate(joined_checks):
         start = len(items)
@@ -348,7 +351,7 @@ def _constant(e: exp.Expression):
     raise ExecutionError(f"unsupported constant expression {e.sql()!r} in the projection")
 
 
-def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts) -> OutItem:
+def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts, host: str | None = None) -> OutItem:
     cols = list(body.find_all(exp.Column))
     owners = {resolve(c)[0] for c in cols}
     if isinstance(body, exp.Column) and is_ts(body):  # a projected time: its xsd:dateTime text
@@ -358,9 +361,16 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts)
     if isinstance(body, exp.Column):
         return OutItem(name, "attr", attr=resolve(body))
     if not owners:
-        if isinstance(body, exp.Concat):
-            return OutItem(name, "const", value="".join(str(_constant(unparen(a))) for a in body.expressions))
-        return OutItem(name, "const", value=_constant(body))
+        try:
+            if isinstance(body, exp.Concat):
+                return OutItem(name, "const", value="".join(str(_constant(unparen(a))) for a in body.expressions))
+            return OutItem(name, "const", value=_constant(body))
+        except ExecutionError:
+            if host is None:  # a member of constants only: no row to compute it on
+                raise ExecutionError(f"the value {body.sql()!r} of constants only is computed by SQL, and this "
+                                     "part of the query reads no table to compute it on; give its group a triple "
+                                     "pattern, or write the value itself") from None
+            owners = {host}
     if len(owners) == 1:
         alias = owners.pop()
         attr = (alias, f"#p{len(exprs)}")
