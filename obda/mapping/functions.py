@@ -27,9 +27,7 @@ from typing import Callable
 from sqlglot import exp
 
 from obda.errors import UnsupportedConstructError
-from obda.mapping._unfold_compare import same_kind, term_kind
 from obda.mapping._unfold_ir import Arith, Expr
-from obda.mapping._unfold_read import from_sqlglot
 from obda.mapping._unfold_terms import (
     RDF_LANGSTRING,
     Slot,
@@ -41,18 +39,18 @@ from obda.mapping._unfold_terms import (
     literal_sql,
     projection_sql,
 )
+from obda.mapping.function_casts import Value, cast
+from obda.mapping.function_terms import datatype_of, nullable_sql, same_term, term_kind_of, term_test
+from obda.mapping.function_types import BOOLEAN as _BOOLEAN, DATETIME as _DATETIME, DOUBLE as _DOUBLE
+from obda.mapping.function_types import STRING as _STRING, lang as _lang, light as _light, sql as _sql
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
 from obda.model.query import CASTS, XSD, Arithmetic, Call, Term
 from obda.model.sources import ColumnType
 
-_DOUBLE = {XSD + "double", XSD + "float"}
 _CTYPE = {"integer": ColumnType.INTEGER, "decimal": ColumnType.DECIMAL, "double": ColumnType.DOUBLE,
           "string": ColumnType.STRING, "boolean": ColumnType.BOOLEAN}
-_STRING = XSD + "string"
-_BOOLEAN = XSD + "boolean"
 _CMP = COMPARISON_CLASSES
-_DATETIME = XSD + "dateTime"
 # SPARQL's date functions -> the EXTRACT field (SECONDS keeps the fraction: a decimal)
 _FIELDS = {"YEAR": "YEAR", "MONTH": "MONTH", "DAY": "DAY", "HOURS": "HOUR", "MINUTES": "MINUTE", "SECONDS": "SECOND"}
 
@@ -61,10 +59,10 @@ def computed_value(e, term: Callable[[Term], TermValue], label: str) -> TermValu
     """The native-literal term of computed value ``e`` (Arithmetic or Call); ``term`` gives a variable's or a
     constant's term.  Unsat when ``e`` is a type error for every row (false in a FILTER)."""
     if isinstance(e, Call) and e.name == "DATATYPE":  # an IRI, constant per member (NULL where x is an error)
-        iri, nullable = _datatype_of(e, term, label)
+        iri, nullable = datatype_of(e, term, _bound(term, label), label)
         if nullable is None:
             return TermValue(TermType.IRI, (iri,), label=label)
-        text = _nullable(exp.Literal.string(iri), nullable)
+        text = nullable_sql(exp.Literal.string(iri), nullable)
         return TermValue(TermType.IRI, (Slot(Val(text, ColumnType.STRING), False),), label=label)
     sql, dt = _value(e, term, label)
     if _lang(dt) is not None:  # a language-tagged string keeps its (static) tag
@@ -74,9 +72,9 @@ def computed_value(e, term: Callable[[Term], TermValue], label: str) -> TermValu
     return TermValue(TermType.LITERAL, (Slot(Val(sql, ctype), False),), dt, native=True, label=label)
 
 
-def _lang(dt: str) -> str | None:
-    """The language tag of a value type (``@en``: a language-tagged string; its tag is static per term map)."""
-    return dt[1:] if dt.startswith("@") else None
+def _bound(term, label: str) -> Value:
+    """The ``value`` the split modules (casts, term tests) read an argument expression with."""
+    return lambda e: _value(e, term, label)
 
 
 def _value(e, term, label: str) -> tuple[Expr, str]:
@@ -164,7 +162,7 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         if dt in ("iri", _STRING) or _lang(dt) is not None:
             return sql, _STRING
         if dt in (XSD + "integer", _BOOLEAN):  # their canonical forms: xsd:string's cast
-            return _cast(Call("xsd:string", c.args), term, label)[0], _STRING
+            return cast(Call("xsd:string", c.args), _bound(term, label), label)[0], _STRING
         if dt == _DATETIME or category(dt) == "numeric":
             raise UnsupportedConstructError("STR", f"{label}: STR of a {dt} value is not supported (its lexical "
                                             "form differs between SQL engines); STR of IRIs, strings, integers and "
@@ -208,17 +206,17 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
                 _BOOLEAN
         raise Unsat(f"{label}: the truth value of {c.args[0]} (a {dt} term) is a type error")
     if fn == "BOUND":  # a pattern's variable is always bound (NULL columns give no triple); a BIND's, unless an error
-        nullable = _term_kind(c.args[0], term, label)[2]
+        nullable = term_kind_of(c.args[0], term, _bound(term, label))[2]
         if nullable is None:
             return _light(exp.Boolean(this=True)), _BOOLEAN
         return _light(exp.Paren(this=exp.Not(this=exp.Is(this=_sql(nullable), expression=exp.Null())))), _BOOLEAN
     if fn in ("LANG", "isIRI", "isLITERAL", "isBLANK", "isNUMERIC", "LANGMATCHES"):
-        return _term_test(c, term, label)
+        return term_test(c, term, _bound(term, label), label)
     if fn == "sameTerm":
-        return _same_term(c, term, label)
+        return same_term(c, term, _bound(term, label), label)
     if fn == "DATATYPE":
-        iri, nullable = _datatype_of(c, term, label)
-        return _nullable(exp.Literal.string(iri), nullable), "iri"
+        iri, nullable = datatype_of(c, term, _bound(term, label), label)
+        return nullable_sql(exp.Literal.string(iri), nullable), "iri"
     if fn == "SUBSTR":  # start >= 1 and length >= 0 are constants (obda.query.functions): SQL's SUBSTRING agrees
         text, dt = _text(c.args[0], term, label, fn)
         nums = [exp.Literal.number(int(a.lexical)) for a in c.args[1:]]  # type: ignore[union-attr]
@@ -332,159 +330,8 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             node = {"ABS": exp.Abs, "CEIL": exp.Ceil, "FLOOR": exp.Floor}[fn](this=arg)
         return _light(node), dt
     if fn in CASTS.values():
-        return _cast(c, term, label)
+        return cast(c, _bound(term, label), label)
     raise UnsupportedConstructError(fn, f"{label}: function {fn} is not supported")
-
-
-# the lexical forms a cast from a string reads (XML Schema's, without the spaces its whitespace facet drops)
-_INTEGER_TEXT = r"^[+-]?[0-9]+$"
-_DOUBLE_TEXT = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
-_DECIMAL_TEXT = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$"
-
-
-def _cast(c: Call, term, label: str) -> tuple[Expr, str]:
-    """``xsd:integer(x)`` … ``xsd:string(x)`` (SPARQL 1.1 §17.5, XPath's casting rules): a number, a boolean or a
-    string whose lexical form is one of the target's is cast; any other value is a type error (unbound).  A number
-    to an integer drops its fraction (toward zero); a string is read only in the target's lexical form, with no
-    space around it."""
-    target = XSD + c.name[len("xsd:"):]
-    sql, dt = _value(c.args[0], term, label)
-    x = _sql(sql)
-    numeric, what = category(dt) == "numeric", f"{label}: {c}"
-
-    def when(cond: exp.Expression, value: exp.Expression) -> Expr:
-        return _light(exp.Case(ifs=[exp.If(this=cond, true=value)]))
-
-    def lexical(pattern: str) -> exp.Expression:
-        return exp.RegexpLike(this=x.copy(), expression=exp.Literal.string(pattern))
-
-    if dt == target or (target in _DOUBLE and dt in _DOUBLE):
-        return sql, target
-    if dt == _BOOLEAN and target != _STRING:  # true is 1, false 0
-        one, zero = (("1", "0") if target in (XSD + "integer", XSD + "decimal") else ("1.0", "0.0"))
-        if target == _BOOLEAN:
-            return sql, target
-        node = exp.Case(ifs=[exp.If(this=x, true=exp.Literal.number(one)),
-                             exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.number(zero))])
-        return _light(node if target not in _DOUBLE else exp.cast(node, "DOUBLE")), target
-    if target == XSD + "integer":
-        if numeric:  # toward zero
-            toward = exp.Case(ifs=[exp.If(this=exp.LT(this=x.copy(), expression=exp.Literal.number(0)),
-                                          true=exp.Ceil(this=x.copy()))], default=exp.Floor(this=x.copy()))
-            return _light(exp.cast(toward, "BIGINT")), target
-        if dt == _STRING:
-            return when(lexical(_INTEGER_TEXT), exp.cast(x.copy(), "BIGINT")), target
-    if target in _DOUBLE:
-        if numeric:
-            return _light(exp.cast(x, "DOUBLE")), target
-        if dt == _STRING:
-            return when(lexical(_DOUBLE_TEXT), exp.cast(x.copy(), "DOUBLE")), target
-    if target == XSD + "decimal":  # a double's or a decimal text's value, held as a double (about 15 digits)
-        if dt == XSD + "integer":
-            return sql, target
-        if numeric:
-            return _light(exp.cast(x, "DOUBLE")), target
-        if dt == _STRING:
-            return when(lexical(_DECIMAL_TEXT), exp.cast(x.copy(), "DOUBLE")), target
-    if target == _BOOLEAN:
-        if numeric:
-            return _light(exp.Paren(this=exp.NEQ(this=x, expression=exp.Literal.number(0)))), target
-        if dt == _STRING:
-            words = {v: exp.In(this=x.copy(), expressions=[exp.Literal.string(w) for w in ws])
-                     for v, ws in ((True, ("true", "1")), (False, ("false", "0")))}
-            return _light(exp.Case(ifs=[exp.If(this=words[v], true=exp.Boolean(this=v)) for v in (True, False)])), target
-    if target == _STRING:
-        if dt == "iri" or _lang(dt) is not None:  # an IRI's text; a tagged string's lexical form, untagged
-            return sql, target
-        if dt == XSD + "integer":
-            return _light(exp.cast(x, "VARCHAR")), target
-        if dt == _BOOLEAN:
-            return _light(exp.Case(ifs=[exp.If(this=x, true=exp.Literal.string("true")),
-                                        exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.string("false"))])), target
-    if numeric or dt == _STRING or dt == _BOOLEAN or (dt == _DATETIME and target == _STRING):  # a cast XPath
-        # allows, whose result obda does not compute
-        raise UnsupportedConstructError(c.name, f"{what}: casting a {dt} value to {target} is not supported (the "
-                                        "lexical form or the precision it gives differs between SQL engines); "
-                                        "integer, decimal, double, float, boolean and string casts of numbers, "
-                                        "booleans and strings are")
-    raise Unsat(f"{what}: a {dt} value cannot be cast to {target} (a type error)")
-
-
-def _term_kind(e, term, label: str) -> tuple[str, str | None, Expr | None]:
-    """What a term is — ``iri``, ``bnode`` or ``literal`` —, a literal's type (a datatype or ``@tag``), and the SQL
-    that is NULL where ``e`` is an error (None: never; a BIND's value may be), all static per term map."""
-    if not isinstance(e, (Call, Arithmetic)):
-        tv = term(e)
-        kind, dt = term_kind(tv)
-        return kind, dt, (tv.parts[0].val.expr if kind == "literal" and tv.native else None)  # type: ignore[union-attr]
-    sql, dt = _value(e, term, label)
-    return ("iri", None, None) if dt == "iri" else ("literal", dt, sql)
-
-
-def _term_test(c: Call, term, label: str) -> tuple[Expr, str]:
-    """``isIRI`` … ``isNUMERIC``, ``LANG`` and ``LANGMATCHES``: constants per member (a term map fixes its term's
-    kind, datatype and tag), NULL where the argument is an error (a BIND's value)."""
-    fn = c.name
-    if fn == "LANGMATCHES":
-        (tag, nullable), rng = _lang_of(c.args[0], term, label), c.args[1]
-        if not (hasattr(rng, "lexical") and getattr(rng, "datatype", None) in (None, _STRING)):
-            raise UnsupportedConstructError("LANGMATCHES", f"{label}: LANGMATCHES needs a string constant as its "
-                                            "range (LANGMATCHES(LANG(?x), \"en\"))")
-        r = rng.lexical.lower()  # type: ignore[union-attr]
-        t = tag.lower()
-        value = bool(t) if r == "*" else (t == r or t.startswith(r + "-"))  # RFC 4647 basic filtering
-        return _nullable(exp.Boolean(this=value), nullable), _BOOLEAN
-    if fn == "LANG":
-        tag, nullable = _lang_of(c, term, label)
-        return _nullable(exp.Literal.string(tag), nullable), _STRING
-    kind, dt, nullable = _term_kind(c.args[0], term, label)
-    value = {"isIRI": kind == "iri", "isBLANK": kind == "bnode", "isLITERAL": kind == "literal",
-             "isNUMERIC": kind == "literal" and dt is not None and category(dt) == "numeric"}[fn]
-    return _nullable(exp.Boolean(this=value), nullable), _BOOLEAN
-
-
-def _same_term(c: Call, term, label: str) -> tuple[Expr, str]:
-    """``sameTerm(a, b)``: false where the kinds, datatypes or tags differ (constants of the member); else the
-    equality of the two IRIs' texts or of the two values (literals: a typed column holds one lexical form per
-    value, its canonical one).  (A FILTER of it alone compares the terms as ``=`` does: ``_unfold_members``.)"""
-    (ka, da, _), (kb, db, _) = (_term_kind(x, term, label) for x in c.args)
-    if not same_kind((ka, da), (kb, db)):
-        return _light(exp.Boolean(this=False)), _BOOLEAN
-    if ka == "bnode":
-        raise UnsupportedConstructError("sameTerm", f"{label}: sameTerm of blank nodes is not supported")
-    a, b = (_sql(_value(x, term, label)[0]) for x in c.args)
-    return _light(exp.Paren(this=exp.EQ(this=a, expression=b))), _BOOLEAN
-
-
-def _datatype_of(c: Call, term, label: str) -> tuple[str, Expr | None]:
-    """``DATATYPE(x)``'s IRI — the literal's datatype, ``rdf:langString`` for a tagged string: static per member —
-    and the SQL that is NULL where ``x`` is an error."""
-    kind, dt, nullable = _term_kind(c.args[0], term, label)
-    if kind != "literal":
-        raise Unsat(f"{label}: DATATYPE of {c.args[0]}, which is not a literal, is a type error")
-    return (RDF_LANGSTRING if dt is not None and dt.startswith("@") else (dt or _STRING)), nullable
-
-
-def _lang_of(e, term, label: str) -> tuple[str, Expr | None]:
-    """The language tag ``LANG(x)`` gives (``""`` for a literal without one) and its NULL-where-error SQL; ``e`` is
-    ``LANG(x)`` or a string constant."""
-    if isinstance(e, Call) and e.name == "LANG":
-        kind, dt, nullable = _term_kind(e.args[0], term, label)
-        if kind != "literal":
-            raise Unsat(f"{label}: LANG of {e.args[0]}, which is not a literal, is a type error")
-        return (dt[1:] if dt and dt.startswith("@") else ""), nullable
-    if hasattr(e, "lexical") and not isinstance(e, (Call, Arithmetic)) and getattr(e, "datatype", None) in (None, _STRING):
-        return e.lexical, None  # type: ignore[union-attr]
-    raise UnsupportedConstructError("LANGMATCHES", f"{label}: LANGMATCHES compares LANG(…) or a string constant "
-                                    "with a range")
-
-
-def _nullable(value: exp.Expression, nullable: Expr | None) -> Expr:
-    """``value``, or NULL (SPARQL's error) where ``nullable`` is NULL."""
-    if nullable is None:
-        return _light(value)
-    return _light(exp.Case(ifs=[exp.If(this=exp.Not(this=exp.Is(this=_sql(nullable), expression=exp.Null())),
-                                       true=value)]))
 
 
 def _unify(dts: list[str], c: Call, label: str) -> str:
@@ -497,12 +344,3 @@ def _unify(dts: list[str], c: Call, label: str) -> str:
         return dts[0]
     raise UnsupportedConstructError(c.name, f"{label}: {c} gives values of different types ({', '.join(dts)}); obda "
                                     "types every value statically: give its branches / arguments one type")
-
-
-def _sql(e: Expr) -> exp.Expression:
-    """The sqlglot tree of a light expression (aliases as in the member)."""
-    return e.to_sqlglot()
-
-
-def _light(node: exp.Expression) -> Expr:
-    return from_sqlglot(node)
