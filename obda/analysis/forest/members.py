@@ -18,6 +18,7 @@ from sqlglot.optimizer.simplify import simplify
 from obda.analysis import computed
 from obda.analysis.elements import Attr as EAttr
 from obda.analysis.forest.checks import OutputCheck
+from obda.analysis.forest.constants import constant_value, unparen
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
 from obda.analysis.sql_reading import (
     check_query,
@@ -84,12 +85,6 @@ def _item_name(e: exp.Expression) -> str:
     if isinstance(e, exp.Column):
         return e.name
     raise ExecutionError(f"projected item {e.sql()!r} has no name (use AS)")
-
-
-def unparen(e: exp.Expression) -> exp.Expression:
-    while isinstance(e, exp.Paren):
-        e = e.this
-    return e
 
 
 def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None) -> Member:
@@ -308,49 +303,6 @@ def iso_text_sql(e: exp.Expression) -> exp.Expression:
                        replacement=exp.Literal.string("T"))
 
 
-def _constant(e: exp.Expression):
-    if isinstance(e, exp.Literal):
-        if e.is_string:
-            return e.this
-        txt = e.this
-        try:
-            return int(txt)
-        except ValueError:
-            return float(txt)
-    if isinstance(e, exp.Boolean):
-        return bool(e.this)
-    if isinstance(e, exp.Null):
-        return None
-    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal):
-        return -_constant(e.this)
-    if isinstance(e, exp.Paren):
-        return _constant(e.this)
-    if isinstance(e, (exp.Add, exp.Sub, exp.Mul, exp.Div)):  # a computed value a BIND folded to constants
-        a, b = _constant(e.this), _constant(e.expression)
-        if a is None or b is None or (isinstance(e, exp.Div) and b == 0):  # SQL: NULL (the unfolder's NULLIF)
-            return None
-        return a + b if isinstance(e, exp.Add) else a - b if isinstance(e, exp.Sub) else a * b if isinstance(
-            e, exp.Mul) else a / b
-    if isinstance(e, (exp.Coalesce, exp.Nullif)):
-        values = [_constant(x) for x in (e.this, *e.expressions)] if isinstance(e, exp.Coalesce) else [
-            _constant(e.this), _constant(e.expression)]
-        if isinstance(e, exp.Nullif):
-            return None if values[0] == values[1] else values[0]
-        return next((v for v in values if v is not None), None)
-    if isinstance(e, (exp.Cast, exp.TryCast)):
-        v = _constant(unparen(e.this))
-        to = e.to.this.name if hasattr(e.to.this, "name") else str(e.to.this)
-        if v is None:
-            return None
-        if to in ("TEXT", "VARCHAR", "CHAR", "STRING", "NVARCHAR"):
-            return str(v)
-        if to in ("INT", "BIGINT", "SMALLINT", "TINYINT"):
-            return int(v)
-        if to in ("DOUBLE", "FLOAT"):
-            return float(v)
-    raise ExecutionError(f"unsupported constant expression {e.sql()!r} in the projection")
-
-
 def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts, host: str | None = None) -> OutItem:
     cols = list(body.find_all(exp.Column))
     owners = {resolve(c)[0] for c in cols}
@@ -363,8 +315,8 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
     if not owners:
         try:
             if isinstance(body, exp.Concat):
-                return OutItem(name, "const", value="".join(str(_constant(unparen(a))) for a in body.expressions))
-            return OutItem(name, "const", value=_constant(body))
+                return OutItem(name, "const", value="".join(str(constant_value(unparen(a))) for a in body.expressions))
+            return OutItem(name, "const", value=constant_value(body))
         except ExecutionError:
             if host is None:  # a member of constants only: no row to compute it on
                 raise ExecutionError(f"the value {body.sql()!r} of constants only is computed by SQL, and this "
@@ -382,7 +334,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
             a = unparen(a)
             a_owners = {resolve(c)[0] for c in a.find_all(exp.Column)}
             if not a_owners:
-                parts.append(("const", str(_constant(a))))
+                parts.append(("const", str(constant_value(a))))
             elif len(a_owners) == 1:
                 attr = (a_owners.pop(), f"#p{len(exprs)}")
                 exprs.append((attr, exp.cast(unq(a), "STRING")))
