@@ -26,163 +26,32 @@ per group); the report says which condition fails, on which attribute, and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from sqlglot import exp
 
+from obda.analysis.aggregate_model import (
+    FUNCTIONS,
+    HOLISTIC,
+    AggregateCall,
+    AggregatePlan,
+    AggregateReport,
+    Condition,
+    Function,
+    OutputItem,
+    PlannedCall,
+)
 from obda.analysis.criteria import BOUNDED, NOT_SHOWN, UNBOUNDED
 from obda.analysis.normal_form import SpjMember, from_sql
 from obda.analysis.sql_reading import _Ctx, parse_sql
 from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import preprocess
 from obda.analysis.windows import describe_micros, member_bounds
-from obda.model.query import Aggregate, ValueExpression, Var
+from obda.model.query import Aggregate, Var
 from obda.model.sources import Sources
-
-DISTRIBUTIVE, ALGEBRAIC, HOLISTIC = "distributive", "algebraic", "holistic"
-
-
-@dataclass(frozen=True)
-class Function:
-    """How an aggregate function is computed online (Gray et al.) and whether duplicates change it."""
-
-    name: str
-    kind: str
-    duplicate_sensitive: bool
-
-
-FUNCTIONS = {f.name: f for f in (
-    Function("count", DISTRIBUTIVE, True),
-    Function("sum", DISTRIBUTIVE, True),
-    Function("min", DISTRIBUTIVE, False),
-    Function("max", DISTRIBUTIVE, False),
-    Function("sample", DISTRIBUTIVE, False),
-    Function("avg", ALGEBRAIC, True),
-    Function("count_distinct", HOLISTIC, False),
-    Function("median", HOLISTIC, True),
-    Function("group_concat", HOLISTIC, True),  # SPARQL only: the SQL front end refuses GROUP_CONCAT
-    Function("group_concat_distinct", HOLISTIC, False),
-    Function("sum_distinct", HOLISTIC, False),  # SUM / AVG of the distinct values: a count per value, as COUNT's
-    Function("avg_distinct", HOLISTIC, False),
-)}
 
 _SQLGLOT = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg",
             exp.Median: "median", exp.AnyValue: "sample"}
-
-
-@dataclass(frozen=True)
-class AggregateCall:
-    """One aggregate expression ``f(S_i.A)`` of the query; ``argument`` None for ``COUNT(*)``."""
-
-    function: Function
-    argument: exp.Expression | None
-    text: str
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One condition of the theorem applied: what it asks, whether it holds, why."""
-
-    name: str
-    holds: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class AggregateReport:
-    """The verdict on an aggregate query and the conditions it rests on."""
-
-    verdict: str
-    theorem: str
-    conditions: tuple[Condition, ...]
-    characteristic_sql: str
-    reduced_sql: str
-    reduced_verdict: str
-    notes: tuple[str, ...] = field(default=())
-    memory: str = ""  # what the state holds when bounded: constant per group, or per window
-    window: str | None = None  # the query's window (NOW()), if any
-
-    def to_dict(self) -> dict:
-        return {
-            "verdict": self.verdict,
-            "memory": self.memory,
-            "window": self.window,
-            "theorem": self.theorem,
-            "conditions": [{"name": c.name, "holds": c.holds, "detail": c.detail} for c in self.conditions],
-            "characteristic_query": self.characteristic_sql,
-            "reduced_characteristic_query": self.reduced_sql,
-            "reduced_verdict": self.reduced_verdict,
-            "notes": list(self.notes),
-        }
-
-    def to_text(self) -> str:
-        lines = [f"verdict: {self.verdict.upper()} ({self.theorem})"]
-        if self.memory:
-            lines.append(f"  memory: {self.memory}")
-        for c in self.conditions:
-            lines.append(f"  [{'ok' if c.holds else 'FAILS'}] {c.name}: {c.detail}")
-        lines.append(f"  Q'  = {self.characteristic_sql}")
-        lines.append(f"  Q'R = {self.reduced_sql} ({self.reduced_verdict})")
-        lines += [f"  note: {n}" for n in self.notes]
-        return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class OutputItem:
-    """One column of the aggregate query's answer: ``expression`` over the group's grouping
-    variables (:class:`~obda.model.query_terms.Var`) and aggregates (:class:`~obda.model.values.Aggregate`)."""
-
-    name: str
-    expression: ValueExpression
-
-
-@dataclass(frozen=True)
-class PlannedCall:
-    """One aggregate computed per group: its function and where its argument is in an answer of
-    ``Q'`` (None for ``COUNT(*)``)."""
-
-    call: Aggregate
-    function: Function
-    position: int | None
-
-
-@dataclass(frozen=True)
-class AggregatePlan:
-    """What the executor runs for an aggregate query (Theorem 8.4's strategy): the characteristic query
-    ``Q'`` (its answers are the grouping variables, then the aggregated ones), aggregated per group.
-
-    ``characteristic`` is SQL text (``characteristic_sql`` keeps duplicates even when every
-    function ignores them: a running MAX needs no set of the values seen) or, for SPARQL, the
-    :class:`~obda.model.compilation.Compilation` whose members are ``Q'``. ``having`` keeps a
-    group in the answer; ``sparql`` selects SPARQL's values (AVG of integers an exact decimal,
-    SUM / AVG of the empty global group 0) over SQL's.
-    """
-
-    items: tuple[OutputItem, ...]
-    calls: tuple[PlannedCall, ...]
-    group_by: tuple[Var, ...]  # the first ``len(group_by)`` values of a Q' answer
-    characteristic: object
-    report: AggregateReport
-    having: object = None  # obda.model.query.Condition
-    order_by: tuple[tuple[str, bool], ...] = ()
-    sparql: bool = False
-    window: object = None  # obda.model.query.Window: aggregate the solutions of the last ``width`` only
-    order_items: tuple[OutputItem, ...] = ()  # ORDER BY expressions the SELECT does not name: ordering only
-    limit: int | None = None  # LIMIT / OFFSET of a query over static data only (its answer table)
-    offset: int = 0
-
-    @property
-    def groups(self) -> int:
-        return len(self.group_by)
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        return tuple(i.name for i in self.items)
-
-    @property
-    def characteristic_sql(self) -> str:
-        c = self.characteristic
-        return c if isinstance(c, str) else c.characteristic.sql()
 
 
 def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: str | None = None,

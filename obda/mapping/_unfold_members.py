@@ -20,9 +20,9 @@ from obda.mapping._unfold_instances import _constant_value, _Memo
 from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw, Seq
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
 from obda.mapping._unfold_read import const
-from obda.mapping._unfold_tables import FromEntry
+from obda.mapping._unfold_tables import FromEntry, select_sql
 from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, projection_sql, time_sql
-from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse, select_sql
+from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse
 from obda.mapping.functions import computed_value
 from obda.model.compilation import AtomSource, MemberOrigin
 from obda.model.mapping import TermType

@@ -17,7 +17,7 @@ once (:func:`table_shape`) and instantiated once per use with fresh aliases
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
@@ -296,3 +296,30 @@ def sel_const(item: exp.Expression, original: exp.Select) -> exp.Expression:
 
 class _NotInlinable(Exception):
     pass
+
+
+def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Sequence[tuple[str, exp.Expression]],
+               distinct: bool, ren: dict[str, str] | None = None) -> exp.Select:
+    """``SELECT [DISTINCT] items FROM entries WHERE conds`` as a fresh sqlglot tree (FROM aliases renamed by ``ren``).
+
+    Built node by node: the same tree as ``exp.select(...).from_(...).join(...)
+    .where(...)``, without the builders' parsing and copying.
+    """
+    ren = ren or {}
+    args: dict = {"expressions": [exp.Alias(this=e, alias=identifier(n)) for n, e in items]}
+    first, *rest = entries or [None]
+    if first is not None:  # no entry: a member of constants (a WHERE clause of VALUES, BIND and FILTER only)
+        args["from_"] = exp.From(this=first.expression(ren.get(first.alias)))
+    if rest:
+        args["joins"] = [exp.Join(this=e.expression(ren.get(e.alias))) for e in rest]
+    if conds:
+        parts = [c.to_sqlglot(ren) for c in conds]
+        if len(parts) > 1:  # as exp.and_: an AND / OR operand is parenthesised
+            parts = [exp.Paren(this=c) if isinstance(c, exp.Connector) else c for c in parts]
+        cond = parts[0]
+        for c in parts[1:]:
+            cond = exp.And(this=cond, expression=c)
+        args["where"] = exp.Where(this=cond)
+    if distinct:
+        args["distinct"] = exp.Distinct()
+    return exp.Select(**args)

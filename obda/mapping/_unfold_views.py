@@ -33,14 +33,13 @@ rewritten CQ this module
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
 
 from sqlglot import exp
 
 from obda.mapping._unfold_compare import equal_terms
-from obda.mapping._unfold_ir import Col, Const, Expr, identifier
+from obda.mapping._unfold_ir import Col, Const, Expr
 from obda.mapping._unfold_read import const, split_cmp
-from obda.mapping._unfold_tables import FromEntry
+from obda.mapping._unfold_tables import FromEntry, select_sql
 from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, concat_sql, literal_sql, projection_sql
 from obda.mapping.template_text import determined_parts
 from obda.model.mapping import TermType
@@ -295,36 +294,6 @@ def contained(small: Branch, big: Branch, small_out: list[str], big_out: list[st
     if not any(not e.derived and e.alias == eb.alias and e.sql_source() == eb.sql_source() for e in small.entries):
         return False
     return {c.sql() for c in big.conds} <= {c.sql() for c in small.conds}
-
-
-# ----------------------------------------------------------------------------- view SQL
-
-
-def select_sql(entries: Sequence[FromEntry], conds: Sequence[Expr], items: Sequence[tuple[str, exp.Expression]],
-               distinct: bool, ren: dict[str, str] | None = None) -> exp.Select:
-    """``SELECT [DISTINCT] items FROM entries WHERE conds`` as a fresh sqlglot tree (FROM aliases renamed by ``ren``).
-
-    Built node by node: the same tree as ``exp.select(...).from_(...).join(...)
-    .where(...)``, without the builders' parsing and copying.
-    """
-    ren = ren or {}
-    args: dict = {"expressions": [exp.Alias(this=e, alias=identifier(n)) for n, e in items]}
-    first, *rest = entries or [None]
-    if first is not None:  # no entry: a member of constants (a WHERE clause of VALUES, BIND and FILTER only)
-        args["from_"] = exp.From(this=first.expression(ren.get(first.alias)))
-    if rest:
-        args["joins"] = [exp.Join(this=e.expression(ren.get(e.alias))) for e in rest]
-    if conds:
-        parts = [c.to_sqlglot(ren) for c in conds]
-        if len(parts) > 1:  # as exp.and_: an AND / OR operand is parenthesised
-            parts = [exp.Paren(this=c) if isinstance(c, exp.Connector) else c for c in parts]
-        cond = parts[0]
-        for c in parts[1:]:
-            cond = exp.And(this=cond, expression=c)
-        args["where"] = exp.Where(this=cond)
-    if distinct:
-        args["distinct"] = exp.Distinct()
-    return exp.Select(**args)
 
 
 def column_layout(atom: Atom, group: list[dict[Var, TermValue]], rendered: set[Var]) -> list[tuple]:

@@ -16,16 +16,8 @@ from typing import Iterable
 from rdflib.plugins.sparql.parserutils import CompValue
 
 from obda.model.query import CQ, Atom, Comparison, Exists, Shifted, Var, Window, value_variables
-from obda.query.expressions import (
-    FilterProblem,
-    Hint,
-    conjunction,
-    conjuncts,
-    expression_variables,
-    has_now,
-    time_comparison_problem,
-    window_condition,
-)
+from obda.query.expressions import FilterProblem, Hint, expression_variables, time_comparison_problem
+from obda.query.now_windows import conjunction, conjuncts, has_now, window_condition
 from obda.query import unbound
 from obda.query.dnf import to_dnf, to_exclusive_dnf
 from obda.query.functions import time_function_problem

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from obda.errors import Location, ObdaError, QuerySyntaxError, UnsupportedConstructError
 from obda.model.constraints import parse_duration
 from obda.query import tokens as tk
+from obda.query.text_edits import Piece, apply_edits, brace_depths, line_col, line_starts, token_end
 
 OPERATORS = ("RSTREAM", "ISTREAM", "DSTREAM")
 DAY_TIME_DURATION = "<http://www.w3.org/2001/XMLSchema#dayTimeDuration>"
@@ -56,17 +57,6 @@ class NamedWindow:
 
 
 @dataclass(frozen=True)
-class _Piece:
-    """A stretch of the rewritten text: copied from the user's text at ``source`` (``copied``), or generated
-    for the clause at ``source``."""
-
-    start: int
-    end: int
-    source: int
-    copied: bool
-
-
-@dataclass(frozen=True)
 class Translation:
     """An RSP-QL text rewritten to obda's SPARQL, with what the rewriting found and the way back to positions
     in the user's text."""
@@ -82,23 +72,23 @@ class Translation:
     join_offset: int | None = None  # the WINDOW keyword that made the query a join of times
     distinct_offset: int | None = None  # SELECT DISTINCT's DISTINCT
     ask_offset: int | None = None  # the ASK of an ASK query
-    pieces: tuple[_Piece, ...] = field(default=(), repr=False)
+    pieces: tuple[Piece, ...] = field(default=(), repr=False)
 
     def source_offset(self, offset: int) -> int:
         """The offset in the user's text of ``offset`` in the rewritten text."""
         starts = [p.start for p in self.pieces]
         k = max(bisect.bisect_right(starts, offset) - 1, 0)
-        p = self.pieces[k] if self.pieces else _Piece(0, 0, 0, True)
+        p = self.pieces[k] if self.pieces else Piece(0, 0, 0, True)
         return p.source + min(offset - p.start, max(p.end - p.start - 1, 0)) if p.copied else p.source
 
     def locate_offset(self, offset: int) -> Location:
-        return Location(self.file, *_line_col(self.source, offset))
+        return Location(self.file, *line_col(self.source, offset))
 
     def locate(self, loc: Location) -> Location:
         """A location in the rewritten text → the same place in the user's text."""
         if loc.line is None:
             return loc
-        starts = _line_starts(self.text)
+        starts = line_starts(self.text)
         line = min(loc.line, len(starts))
         offset = min(starts[line - 1] + (loc.column or 1) - 1, max(len(self.text) - 1, 0))
         return self.locate_offset(self.source_offset(offset))
@@ -155,7 +145,7 @@ class _Translator:
     def __init__(self, text: str, ts: tk.TokenStream, file: str | None):
         self.text, self.ts, self.file = text, ts, file
         self.edits: list[tuple[int, int, str, int | None]] = []  # (start, end, new text, source or None: blank)
-        self.depth = _brace_depths(ts)
+        self.depth = brace_depths(ts)
         self.prefixes: dict[str, str] = {}
         self.windows: dict[str, NamedWindow] = {}
         self.taken = {t.var_name for t in ts.tokens if t.kind == "var"}
@@ -179,7 +169,7 @@ class _Translator:
 
     def blank(self, first: int, last: int) -> None:
         """Replace tokens ``first..last`` (and what lies between them) by spaces, keeping the line breaks."""
-        start, end = self.ts[first].offset, _end(self.ts[last])
+        start, end = self.ts[first].offset, token_end(self.ts[last])
         self.removed.update(range(first, last + 1))
         self.edits.append((start, end, re.sub(r"[^\r\n]", " ", self.text[start:end]), None))
 
@@ -206,10 +196,10 @@ class _Translator:
         elif used:
             w = used[0]
             for open_i, kw, _ in blocks:
-                close = _end(ts[ts.matching(open_i)])
+                close = token_end(ts[ts.matching(open_i)])
                 self.edits.append((close, close, f" FILTER(?{w.variable} > NOW() - \"{w.range_text}\"^^"
                                    f"{DAY_TIME_DURATION})", ts[kw].offset))
-        text, pieces = _apply(self.text, self.edits)
+        text, pieces = apply_edits(self.text, self.edits)
         op, op_at = self.operator or (None, 0)
         distinct = form + 1 if form is not None and form + 1 < len(ts) and ts[form + 1].is_word("DISTINCT") else None
         ask = ts[form].offset if form is not None and ts[form].is_word("ASK") else None
@@ -311,9 +301,9 @@ class _Translator:
         if first >= close_i:
             raise self.syntax(f"{self.ts[kw].text.upper()} is followed by a duration such as PT10M", kw)
         last = first
-        while last + 1 < close_i and self.ts[last + 1].offset == _end(self.ts[last]):
+        while last + 1 < close_i and self.ts[last + 1].offset == token_end(self.ts[last]):
             last += 1
-        text = self.text[self.ts[first].offset:_end(self.ts[last])]
+        text = self.text[self.ts[first].offset:token_end(self.ts[last])]
         micros = parse_duration(text)
         if micros is None:
             if _ANY_DURATION.match(text) and text not in ("P", "-P") and not text.endswith("T"):
@@ -349,7 +339,7 @@ class _Translator:
                 raise self.syntax(f"WINDOW is followed by a window IRI or variable, not {name.text!r}", i + 1)
             if not self.token(i + 2, "{", i + 1).is_punct("{"):
                 raise self.syntax(f"WINDOW {name.text} is followed by a group {{ … }}", i + 2)
-            self.edits.append((t.offset, _end(name), f"GRAPH ?{w.variable}", t.offset))
+            self.edits.append((t.offset, token_end(name), f"GRAPH ?{w.variable}", t.offset))
             if w not in used:
                 used.append(w)
             blocks.append((i + 2, i, w))
@@ -410,49 +400,3 @@ class _Translator:
             name = f"t_{local}_{k}"
         self.taken.add(name)
         return name
-
-
-def _end(t: tk.Token) -> int:
-    return t.offset + len(t.text)
-
-
-def _brace_depths(ts: tk.TokenStream) -> list[int]:
-    """For each token, how many ``{ }`` groups it is inside (an opening brace counts as outside its group)."""
-    out, depth = [], 0
-    for t in ts.tokens:
-        if t.is_punct("}"):
-            depth = max(depth - 1, 0)
-        out.append(depth)
-        if t.is_punct("{"):
-            depth += 1
-    return out
-
-
-def _apply(text: str, edits: list[tuple[int, int, str, int | None]]) -> tuple[str, tuple[_Piece, ...]]:
-    """The text with the edits made, and its pieces (copied or generated) for the position map."""
-    out: list[str] = []
-    pieces: list[_Piece] = []
-    pos = n = 0
-
-    def piece(new: str, source: int, copied: bool) -> None:
-        nonlocal n
-        if new:
-            out.append(new)
-            pieces.append(_Piece(n, n + len(new), source, copied))
-            n += len(new)
-
-    for start, end, new, source in sorted(edits, key=lambda e: (e[0], e[1])):
-        piece(text[pos:start], pos, True)
-        piece(new, start if source is None else source, source is None)
-        pos = max(pos, end)
-    piece(text[pos:], pos, True)
-    return "".join(out), tuple(pieces)
-
-
-def _line_starts(text: str) -> list[int]:
-    return [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
-
-
-def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = bisect.bisect_right(starts := _line_starts(text), offset)
-    return line, offset - starts[line - 1] + 1
