@@ -25,7 +25,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 
 from dataclasses import replace
 
-from obda.model.query import CQ, FLIP, Exists, Query, Shifted, Var
+from obda.model.query import CQ, FLIP, Comparison, Exists, Query, Shifted, Var
 from obda.query.expressions import unwrap
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
@@ -129,7 +129,10 @@ class Negation(Located):
                       and names & inside and names - inside and names & inside <= self.time_vars):
                     window.append((self._window_part(x, f), f.start))  # the pattern's time against the answer's
                 elif compares is not None and names & inside and names - inside and not names & self.time_vars:
-                    compares.append((self._compare_part(x, f, inside), f.start))  # a correlated comparison
+                    # a correlated comparison: of the EXISTS pattern with the answer, of the OPTIONAL's with the
+                    # solution it extends (a correlated left join)
+                    compares.append((self._compare_part(x, f, inside, "OPTIONAL" if conditions is not None else "EXISTS"),
+                                     f.start))
                 elif names <= outer and conditions is None:
                     raise self.unsupported(
                         "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads only times bound outside it "
@@ -140,9 +143,10 @@ class Negation(Located):
                     kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
                 else:
                     raise self.unsupported(
-                        "FILTER in OPTIONAL", "a FILTER operand inside OPTIONAL that reads both a variable bound "
-                        "only inside it and one bound only before it is not supported (a correlated left join); "
-                        "write it as && of parts each reading one side", f.start)
+                        "FILTER in OPTIONAL", "a FILTER operand inside OPTIONAL that reads both a time bound only "
+                        "inside it and a variable bound only before it is supported as a window of times (the "
+                        "OPTIONAL's GRAPH time compared with the answer's) only; write it as && of parts each "
+                        "reading one side, or comparing a variable of each", f.start)
         return kept
 
     def _window_part(self, x, f) -> tuple:
@@ -159,8 +163,8 @@ class Negation(Located):
                 "the answer's, each moved by a duration at most", f.start)
         return alternatives[0]
 
-    def _compare_part(self, x, f, inside: set) -> list[tuple[Var, str, Var]]:
-        """A FILTER part inside [NOT] EXISTS comparing the pattern's variables with the answer's
+    def _compare_part(self, x, f, inside: set, kw: str) -> list[tuple[Var, str, Var]]:
+        """A FILTER part inside [NOT] EXISTS (or OPTIONAL) comparing the pattern's variables with the answer's
         (``FILTER(?v2 > ?v)``): its comparisons as ``(pattern's variable, op, answer's variable)``, one conjunction;
         anything else is refused, located."""
         alternatives = self._dnf_of(x, f)
@@ -174,6 +178,11 @@ class Negation(Located):
         else:
             if out:
                 return out
+        if kw == "OPTIONAL":
+            raise self.unsupported(
+                "FILTER in OPTIONAL", "a FILTER inside OPTIONAL that reads a variable bound before it (a correlated "
+                "left join) is supported as comparisons (&&) of a variable of the OPTIONAL's pattern with one bound "
+                "before it (?a > ?lim) only", f.start)
         raise self.unsupported(
             "FILTER in NOT EXISTS", "a FILTER inside [NOT] EXISTS that reads a variable of the answer is supported "
             "as comparisons (&&) of a pattern's variable with an answer's (?v2 > ?v) only", f.start)
@@ -209,11 +218,13 @@ class Negation(Located):
         return prefix if mode == "true" else out
 
     def _optional(self, branches: list[Branch], inner: list[Branch], at: int | None,
-                  conditions: list | None = None, window: list = ()) -> list[Branch]:
+                  conditions: list | None = None, window: list = (), compares: list = ()) -> list[Branch]:
         """LeftJoin(P, Q, c): Join(P, Q) where ``c`` is true, and each P solution for which no compatible Q solution
         makes ``c`` true — with ``c`` reading P's variables only: where ``c`` is not true, or where it is and no Q
         solution is compatible (SPARQL 1.1 §18.5; the alternatives are exclusive).  ``window``: the parts of ``c``
-        comparing Q's time with P's — filters of the join (an interval join), the window of the check (A3)."""
+        comparing Q's time with P's — filters of the join (an interval join), the window of the check (A3).
+        ``compares``: the parts comparing a variable of Q with one of P (a correlated left join) — filters of the
+        join, and of the check: a P solution is kept alone where no compatible Q solution satisfies them."""
         out: list[Branch] = []
         for p in branches:
             if not p.atoms:  # LeftJoin of the empty solution: Q's solutions, or one empty answer when it has none
@@ -222,7 +233,8 @@ class Negation(Located):
                                        "without OPTIONAL (or put a triple pattern before it)", at)
             bound = p.term_vars() | {a.time for a in p.atoms if a.time is not None}
             holds = self._condition(conditions, "true", bound) if conditions else [()]
-            timing = tuple(c for comparisons, _ in window for c in comparisons)
+            timing = tuple(c for comparisons, _ in window for c in comparisons) + tuple(
+                Comparison(op, mine, theirs) for triples, _ in compares for mine, op, theirs in triples)
             if self.distinct and any(isinstance(t, Shifted) for c in timing for t in (c.left, c.right)):
                 raise self.unsupported("OPTIONAL", "SELECT DISTINCT with an interval join (OPTIONAL's pattern in a "
                                        "window of time joins the answer) is not supported yet; use SELECT (each "
@@ -230,7 +242,7 @@ class Negation(Located):
             out.extend(replace(p.join(q), filters=p.filters + q.filters + timing + a) for q in inner for a in holds)
             checks = []
             for shared, group in self._by_shared(p, inner).items():  # none shared: kept when Q has no solution
-                checks.append(self._check(group, shared, True, "OPTIONAL", at, p, window))
+                checks.append(self._check(group, shared, True, "OPTIONAL", at, p, window, compares))
             out.extend(replace(p, filters=p.filters + a, checks=p.checks + tuple(checks)) for a in holds)
             if conditions:
                 out.extend(replace(p, filters=p.filters + a) for a in self._condition(conditions, "not_true", bound))

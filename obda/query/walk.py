@@ -206,9 +206,10 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
                 at = self.ts.find_word(kw, self.pos, close_i)
                 if kw == "OPTIONAL":
                     outer, conditions, window = frozenset(v for b in branches for v in b.bound_vars()), [], []
+                    compares: list = []  # its FILTERs' comparisons of its variables with those bound before it
                     inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=True,
-                                                optional=(outer, conditions, window))
-                    branches = self._limit(self._optional(branches, inner, at, conditions, window), at)
+                                                optional=(outer, conditions, window, compares))
+                    branches = self._limit(self._optional(branches, inner, at, conditions, window, compares), at)
                 else:
                     inner = self._other_pattern(part["graph"], time, kw, at, close_i, in_scope=False)
                     branches = self._limit(self._minus(branches, inner, at), at)

@@ -35,6 +35,20 @@ CASES = [
          "FILTER(?a < 35 || ?a > 50) } }", "bounded", 8),
     Case("optional_condition_duplicates", "SELECT ?x ?p WHERE { ?x :age ?a OPTIONAL { ?x :visited ?p "
          "FILTER(!(?a < 34)) } }", "bounded", 9),
+    # a FILTER in OPTIONAL comparing its variable with one bound before it: a correlated left join (the join, and
+    # each solution alone where no compatible solution of the pattern satisfies it)
+    Case("optional_correlated", "SELECT ?x ?y WHERE { ?x :worksIn ?d ; :age ?a OPTIONAL { ?y :worksIn ?d ; :age ?b "
+         "FILTER(?b > ?a) } }", "bounded", 8),
+    Case("optional_correlated_constant", "SELECT ?x ?a WHERE { ?x :worksIn ?d VALUES ?lim { 40 } OPTIONAL { "
+         "?x :age ?a FILTER(?a > ?lim) } }", "bounded", 7),
+    Case("optional_correlated_distinct", "SELECT DISTINCT ?d ?y WHERE { ?x :worksIn ?d ; :age ?a OPTIONAL { "
+         "?y :headOf ?d ; :age ?b FILTER(?b > ?a) } }", "bounded", 6),
+    Case("optional_correlated_and_own", "SELECT ?x ?y WHERE { ?x :worksIn ?d ; :age ?a OPTIONAL { ?y :worksIn ?d ; "
+         ":age ?b FILTER(?b > ?a && ?b < 50) } }", "bounded", 8),
+    Case("optional_correlated_duplicates", "SELECT ?x ?p WHERE { ?x :age ?a OPTIONAL { ?y :visited ?p ; :age ?b "
+         "FILTER(?b < ?a) } }", "bounded", 17),
+    Case("optional_correlated_on_stream", "SELECT ?r ?v ?x WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { ?x :age ?g "
+         "FILTER(?g < ?v) } }", "bounded", 9),
     # SELECT expressions over OPTIONAL's variables, and over one no pattern binds: unbound read as SPARQL reads it
     Case("select_coalesce_of_optional", "SELECT ?x (COALESCE(?b * 2, 0) AS ?diff) (COALESCE(?zz, -3) AS ?def) "
          "(COALESCE(?zz) AS ?err) WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d . ?m :headOf ?d . ?m :age ?b } }",

@@ -192,10 +192,6 @@ def test_limit_and_offset_cut_the_ordered_table_as_pyoxigraph_does(world, tmp_pa
     ("SELECT ?r (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?r :value ?v } } GROUP BY ?r OFFSET 1", "OFFSET"),
     ("SELECT ?x WHERE { ?x :age+ ?a }", "property path +"),
     ("SELECT ?x WHERE { ?x !:age ?a }", "property path !"),
-    # a VALUES variable before an OPTIONAL is bound there, as a BIND's is: compared with the OPTIONAL's own
-    # variable it is a correlated left join, refused (before, the OPTIONAL read it unbound)
-    ("SELECT ?x ?lim WHERE { ?x :worksIn ?d VALUES ?lim { 40 } OPTIONAL { ?x :age ?a FILTER(?a > ?lim) } }",
-     "FILTER in OPTIONAL"),
 ])
 def test_what_stays_refused_is_named_and_located(world, query, construct):
     project, _, _ = world
