@@ -125,12 +125,10 @@ def computed(e, term: Callable[[Identifier], Term]):
             if len(args) != 1 or e.get("distinct"):
                 raise FilterProblem("function call", f"the cast <{e['iri']}> takes one argument", Hint("callee"))
             return Call(CASTS[str(e["iri"])], (computed(args[0], term),))
-        if name == "UnaryNot":
-            inner = unwrap(e["expr"])
-            if is_boolean_call(inner):
-                return Call("NOT", (computed(inner, term),))
-            raise FilterProblem("!", "! is supported on a comparison, a boolean function or a && / || of them at the "
-                                "top of a FILTER or in IF's condition, not as a value", Hint("punct", "!"))
+        if name in ("RelationalExpression", "ConditionalOrExpression", "ConditionalAndExpression", "UnaryNot"):
+            # a boolean value (BIND(?v > 90 AS ?hot), SELECT ((?y = ?z) AS ?eq)): true, false, or an error
+            # (unbound) where SPARQL's comparison is one, as IF's condition
+            return condition_value(e, term)
     problem = _unsupported(e, operand=True)
     if isinstance(e, CompValue) and e.name.startswith("Builtin_"):
         fn = e.name[len("Builtin_"):]

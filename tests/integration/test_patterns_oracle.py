@@ -136,6 +136,15 @@ CASES = [
     Case("constant_function_static", 'SELECT ?x ?n WHERE { ?x :age ?a BIND(STRLEN("abc") AS ?n) }', "bounded", 8),
     Case("constant_function_stream", 'SELECT ?r ?n WHERE { GRAPH ?t { ?r :value ?v } BIND(UCASE("ab") AS ?n) }',
          "bounded", 6),
+    # a comparison, && / || / ! of them, as a value: true, false, or unbound where SPARQL's comparison is an error
+    Case("boolean_bind", "SELECT ?x ?old WHERE { ?x :age ?a BIND(?a > 40 AS ?old) }", "bounded", 8),
+    Case("boolean_select", "SELECT ?x ((?a > 30 && ?a < 50) AS ?mid) ((!(?a > 30)) AS ?young) WHERE { ?x :age ?a }",
+         "bounded", 8),
+    Case("boolean_type_error", "SELECT ?x ?e WHERE { ?x :age ?a ; :name ?n BIND((?a < ?n) AS ?e) }", "bounded", 9),
+    Case("boolean_iri_equal", f"SELECT ?x ?first WHERE {{ ?x :worksIn ?d BIND((?d = {D1}) AS ?first) }}", "bounded",
+         7),
+    Case("boolean_filtered", "SELECT ?x WHERE { ?x :age ?a FILTER((?a > 40) = false) }", "bounded", 4),
+    Case("boolean_on_stream", "SELECT ?r ?hi WHERE { GRAPH ?t { ?r :value ?v } BIND(?v >= 30 AS ?hi) }", "bounded", 6),
     Case("constants_union_stream", "SELECT ?r ?v WHERE { { GRAPH ?t { ?r :value ?v } } UNION "
          "{ VALUES (?r ?v) { (<http://example.org/x> 1) } } }", "bounded", 7),
 ]

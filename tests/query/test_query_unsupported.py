@@ -121,7 +121,6 @@ CASES = [
     ("ENCODE_FOR_URI", "SELECT ?x WHERE { ?x :n ?n FILTER(¦ENCODE_FOR_URI(?n) = \"a\") }"),
     ("function call", "SELECT ?x WHERE { ?x :n ?n FILTER(¦xsd:dateTime(?n) > 1) }"),
     ("arithmetic", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦+ 1) }"),
-    ("!", "SELECT ?x WHERE { ?x :n ?n FILTER((¦!(?n > 2)) = true) }"),
     ("effective boolean value", "SELECT ?x WHERE { ?x :n ?n ¦FILTER(\"abc\") }"),  # a constant: ?n alone runs (EBV)
     ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n FILTER(¦?m > 1) }"),
     ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n { ?x :q ?z FILTER(¦?n > 1) } }"),

@@ -81,6 +81,7 @@ OTHERS = {  # whole manifests of SPARQL 1.0 / 1.1 obda accepts
     "normalization-3", "dawg-boolean-literal", "dawg-bev-1", "dawg-bev-2", "dawg-bev-3",
     "dawg-bev-4", "dawg-bev-5", "dawg-bev-6", "bind01", "bind02", "bind03", "bind05", "bind06", "bind08", "bind11",
     "group01", "group03", "group05", "projexp03", "projexp04",
+    "projexp01",  # a comparison as a SELECT value ((?y = ?z) AS ?eq)
 }
 SUBQUERIES = {"subquery06", "subquery09", "subquery10", "subquery13"}  # inlined (obda/query/subselect.py)
 # a property or class only the query names: declared, with no triple (runner.query_vocabulary)
