@@ -96,6 +96,9 @@ FUNCTION_CASES = [
     Case("fn_coalesce_div", "SELECT m1.a AS a, COALESCE(CAST(m1.a AS DOUBLE) / NULLIF(m1.b - 2, 0), -1) AS w "
          "FROM s AS m1 WHERE m1.c < 4", "bounded"),
     Case("fn_same_ts_arith", "SELECT m1.a AS a FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts AND m1.a + m2.d = 6", "bounded"),
+    # a comparison as a value (BIND(?b > 3 AS ?hot))
+    Case("fn_boolean_values", "SELECT m1.a AS a, (m1.b > 3) AS hot, ((m1.b > 1) AND (m1.c < 4)) AS mid "
+         "FROM s AS m1 WHERE m1.c > 1", "bounded"),
 ]
 
 
