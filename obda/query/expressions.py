@@ -80,12 +80,16 @@ def unwrap(e):
     return e
 
 
+_RDF_NIL = "http://www.w3.org/1999/02/22-rdf-syntax-ns#nil"
+
+
 def _membership(e: CompValue) -> CompValue:
     op = str(e["op"])
-    items = list(e["other"] or [])
-    if not items:
-        raise FilterProblem(op, f"{op} () of an empty list is a constant ({'false' if op == 'IN' else 'true'}); "
-                            "drop it", Hint("words", op))
+    other = e["other"]
+    items = [] if isinstance(other, URIRef) and str(other) == _RDF_NIL else list(other or [])  # rdflib: () is rdf:nil
+    if not items:  # IN () is false, NOT IN () true (§17.4.1.9-10): 1 = 0 / 1 = 1, folded when unfolded
+        one = RDFLiteral(1)
+        return CompValue("RelationalExpression", expr=one, op="=", other=RDFLiteral(0 if op == "IN" else 1))
     cmp = "=" if op == "IN" else "!="
     parts = [CompValue("RelationalExpression", expr=e["expr"], op=cmp, other=x) for x in items]
     if len(parts) == 1:

@@ -145,6 +145,9 @@ CASES = [
          7),
     Case("boolean_filtered", "SELECT ?x WHERE { ?x :age ?a FILTER((?a > 40) = false) }", "bounded", 4),
     Case("boolean_on_stream", "SELECT ?r ?hi WHERE { GRAPH ?t { ?r :value ?v } BIND(?v >= 30 AS ?hi) }", "bounded", 6),
+    # IN () of the empty list is false, NOT IN () true (rdflib reads () as rdf:nil)
+    Case("in_empty_list", "SELECT ?x WHERE { ?x :age ?a FILTER(?a IN ()) }", "bounded", 0),
+    Case("not_in_empty_list", "SELECT ?x WHERE { ?x :age ?a FILTER(?a NOT IN ()) }", "bounded", 8),
     Case("constants_union_stream", "SELECT ?r ?v WHERE { { GRAPH ?t { ?r :value ?v } } UNION "
          "{ VALUES (?r ?v) { (<http://example.org/x> 1) } } }", "bounded", 7),
 ]

@@ -68,7 +68,8 @@ PASSING = {"abs01", "ceil01", "floor01", "round01", "ge-1", "le-1", "mul-1", "pl
            "cast-bool", "cast-int", "cast-float", "cast-double", "cast-decimal",
            # a WHERE clause of FILTER, BIND and VALUES only (its one empty solution): IN, NOT IN, IF of an error,
            # REPLACE with flags, over constants
-           "in01", "in02", "notin02", "if02", "replace-case-insensitive"}
+           "in01", "in02", "notin02", "if02", "replace-case-insensitive",
+           "notin01"}  # NOT IN () of the empty list: true
 
 
 def test_accepted_constructs_pass_their_tests(outcomes):
