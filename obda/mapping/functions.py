@@ -11,7 +11,8 @@ prints it (``CONTAINS`` is ``STRPOS(a, b) > 0`` in DuckDB, ``LOCATE(b, a) > 0`` 
 
 * ``STR`` of an IRI is the whole IRI string: for a template, the concatenation of its fixed texts and
   (percent-encoded) column texts, exactly the text the member projects; of a string, the string; of an
-  integer, its decimal text.  Other datatypes' lexical forms differ between SQL engines: refused.
+  integer, its decimal text; of a literal of another datatype held as text (a custom one in a string column),
+  that text.  Other datatypes' lexical forms differ between SQL engines: refused.
 * ``ROUND`` is SPARQL's (halves toward positive infinity): ``FLOOR(x + 0.5)``, not SQL's ``ROUND``.
 * ``STRSTARTS`` / ``STRENDS`` compare a ``SUBSTRING`` with the prefix / suffix (portable, no ``LIKE`` escaping).
 * ``YEAR`` … ``SECONDS`` of a time value are ``EXTRACT(field FROM ts)`` (timestamps are UTC; SQLite's text is
@@ -123,6 +124,23 @@ def _literal_sql(tv: TermValue, label: str) -> Expr:
     return concat_sql(tv)
 
 
+def _lexical_form(e, term) -> Expr | None:
+    """STR of a literal of a datatype obda does not compute with (a custom one, ``xsd:date`` …) whose SQL holds its
+    lexical form as text: a constant, or fixed text and string or integer columns (whose text is the lexical form
+    in every dialect); None otherwise."""
+    if isinstance(e, (Call, Arithmetic)):
+        return None
+    tv = term(e)
+    if tv.term_type is not TermType.LITERAL or tv.language or category(tv.datatype) in (
+            "numeric", "string", "boolean", "datetime"):
+        return None
+    if tv.is_constant:
+        return _light(literal_sql(tv.text, _STRING))
+    if all(isinstance(p, str) or p.val.type in (ColumnType.STRING, ColumnType.INTEGER) for p in tv.parts):
+        return concat_sql(tv)
+    return None
+
+
 def _number(e, term, label: str) -> tuple[Expr, str]:
     sql, dt = _value(e, term, label)
     if dt == _DATETIME:
@@ -158,6 +176,9 @@ def _compatible_pair(c: Call, term, label: str) -> tuple[tuple[exp.Expression, s
 def _call(c: Call, term, label: str) -> tuple[Expr, str]:
     fn = c.name
     if fn == "STR":
+        lexical = _lexical_form(c.args[0], term)
+        if lexical is not None:
+            return lexical, _STRING
         sql, dt = _value(c.args[0], term, label)
         if dt in ("iri", _STRING) or _lang(dt) is not None:
             return sql, _STRING
