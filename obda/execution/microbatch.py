@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Callable
 
 from obda.execution import collect
 from obda.execution.scan import Scan, ScanRead, key_repeats, stats_frame, stats_of
-from obda.execution.time_buckets import csv_time_span
 
 if TYPE_CHECKING:
     from obda.execution.query import ContinuousQuery
@@ -150,12 +149,8 @@ def _single_pass(spark, m: Member, reads: list[ScanRead], cache: dict, new_bytes
                                                         spill_dir=q.spill_dir(closing, new_bytes),
                                                         ordered=closing.answers_collected):
                 closing.consume(tag, at, vals)
-        elif closing.frame is not None:
-            # the range's end is known after the job only: the batch's files say about where its rows lie
-            # (without, a backlog's write would have Spark sample the bounds in a job of its own)
-            est = csv_time_span(reads) if closing.partitions and closing.partitions > 1 else None
-            span = (lo, None) if est is None else (est[0] - 1 if lo is None else max(lo, est[0] - 1), est[1])
-            closing.emitted += q.write_frame(closing.frame, closing.partitions, *span)
+        elif closing.frame is not None:  # the range's end is known after the job only: the reads' files say
+            closing.emitted += q.write_frame(closing.frame, closing.partitions, lo, reads=reads)
             closing.frame = None
         else:  # no member can answer: the job counts the rows only
             projected.count()

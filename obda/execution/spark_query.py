@@ -360,16 +360,24 @@ class SparkSteps:
             self.emit(static)
             self.runtime.metrics.rows_out += sum(a.count for a in static)
 
-    def write_frame(self, answers, partitions: int | None = None, lo: int | None = None, hi: int | None = None) -> int:
+    def write_frame(self, answers, partitions: int | None = None, lo: int | None = None, hi: int | None = None,
+                    reads: list = ()) -> int:
         """Hand the range's answers (a DataFrame) to a sink that writes with Spark, partitioned by time into
         ``partitions`` (:meth:`~obda.execution.answers.AnswerFrame.in_time_order`); returns how many it wrote.
         ``(lo, hi]``: the range the answers are in, cut into the partitions' slices of time (``hi`` None: not known
-        before the write, estimated from the last range's length; no ``lo``: Spark samples the bounds)."""
+        before the write — estimated from ``reads``, a backlog's files, by their first and last rows
+        (:func:`~obda.execution.time_buckets.csv_time_span`), else from the last range's length; no ``lo``: Spark
+        samples the bounds, in a job of its own)."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         from obda.execution.answers import AnswerFrame
+        from obda.execution.time_buckets import csv_time_span
 
+        if hi is None and reads and partitions and partitions > 1:
+            est = csv_time_span(reads)
+            if est is not None:
+                lo, hi = (est[0] - 1 if lo is None else max(lo, est[0] - 1)), est[1]
         span = None
         if lo is not None and hi is not None and hi > lo:
             span, self.last_span = (lo, hi), hi - lo
