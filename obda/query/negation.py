@@ -143,10 +143,10 @@ class Negation(Located):
                     kept.append(replace(f, expr=x, dnf=self._dnf_of(x, f)))
                 else:
                     raise self.unsupported(
-                        "FILTER in OPTIONAL", "a FILTER operand inside OPTIONAL that reads both a time bound only "
-                        "inside it and a variable bound only before it is supported as a window of times (the "
-                        "OPTIONAL's GRAPH time compared with the answer's) only; write it as && of parts each "
-                        "reading one side, or comparing a variable of each", f.start)
+                        "FILTER in OPTIONAL", "a FILTER operand inside OPTIONAL that reads a time variable and "
+                        "variables of both sides of the OPTIONAL is supported as a window of times only (its GRAPH "
+                        "time compared with the answer's, each moved by a duration at most); write it as && of parts "
+                        "each reading one side", f.start)
         return kept
 
     def _window_part(self, x, f) -> tuple:

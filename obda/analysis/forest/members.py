@@ -167,7 +167,8 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
                 owners = {next(iter(aliases))}
             timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
             w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3), compared
-            if len(owners) != 1 or timed or w is not None:  # (no owner: a member of constants)  # tested on the joined answer, its terms hidden items
+            if len(owners) != 1 or timed or w is not None:  # on the joined answer (no owner: a member of
+                # constants), its terms hidden items
                 parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
                 joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
                                       check_query(check), timed,
