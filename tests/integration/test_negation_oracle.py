@@ -47,6 +47,14 @@ CASES = [
          ":age ?b FILTER(?b > ?a && ?b < 50) } }", "bounded", 8),
     Case("optional_correlated_duplicates", "SELECT ?x ?p WHERE { ?x :age ?a OPTIONAL { ?y :visited ?p ; :age ?b "
          "FILTER(?b < ?a) } }", "bounded", 17),
+    Case("optional_correlated_and_outer_condition", "SELECT ?x ?y WHERE { ?x :worksIn ?d ; :age ?a OPTIONAL { "
+         "?y :worksIn ?d ; :age ?b FILTER(?b > ?a && ?a > 30) } }", "bounded", 7),
+    Case("optional_correlated_two_comparisons", "SELECT ?x ?y WHERE { ?x :worksIn ?d ; :age ?a ; :name ?n OPTIONAL { "
+         "?y :worksIn ?d ; :age ?b ; :name ?m FILTER(?b > ?a && ?m != ?n) } }", "bounded", 11),
+    Case("optional_correlated_after_union", "SELECT ?x ?y WHERE { { ?x :age ?a } UNION { ?x :worksIn ?d . ?d :name ?a } "
+         "OPTIONAL { ?y :age ?b FILTER(?b < ?a) } }", "bounded", 38),
+    Case("optional_correlated_nested", "SELECT ?x ?y ?z WHERE { ?x :age ?a OPTIONAL { ?y :age ?b FILTER(?b < ?a) "
+         "OPTIONAL { ?y :worksIn ?z } } }", "bounded", 29),
     Case("optional_correlated_on_stream", "SELECT ?r ?v ?x WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { ?x :age ?g "
          "FILTER(?g < ?v) } }", "bounded", 9),
     # SELECT expressions over OPTIONAL's variables, and over one no pattern binds: unbound read as SPARQL reads it
