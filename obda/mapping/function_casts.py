@@ -6,18 +6,13 @@ Part of :mod:`obda.mapping.functions`, which hands :func:`cast` the ``value`` of
 
 from __future__ import annotations
 
-from typing import Callable
-
 from sqlglot import exp
 
 from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_ir import Expr
 from obda.mapping._unfold_terms import Unsat, category
-from obda.mapping.function_types import BOOLEAN, DATETIME, DOUBLE, STRING, lang, light, sql
+from obda.mapping.function_types import BOOLEAN, DATETIME, DOUBLE, STRING, Value, lang, light, sql
 from obda.model.query import XSD, Call
-
-Value = Callable[[object], tuple[Expr, str]]  # an argument expression -> (its SQL, its type)
-
 
 # the lexical forms a cast from a string reads (XML Schema's, without the spaces its whitespace facet drops)
 _INTEGER_TEXT = r"^[+-]?[0-9]+$"

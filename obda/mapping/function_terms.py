@@ -14,8 +14,7 @@ from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_compare import same_kind, term_kind
 from obda.mapping._unfold_ir import Expr
 from obda.mapping._unfold_terms import RDF_LANGSTRING, Unsat, category
-from obda.mapping.function_casts import Value
-from obda.mapping.function_types import BOOLEAN, STRING, light, sql
+from obda.mapping.function_types import BOOLEAN, STRING, Value, light, sql
 from obda.model.query import Arithmetic, Call
 
 

@@ -7,6 +7,8 @@ sqlglot trees: :func:`light` and :func:`sql` convert.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from sqlglot import exp
 
 from obda.mapping._unfold_ir import Expr
@@ -17,6 +19,8 @@ DOUBLE = {XSD + "double", XSD + "float"}
 STRING = XSD + "string"
 BOOLEAN = XSD + "boolean"
 DATETIME = XSD + "dateTime"
+
+Value = Callable[[object], tuple[Expr, str]]  # an argument expression -> (its SQL, its type)
 
 
 def lang(dt: str) -> str | None:

@@ -40,10 +40,10 @@ from obda.mapping._unfold_terms import (
     literal_sql,
     projection_sql,
 )
-from obda.mapping.function_casts import Value, cast
+from obda.mapping.function_casts import cast
 from obda.mapping.function_terms import datatype_of, nullable_sql, same_term, term_kind_of, term_test
 from obda.mapping.function_types import BOOLEAN as _BOOLEAN, DATETIME as _DATETIME, DOUBLE as _DOUBLE
-from obda.mapping.function_types import STRING as _STRING, lang as _lang, light as _light, sql as _sql
+from obda.mapping.function_types import STRING as _STRING, Value, lang as _lang, light as _light, sql as _sql
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
 from obda.model.query import CASTS, XSD, Arithmetic, Call, Term
