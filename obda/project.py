@@ -230,6 +230,10 @@ class Project:
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
                                  **budget)[1]
             sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by, query.limit, query.offset)
+            if query.ask:  # an ASK of an aggregate subquery (static data only): true when a group passes
+                from obda.mapping.aggregate import ask_table
+
+                sql = ask_table(sql, query.columns[0])
         elif query.ask and not query.time_variables:  # static data only: one row, true or false
             from obda.mapping.aggregate import ask_table
 

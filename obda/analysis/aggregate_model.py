@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
-from obda.model.query import Aggregate, ValueExpression, Var
+from obda.model.query import ASK_COLUMN, Aggregate, ValueExpression, Var
 
 
 DISTRIBUTIVE, ALGEBRAIC, HOLISTIC = "distributive", "algebraic", "holistic"
@@ -137,6 +137,7 @@ class AggregatePlan:
     order_items: tuple[OutputItem, ...] = ()  # ORDER BY expressions the SELECT does not name: ordering only
     limit: int | None = None  # LIMIT / OFFSET of a query over static data only (its answer table)
     offset: int = 0
+    ask: bool = False  # an ASK of an aggregate subquery (static data only): one row, true when a group passes
 
     @property
     def groups(self) -> int:
@@ -144,7 +145,7 @@ class AggregatePlan:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return tuple(i.name for i in self.items)
+        return (ASK_COLUMN,) if self.ask else tuple(i.name for i in self.items)
 
     @property
     def characteristic_sql(self) -> str:

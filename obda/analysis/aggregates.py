@@ -76,7 +76,7 @@ def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: s
         return AggregatePlan(items, calls, agg.group_by, source, report, agg.having, source.query.order_by, sparql=True,
                              window=source.query.window,
                              order_items=tuple(OutputItem(i.name, i.expression) for i in agg.order_items),
-                             limit=source.query.limit, offset=source.query.offset)
+                             limit=source.query.limit, offset=source.query.offset, ask=source.query.ask)
     node, ctx = parse_sql(source, file, dialect), _Ctx(source, sources, file)
     if node.args.get("having") is not None:
         raise ctx.error("HAVING in SQL is analysed but not executed; write the query in SPARQL, "

@@ -58,7 +58,7 @@ from typing import Iterable
 from obda.analysis.aggregates import AggregatePlan
 from obda.execution.accumulators import HOLISTIC, arith, compare, initial, merge, number_of, reducer, update, value_of
 from obda.execution.query_engine import Answer
-from obda.model.query import Aggregate, Arithmetic, Literal, Comparison, Var
+from obda.model.query import XSD, Aggregate, Arithmetic, Literal, Comparison, Var
 from obda.model.terms import order_key
 
 
@@ -264,8 +264,8 @@ class Aggregator:
         if isinstance(e, Aggregate):
             j = self._call_index[e]
             return lambda key, values: values[j]
-        if isinstance(e, Literal):
-            n = number_of(e)
+        if isinstance(e, Literal):  # a number, or the text a HAVING comparison compares with
+            n = e.lexical if e.datatype == XSD + "string" else number_of(e)
             return lambda key, values: n
         if isinstance(e, (Arithmetic, Comparison)):
             op, left, right, f = e.op, self._compiled(e.left), self._compiled(e.right), (
@@ -391,6 +391,8 @@ class Aggregator:
                 keys.append(key)
         if static:  # the answer table of a query over static data only: ordered, cut
             out = self._table([(k, r["binding"], r) for k, r in zip(keys, out)])
+            if plan.ask:  # an ASK: one row, whether some group passes
+                out = [{"emitted_at": None, "op": "upsert", "binding": {plan.columns[0]: bool(out)}}]
         self.lines += len(out)
         return out
 

@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from obda.mapping._unfold_ir import arithmetic_sql
 from obda.model.dialects import COMPARISON_CLASSES
-from obda.model.query import Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
+from obda.model.query import XSD, Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
 from obda.model.terms import NUMERIC, XSD, mixed_columns, type_column
 
 __all__ = ["aggregate_select", "ordered_table", "typed_union"]
@@ -149,8 +149,8 @@ def _column(name: str) -> exp.Column:
 def _value(e, glob: bool) -> exp.Expression:
     if isinstance(e, Var):
         return _column(e.name)
-    if isinstance(e, Literal):
-        return exp.Literal.number(e.lexical)
+    if isinstance(e, Literal):  # a number, or the text a HAVING comparison compares with
+        return exp.Literal.string(e.lexical) if e.datatype == XSD + "string" else exp.Literal.number(e.lexical)
     if isinstance(e, Aggregate):
         if e.argument is None:
             return exp.Count(this=exp.Star())

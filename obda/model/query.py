@@ -198,6 +198,7 @@ class CQ:
         return " ∧ ".join(parts)
 
 
+ASK_COLUMN = "boolean"  # the answer column of an ASK
 WINDOW_ALIAS = "__w"  # in SQL, the FROM alias of the query a check in a window of time reads (rules A3–A6)
 COMPARE_ALIAS = "__c"  # that of a check whose FILTER compares the pattern's variables with the answer's
 
@@ -363,7 +364,7 @@ class Query:
     answer variables in SELECT order; time variables are never projected.
     With ``aggregation`` the projection is the aggregation's characteristic query
     (its grouping variables, then its aggregated variables) and the answer columns are
-    ``aggregation.columns``.  ``branches`` holds the disjunctive normal form of the WHERE clause: one CQ
+    ``aggregation.columns`` (an ASK's: ``boolean``).  ``branches`` holds the disjunctive normal form of the WHERE clause: one CQ
     per UNION branch and per ``||`` alternative of FILTERs.
     """
 
@@ -394,7 +395,7 @@ class Query:
         """The answer's column names: the projection (without ORDER BY's hidden columns), or the aggregation's
         SELECT items."""
         if self.aggregation is not None:
-            return self.aggregation.columns
+            return (ASK_COLUMN,) if self.ask else self.aggregation.columns
         return tuple(v.name for v in self.projection[:len(self.projection) - self.order_keys])
 
     @property

@@ -368,9 +368,26 @@ def condition(e, term: Callable[[Identifier], Term]):
             return Connective("or" if e.name == "ConditionalOrExpression" else "and", parts)
         if e.name == "RelationalExpression" and e.get("op") is not None:
             op = str(e["op"])
-            return Comparison(op, value_expression(e["expr"], term), value_expression(e["other"], term))
+            left, right = _compared(e["expr"], term), _compared(e["other"], term)
+            for a, b in ((left, right), (right, left)):
+                if isinstance(a, Literal) and a.datatype == XSD + "string" and not (
+                        isinstance(b, Aggregate) and b.function.startswith("group_concat")):
+                    raise FilterProblem("non-numeric constant", f"only numeric constants can be computed with, not "
+                                        f"{a}; a text is compared with a GROUP_CONCAT only", Hint("none"))
+            return Comparison(op, left, right)
     problem = _unsupported(e)
     raise FilterProblem(problem.construct, problem.message.replace("FILTER", "HAVING"), problem.hint)
+
+
+def _compared(e, term: Callable[[Identifier], Term]):
+    """A HAVING comparison's operand: a value expression, or a string constant (``GROUP_CONCAT(?o) = "1 22"``:
+    :func:`condition` lets it be compared with a GROUP_CONCAT only, always a simple literal, where another value could
+    be an IRI, held as its text)."""
+    inner = unwrap(e)
+    if isinstance(inner, RDFLiteral) and inner.language is None and (
+            inner.datatype is None or str(inner.datatype) == XSD + "string"):
+        return term(inner)
+    return value_expression(e, term)
 
 
 # ----------------------------------------------------------------------------- durations (NOW() windows: obda.query.now_windows)

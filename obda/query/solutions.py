@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rdflib.plugins.sparql.parserutils import CompValue
-from rdflib.term import Literal as RDFLiteral, Variable
+from rdflib.term import Variable
 
 from obda.model.query import (
     ERROR_PROPAGATING,
@@ -33,7 +33,6 @@ from obda.query.unbound import sometimes_unbound
 
 
 #: The answer column of an ASK query (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``).
-ASK_COLUMN = "boolean"
 
 
 class Solutions(Located):
@@ -130,31 +129,11 @@ class Solutions(Located):
             out.append(Branch.of(cq))
         return out
 
-    def _ask_modifiers(self, q: CompValue, where_close: int) -> None:
-        """ASK takes no solution modifier: its answer is one boolean, not a table to group, order or cut."""
-        for present, words in ((q.groupby, "GROUP BY"), (q.having, "HAVING"), (q.orderby, "ORDER BY")):
-            if present:
-                raise self._not_in_ask(words, self.ts.find_words(words, where_close))
-        if q.limitoffset:
-            raise self._not_in_ask(*self._cut_keyword(q, where_close))
-
-    def _not_in_ask(self, kw: str, i: int | None):
-        return self.unsupported(kw, f"{kw} is not supported in an ASK query: its answer is one boolean, true once "
-                                "the pattern has a solution; write a SELECT query", i)
-
     def _cut_keyword(self, q: CompValue, where_close: int) -> tuple[str, int | None]:
         """The first of LIMIT / OFFSET after the WHERE clause, as written, and its token."""
         kw = "LIMIT" if q.limitoffset.limit is not None else "OFFSET"
         i = self.ts.find_word(("LIMIT", "OFFSET"), where_close)
         return (self.ts[i].text.upper() if i is not None else kw), i
-
-    def _ask_column(self, branches: list[Branch], ask_i: int | None) -> list[Branch]:
-        """ASK's answer column ``?boolean``, true in every solution: a pattern variable of that name (never an
-        answer of an ASK) is renamed out of its way first."""
-        if any(Var(ASK_COLUMN) in b.term_vars() for b in branches) or Var(ASK_COLUMN) in self.time_vars:
-            branches = self._rename(branches, {ASK_COLUMN: (self._fresh_column(ASK_COLUMN), ask_i)})
-        self.select_binds.append((ASK_COLUMN, RDFLiteral(True), None))
-        return branches
 
     def _check_modifiers(self, q: CompValue, where_close: int, aggregate: bool) -> None:
         """Solution modifiers after the WHERE clause: ORDER BY of an aggregate query or of a query over static
@@ -323,15 +302,22 @@ class Solutions(Located):
                                        "of a query over streams (its changelog is keyed by the groups)",
                                        self.ts.find_var(g.name, group_i or where_close))
         having = None
+        written: list[tuple[object, int | None, int]] = []  # (HAVING's or a hoisted FILTER's condition, its tokens)
         if q.having:
             at = self.ts.find_word("HAVING", where_close)
             end = (self.ts.find_words("ORDER BY", at) or tail_end + 1) - 1
-            try:
-                parts = tuple(condition(c, self.term) for c in q.having.condition)
-            except FilterProblem as p:
-                raise self.problem(p, at, end) from None
-            having = self._with_written(parts[0] if len(parts) == 1 else Connective("and", parts))
-            self._check_grouped(having, group, at, end)
+            written += [(c, at, end) for c in q.having.condition]
+        written += self.hoisted_filters  # a subquery's groups, filtered (obda.query.aggregate_subquery)
+        if written:
+            parts = []
+            for c, at, end in written:
+                try:
+                    part = self._with_written(condition(c, self.term))
+                except FilterProblem as p:
+                    raise self.problem(p, at, end) from None
+                self._check_grouped(part, group, at, end)
+                parts.append(part)
+            having = parts[0] if len(parts) == 1 else Connective("and", tuple(parts))
         aggregation = Aggregation(tuple(group), tuple(items), having, self._order_items(q, group, where_close))
         for c in aggregation.calls:
             if c.argument is None:

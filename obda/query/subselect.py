@@ -7,7 +7,8 @@ variable (a blank node of the query text is an existential variable, never proje
 the group, the others are P's own.  So a subquery becomes branches like any group, with the verdicts and
 executors of the rest of obda.
 
-What cannot be inlined is refused, located: aggregates and ``GROUP BY`` (a subquery's groups), ``LIMIT`` and
+What cannot be inlined is refused, located: aggregates and ``GROUP BY`` (a subquery's groups; as the whole WHERE
+clause, with FILTERs only, the query is an aggregate query of its own, :mod:`obda.query.aggregate_subquery`), ``LIMIT`` and
 ``OFFSET`` (a cut of a bag), ``SELECT DISTINCT`` in a query without DISTINCT (a set inside a bag; with the outer
 DISTINCT, the inner one changes nothing and is dropped), ``(expression AS ?v)`` items other than a rename, and
 ``VALUES`` after the subquery.  ``ORDER BY`` alone orders nothing a join keeps, and is dropped.
@@ -19,6 +20,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Variable
 
 from obda.model.query import Var
+from obda.query.aggregate_subquery import has_aggregates
 from obda.query.expressions import aggregate_name, unwrap
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
@@ -71,10 +73,11 @@ class Subqueries(Located):
 
     def _subselect_modifiers(self, sub: CompValue, select_i: int | None, where_open: int | None, close_i: int) -> None:
         at = select_i
-        if sub.groupby or sub.having or any(item.evar is not None and aggregate_name(item["expr"])
-                                            for item in sub.projection or []):
-            raise self.unsupported("subquery with aggregates", "a subquery with GROUP BY or aggregates is not "
-                                   "supported; aggregate in the outer query", at)
+        if has_aggregates(sub):
+            raise self.unsupported("subquery with aggregates", "an aggregate over an aggregate subquery's groups is "
+                                   "not supported" if self.aggregated else "a subquery with GROUP BY or aggregates "
+                                   "is supported as the whole WHERE clause, with FILTERs (they filter its groups); "
+                                   "joined with other patterns it is not: aggregate in the outer query", at)
         lo = sub.limitoffset
         if lo is not None and (dict.get(lo, "limit") is not None or dict.get(lo, "offset") is not None):
             kw = "LIMIT" if dict.get(lo, "limit") is not None else "OFFSET"

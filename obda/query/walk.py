@@ -15,6 +15,7 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Identifier, Variable
 
 from obda.model.query import (
+    ASK_COLUMN,
     IRI,
     RDF_TYPE,
     Atom,
@@ -29,13 +30,15 @@ from obda.model.query import (
 )
 from obda.query import tokens as tk
 from obda.query.aggregate_args import AggregateArguments
+from obda.query.aggregate_subquery import AggregateSubqueries, has_aggregates
+from obda.query.ask import AskForm
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes, unwrap
 from obda.query.functions import computed
 from obda.query.names import Names
 from obda.query.negation import Negation, exists_filter, keep_named
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
 from obda.query.predicates import AnyPredicate
-from obda.query.solutions import ASK_COLUMN, Solutions
+from obda.query.solutions import Solutions
 from obda.query.subselect import Subqueries
 from obda.query.values import InlineData
 
@@ -47,7 +50,8 @@ _UNSUPPORTED_PARTS = {
 }
 
 
-class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, AnyPredicate, Negation, Subqueries):
+class Converter(Names, NormalForms, Solutions, AskForm, AggregateArguments, AggregateSubqueries, InlineData, AnyPredicate,
+                Negation, Subqueries):
     """One conversion of one query text; holds the tokens and a cursor over them."""
 
     def __init__(self, text: str, file: str | None, base: str | None, vocabulary=None):
@@ -63,6 +67,8 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
         self.select_binds: list[tuple[str, object, int | None]] = []  # SELECT (expression AS ?v) without aggregates
         self.hidden: set[str] = set()  # the columns of ORDER BY expressions (never answers)
         self.hidden_reads: dict[str, set[str]] = {}  # the variables each of them reads
+        self.aggregated = False  # the query groups or aggregates (its subqueries may not, obda.query.subselect)
+        self.hoisted_filters: list = []  # the FILTERs over an aggregate subquery's groups (obda.query.aggregate_subquery)
         self.aggregate_args: dict[str, tuple[str, int | None]] = {}  # AVG(?v * 2)'s fresh variable: (its text, token)
         self.bnode_names: dict[str, str] = {}
         self.labels: set[str] = set()
@@ -90,8 +96,12 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
                                    self.ts.find_word("REDUCED", select_i or 0))
         if ask:
             self._ask_modifiers(q, where_close)
-        aggregate = bool(q.groupby or q.having or any(
-            item.evar is not None and aggregate_name(item["expr"]) for item in q.projection or []))
+        aggregate = has_aggregates(q)
+        hoisted = None if aggregate else self._hoisted_aggregate(q, ask, where_open, where_close)
+        if hoisted is not None:  # a subquery's groups, filtered: an aggregate query (obda.query.aggregate_subquery)
+            q, select_i, where_open, where_close = hoisted
+            aggregate = True
+        self.aggregated = aggregate
         renames = {} if aggregate else self._renames(q, select_i, where_open)
         if q.datasetClause:
             i = self.ts.find_word("FROM", select_i or 0, where_open)
@@ -111,7 +121,7 @@ class Converter(Names, NormalForms, Solutions, AggregateArguments, InlineData, A
             branches = self._join_values(branches, q.valuesClause, self.ts.find_word("VALUES", where_close))
 
         self._check_modifiers(q, where_close, aggregate)
-        if ask:
+        if ask and not aggregate:
             branches = self._ask_column(branches, select_i)
         branches = self._rename(branches, renames)
         if aggregate:
