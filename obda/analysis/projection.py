@@ -117,5 +117,9 @@ class Projection(SelectReading):
             return
         if isinstance(node, exp.AggFunc):
             raise ctx.error(f"aggregate {_snippet(node)} is outside the SPJ class; {_AGGREGATES}", node)
+        if computed.is_computed(node) or (isinstance(node, _ARITH) and _arith_columns(node) is not None):
+            # a part computed by a function or arithmetic (CONCAT(?n, STR(?b + 1))): a function of its columns
+            attrs.extend(self._proj_attr(c) for c in node.find_all(exp.Column))
+            return
         raise ctx.error(f"projected expression {type(node).__name__} ({_snippet(node)}) is outside the analysable class; "
                         "project columns, constants or CONCAT templates of them", node)

@@ -399,7 +399,8 @@ class Aggregator:
     def answer(self) -> list[dict]:
         """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group), cut by OFFSET
         and LIMIT."""
-        return self._table([(k, self.shown[k], self.shown[k]) for k in sorted(self.shown, key=repr)])
+        rows = self._table([(k, self.shown[k], self.shown[k]) for k in sorted(self.shown, key=repr)])
+        return [{self.plan.columns[0]: bool(rows)}] if self.plan.ask else rows
 
     @property
     def size(self) -> int:

@@ -33,6 +33,8 @@ distinct answers (the emitted set is part of a DISTINCT query's state).
 
 from __future__ import annotations
 
+from sqlglot import exp
+
 from obda.analysis.forest import Forest, ViewDedupe
 from obda.execution.answers import AT, value_column
 from obda.execution.engine import MemberEngine
@@ -326,6 +328,10 @@ class SparkForest(SparkChecks):
             return quoted(nm(item.attr))
         if item.kind == "const":
             return st.param(item.value)
+        if item.kind == "expr":  # computed on the joined row: its columns __a0, … are the item's attributes
+            names = {f"__a{j}": nm(a) for j, (_, a) in enumerate(item.parts)}
+            return item.value.transform(lambda n: exp.column(names[n.name], quoted=True) if isinstance(n, exp.Column)
+                                        else n).sql(dialect="spark")
         parts = [st.param(v) if k == "const" else f"CAST({quoted(nm(v))} AS STRING)" for k, v in item.parts]
         return f"concat({', '.join(parts)})"
 

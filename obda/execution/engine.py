@@ -34,6 +34,7 @@ from collections import defaultdict
 from typing import Callable
 
 from obda.analysis.forest import Attr, MemberForest, OutItem
+from obda.execution.rows import evaluate
 from obda.execution.relations import (
     Counted,
     Rel,
@@ -227,6 +228,9 @@ def binder(items: tuple[OutItem, ...], out_attrs: tuple[Attr, ...]) -> Callable[
         if it.kind == "const":
             value = it.value
             return lambda values: value
+        if it.kind == "expr":  # computed on the joined row, by the evaluator of the per-row conditions
+            expr, at = it.value, {f"__a{j}": pos[a] for j, (_, a) in enumerate(it.parts)}
+            return lambda values: evaluate(expr, {c: values[i] for c, i in at.items()})
         parts = tuple((k == "const", v if k == "const" else pos[v]) for k, v in it.parts)
 
         def concat(values):

@@ -266,7 +266,11 @@ class ContinuousQuery(QueryState, QueryInputs, SparkSteps):
             from obda.execution.sinks import changelog_lines
 
             records = self.aggregate.finish_batch(self.runtime.closed_upto, static=not self.streams)
-            self.sink.write_lines(changelog_lines(records, self.columns))
+            if self.aggregate.plan.ask:  # an ASK's one answer, written as every ASK's (no changelog op)
+                self.sink.write_lines(answer_lines([Answer(None, tuple(r["binding"][c] for c in self.columns), 1)
+                                                    for r in records], self.columns))
+            else:
+                self.sink.write_lines(changelog_lines(records, self.columns))
             m.rows_out = self.aggregate.lines  # the changelog's lines, not the characteristic query's answers
         self.runtime.first_closed = None
         newest = max((t for t in self.runtime.max_ts.values() if t is not None), default=None)

@@ -99,6 +99,13 @@ FUNCTION_CASES = [
     # a comparison as a value (BIND(?b > 3 AS ?hot))
     Case("fn_boolean_values", "SELECT m1.a AS a, (m1.b > 3) AS hot, ((m1.b > 1) AND (m1.c < 4)) AS mid "
          "FROM s AS m1 WHERE m1.c > 1", "bounded"),
+    # a value of two joined rows (BIND(?b - ?d AS ?gap)): computed on the joined row, within a timestamp, across
+    # timestamps in a window, with a static table; DISTINCT on it
+    Case("fn_joined_value", "SELECT m1.a AS a, m1.b - m2.d AS gap FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts",
+         "bounded"),
+    Case("fn_joined_value_window", f"SELECT m1.a AS a, ABS(m1.b - m2.d) * 2 AS gap {S_T} WHERE m2.ts < m1.ts "
+         "AND m1.ts <= m2.ts + INTERVAL '2' SECOND AND 0 < m2.d AND m2.d < 5", "bounded"),
+    Case("fn_joined_value_static", "SELECT DISTINCT m1.a + r.id AS k FROM s AS m1, r WHERE m1.b = r.id", "bounded"),
 ]
 
 

@@ -17,7 +17,7 @@ import pytest
 from obda.errors import UnsupportedConstructError
 from obda.model.query import XSD
 
-from integration.oracle_cases import PREFIX, Case, case_tests
+from integration.oracle_cases import PREFIX, Case, answer_records, case_tests
 
 PEOPLE = "?x :worksIn ?d ; :age ?a"
 PER_DEPT = f"{{ SELECT ?d (AVG(?a) AS ?m) (COUNT(*) AS ?n) (MIN(?a) AS ?lo) WHERE {{ {PEOPLE} }} GROUP BY ?d }}"
@@ -62,6 +62,14 @@ def test_the_filters_are_the_subquerys_having(world):
     assert comp.columns == ("d", "m", "n", "lo")
     assert project.compile(PREFIX + CASES[0].query).columns == ("d", "m")
     assert project.compile(PREFIX + CASES[9].query).columns == ("boolean",)
+
+
+@pytest.mark.parametrize("case, boolean", [(CASES[9], True), (CASES[10], False)], ids=["true", "false"])
+def test_an_ask_of_an_aggregate_writes_the_line_of_every_ask(world, tmp_path, case, boolean):
+    """One answer line, as an ASK over a pattern writes it (no changelog ``op``)."""
+    project, _, _ = world
+    assert answer_records(project, project.compile(case.text), tmp_path) == [
+        {"emitted_at": None, "binding": {"boolean": boolean}}]
 
 
 @pytest.mark.parametrize("query, construct, words, at", [

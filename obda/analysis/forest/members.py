@@ -329,21 +329,40 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
         attr = (alias, f"#p{len(exprs)}")
         exprs.append((attr, unq(body)))
         return OutItem(name, "attr", attr=attr)
-    if isinstance(body, exp.Concat):
+    if isinstance(body, exp.Concat) and all(len({resolve(c)[0] for c in a.find_all(exp.Column)}) <= 1
+                                            for a in body.expressions):
         parts: list[tuple[str, object]] = []
         for a in body.expressions:
             a = unparen(a)
             a_owners = {resolve(c)[0] for c in a.find_all(exp.Column)}
             if not a_owners:
                 parts.append(("const", str(constant_value(a))))
-            elif len(a_owners) == 1:
+            else:
                 attr = (a_owners.pop(), f"#p{len(exprs)}")
                 exprs.append((attr, exp.cast(unq(a), "STRING")))
                 parts.append(("attr", attr))
-            else:
-                raise ExecutionError(f"projection part {a.sql()!r} mixes several FROM entries")
         return OutItem(name, "concat", parts=tuple(parts))
-    raise ExecutionError(f"projection {body.sql()!r} mixes several FROM entries and is not a CONCAT")
+    return _joined_item(name, body, resolve, is_ts)
+
+
+def _joined_item(name: str, body: exp.Expression, resolve, is_ts) -> OutItem:
+    """A value computed from the columns of several FROM entries (``?v2 - ?v1`` of two joined rows): each column
+    an attribute of its entry, the expression computed on the joined row, its columns ``__a0``, ``__a1``, … the
+    item's attributes in order (:func:`obda.execution.engine.binder`; the Spark backend's answer statement)."""
+    args: list[Attr] = []
+
+    def placeholder(node: exp.Expression) -> exp.Expression:
+        if not isinstance(node, exp.Column):
+            return node
+        if is_ts(node):  # a time is held as microseconds where the answers are computed, not as SQL's timestamp
+            raise ExecutionError(f"the value {body.sql()!r} computes with a stream's timestamp and columns of other "
+                                 "FROM entries; bind the time alone, or compute with the values only")
+        attr = resolve(node)
+        if attr not in args:
+            args.append(attr)
+        return exp.column(f"__a{args.index(attr)}")
+
+    return OutItem(name, "expr", value=body.copy().transform(placeholder), parts=tuple(("attr", a) for a in args))
 
 
 def is_stream_ts(m: Member, attr: Attr) -> bool:

@@ -65,20 +65,21 @@ class CrossPred:
 
 @dataclass(frozen=True)
 class OutItem:
-    """One projected answer variable: an attribute, a constant, or a CONCAT of both."""
+    """One projected answer variable: an attribute, a constant, a CONCAT of both, or a value computed from the
+    attributes of several FROM entries on the joined row (``expr``)."""
 
     name: str
-    kind: str  # attr | const | concat
+    kind: str  # attr | const | concat | expr
     attr: Attr | None = None
-    value: object = None
-    parts: tuple[tuple[str, object], ...] = ()  # concat: ('const', str) | ('attr', Attr)
+    value: object = None  # const: the value; expr: the SQL expression over columns __a0, __a1, … (its attributes)
+    parts: tuple[tuple[str, object], ...] = ()  # concat: ('const', str) | ('attr', Attr); expr: ('attr', Attr)
     times: tuple[Attr, ...] = ()  # the stream timestamps (alias, column) its value determines
 
     @property
     def attrs(self) -> tuple[Attr, ...]:
         if self.kind == "attr":
             return (self.attr,)  # type: ignore[return-value]
-        if self.kind == "concat":
+        if self.kind in ("concat", "expr"):
             return tuple(v for k, v in self.parts if k == "attr")  # type: ignore[misc]
         return ()
 
@@ -376,6 +377,8 @@ def _value_kind(member: Member, item: OutItem) -> str | None:
     if item.kind == "const":
         v = item.value
         return None if v is None else "boolean" if isinstance(v, bool) else "string" if isinstance(v, str) else "number"
+    if item.kind == "expr":
+        return None
     alias, column = item.attr
     col = member.table(alias).column(column)
     if col is None:
