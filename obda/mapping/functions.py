@@ -48,6 +48,7 @@ from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
 from obda.model.query import CASTS, XSD, Arithmetic, Call, Term
 from obda.model.sources import ColumnType
+from obda.query.unbound import ERROR
 
 _CTYPE = {"integer": ColumnType.INTEGER, "decimal": ColumnType.DECIMAL, "double": ColumnType.DOUBLE,
           "string": ColumnType.STRING, "boolean": ColumnType.BOOLEAN}
@@ -80,6 +81,8 @@ def _bound(term, label: str) -> Value:
 
 def _value(e, term, label: str) -> tuple[Expr, str]:
     """(SQL, xsd datatype) of a value expression."""
+    if isinstance(e, str) and e == ERROR:  # what reads a variable the branch leaves unbound (obda.query.unbound)
+        raise Unsat(f"{label}: it reads a variable this part of the query leaves unbound (an error)")
     if isinstance(e, Arithmetic):
         (left, lt), (right, rt) = _number(e.left, term, label), _number(e.right, term, label)
         if lt in _DOUBLE or rt in _DOUBLE:

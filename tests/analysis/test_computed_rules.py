@@ -152,3 +152,18 @@ def test_local_executor_equals_duckdb_on_seeds(sql, seeds):
         assert counter_of(out) == final
         nonempty += bool(final)
     assert nonempty >= len(seeds) / 2
+
+
+def test_rule7_a_value_of_two_entries_is_an_item_of_the_joined_row():
+    """``SELECT m1.a - m2.d`` (a BIND over two joined patterns): the forest computes it on the joined row from one
+    attribute of each entry; with a stream's timestamp among its columns it is refused, naming the answer column
+    (a time is held as microseconds where the answers are computed)."""
+    from obda.errors import ExecutionError
+
+    forest = build_forest("SELECT m1.a AS a, ABS(m1.b - m2.d) AS gap FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts",
+                          exec_sources())
+    item = forest.members[0].member.items[1]
+    assert item.kind == "expr" and item.attrs == (("m1", "b"), ("m2", "d"))
+    assert item.value.sql() == "ABS(__a0 - __a1)"
+    with pytest.raises(ExecutionError, match=r"\?late: the value .* computes with a stream's timestamp"):
+        build_forest("SELECT m1.a AS a, m1.b + m2.ts AS late FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts", exec_sources())

@@ -55,6 +55,12 @@ CASES = [
          "OPTIONAL { ?y :age ?b FILTER(?b < ?a) } }", "bounded", 38),
     Case("optional_correlated_nested", "SELECT ?x ?y ?z WHERE { ?x :age ?a OPTIONAL { ?y :age ?b FILTER(?b < ?a) "
          "OPTIONAL { ?y :worksIn ?z } } }", "bounded", 29),
+    # IF / COALESCE over a variable OPTIONAL may leave unbound: a branch that is an error where it is (it stopped the
+    # compilation with an AssertionError before)
+    Case("optional_value_in_if_and_coalesce", "SELECT ?x ?k ?l WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } "
+         "BIND(IF(?a > 40, STR(?d), \"young\") AS ?k) BIND(COALESCE(STR(?d), \"none\") AS ?l) }", "bounded", 8),
+    Case("optional_value_in_if_on_stream", "SELECT ?r ?k WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { ?x :age ?v ; :name ?n } "
+         "BIND(IF(?v > 25, ?n, \"cold\") AS ?k) }", "bounded", 6),
     Case("optional_correlated_on_stream", "SELECT ?r ?v ?x WHERE { GRAPH ?t { ?r :value ?v } OPTIONAL { ?x :age ?g "
          "FILTER(?g < ?v) } }", "bounded", 9),
     # SELECT expressions over OPTIONAL's variables, and over one no pattern binds: unbound read as SPARQL reads it

@@ -320,9 +320,9 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
             return OutItem(name, "const", value=constant_value(body))
         except ExecutionError:
             if host is None:  # a member of constants only: no row to compute it on
-                raise ExecutionError(f"the value {body.sql()!r} of constants only is computed by SQL, and this "
-                                     "part of the query reads no table to compute it on; give its group a triple "
-                                     "pattern, or write the value itself") from None
+                raise ExecutionError(f"?{name}: the value {body.sql()!r} of constants only is computed by SQL, and "
+                                     "this part of the query reads no table to compute it on; give its group a "
+                                     "triple pattern, or write the value itself") from None
             owners = {host}
     if len(owners) == 1:
         alias = owners.pop()
@@ -355,8 +355,8 @@ def _joined_item(name: str, body: exp.Expression, resolve, is_ts) -> OutItem:
         if not isinstance(node, exp.Column):
             return node
         if is_ts(node):  # a time is held as microseconds where the answers are computed, not as SQL's timestamp
-            raise ExecutionError(f"the value {body.sql()!r} computes with a stream's timestamp and columns of other "
-                                 "FROM entries; bind the time alone, or compute with the values only")
+            raise ExecutionError(f"?{name}: the value {body.sql()!r} computes with a stream's timestamp and columns of "
+                                 "other FROM entries; bind the time alone, or compute with the values only")
         attr = resolve(node)
         if attr not in args:
             args.append(attr)
