@@ -123,8 +123,8 @@ class Typing(Arithmetic):
         return Predicate.make(a, op, b, loc)
 
     def _computed(self, left: exp.Expression, op: str, right: exp.Expression, node: exp.Expression):
-        """A computed condition (obda.analysis.computed): a per-row filter over one FROM entry (Rule 5), or an
-        atom between derived attributes of two entries (Rule 6); an error naming why otherwise."""
+        """A computed condition (obda.analysis.computed): a per-row filter over one FROM entry (Rule 5), an atom
+        between derived attributes of two entries (Rule 6), or a filter on the joined row (Rule 8: no atom)."""
         def owner(col: exp.Column) -> str:
             return self.column(col).alias
 
@@ -133,10 +133,9 @@ class Typing(Arithmetic):
             self.filters.append(_snippet(node))
             return True
         sep = computed.separate(left, right, owner)
-        if sep is None:
-            raise self.ctx.error(f"condition {_snippet(node)}: a computed comparison of several FROM entries is "
-                                 "analysable when it separates into f(one entry) op g(another entry) (sums of "
-                                 "terms each over one entry, e.g. m2.v - m1.v > 0.5); this one does not", node)
+        if sep is None:  # Rule 8: tested on the joined row, its columns kept with the answer
+            self.joined_filters.append(node)
+            return True
         a, b = (self._derived(side, owner) for side in sep)
         ta, tb = self._domain(a), self._domain(b)
         if ta != tb:

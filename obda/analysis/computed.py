@@ -128,18 +128,21 @@ def adjust(m, report):
     """A member's report under Rules 5–7: notes naming the computed conditions; ``unbounded`` → ``not_shown``."""
     from obda.analysis.criteria import NOT_SHOWN, UNBOUNDED
 
-    if not (m.filters or m.derived):
+    if not (m.filters or m.derived or m.joined):
         return report
     notes = list(report.notes)
     if m.filters:
         notes.append("per-row filters (docs/analysis.md Rule 5: computed conditions over one FROM entry, run "
                      "before any synopsis, bound nothing): " + "; ".join(m.filters))
+    if m.joined:
+        notes.append("filters on the joined row (Rule 8: computed conditions of several FROM entries that do not "
+                     "separate, tested on each answer; their columns are kept with it): " + "; ".join(m.joined))
     if m.derived:
         notes.append("derived attributes (Rule 6: computed sides of a comparison of two FROM entries; Rule 7: "
                      "bounded when the columns they read are): " + ", ".join(str(a) for a, _ in m.derived))
     if report.verdict != UNBOUNDED:
         return replace(report, notes=tuple(notes))
     why = ("the criteria's witness chooses values freely, which the computed conditions may not allow "
-           f"({'; '.join(m.filters + tuple(str(a) for a, _ in m.derived))}): unbounded is not shown; the criteria "
-           f"without them say: {report.verdict} [{report.criterion}]")
+           f"({'; '.join(m.filters + m.joined + tuple(str(a) for a, _ in m.derived))}): unbounded is not shown; the "
+           f"criteria without them say: {report.verdict} [{report.criterion}]")
     return replace(report, verdict=NOT_SHOWN, notes=tuple(notes) + (why,))

@@ -25,7 +25,7 @@ from obda.analysis.comparisons import Typing
 from obda.analysis.conditions import Conditions, Difference, _disjuncts, _take_differences, _value_sat
 from obda.analysis.elements import Attr, Element, Predicate
 from obda.analysis.projection import Projected, Projection
-from obda.analysis.sql_reading import Relation, _Ctx, _selects, _check_select, parse_sql
+from obda.analysis.sql_reading import Relation, _Ctx, _selects, _check_select, _snippet, parse_sql
 from obda.model.compilation import MemberOrigin
 from obda.model.sources import ColumnType, Sources
 
@@ -57,6 +57,7 @@ class SpjMember:
     # attributes of comparisons of two entries with the columns they read (Rules 6, 7)
     filters: tuple[str, ...] = ()
     derived: tuple[tuple[Attr, tuple[Attr, ...]], ...] = ()
+    joined: tuple[str, ...] = ()  # conditions of several entries that do not separate: on the joined row (Rule 8)
     # checks in a window of the answer's time (rules A3, A4): each window's bounds (µs) relative to the answer's
     check_windows: tuple[tuple[int | None, int | None], ...] = ()
     # checks in a window without a lower bound (rule A5): their queries (keys, then the time), whose keys are kept
@@ -126,6 +127,7 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
+            joined=tuple(dict.fromkeys(_snippet(f) for f in s.joined_filters)),
             notes=tuple(f"check {c}: {_CHECK_NOTES[rule]}" for c, rule in dict.fromkeys(s.checks)),
             check_windows=tuple(s.check_windows), kept_keys=tuple(s.kept_keys),
         ))

@@ -45,9 +45,11 @@ class Projection(SelectReading):
         return tuple(out)
 
     def check_projection(self) -> tuple[Projected, ...]:
-        """The terms of the checks over several FROM entries (read by the conditions first): the executor keeps
-        them with the answer to test it, so the verdict counts them as projected."""
-        return tuple(self._item(f"#check{i}", t) for i, t in enumerate(self.joined_terms))
+        """The terms of the checks over several FROM entries, and the conditions tested on the joined row (Rule 8;
+        read by the conditions first): the executor keeps them with the answer to test it, so the verdict counts
+        their columns as projected."""
+        return (tuple(self._item(f"#check{i}", t) for i, t in enumerate(self.joined_terms))
+                + tuple(self._item(f"#filter{i}", f) for i, f in enumerate(self.joined_filters)))
 
     def _is_stream_ts(self, a: Attr) -> bool:
         r = next(r for r in self.relations if r.alias == a.alias)

@@ -294,6 +294,9 @@ class SparkForest(SparkChecks):
             shown = ", ".join(quoted(c) for c in [AT] + values[:mf.member.visible])
             bag = count is not None and not self.forest.distinct
             name = st.add(f"m{mi}_ans{i}", j.done(f"{cols}, {count} AS __n" if bag else cols))
+            if mf.member.filters:  # Rule 8: the conditions computed on the joined row, hidden items
+                kept = " AND ".join(f"coalesce({quoted(values[p])}, false)" for p in mf.member.filters)
+                name = st.add(f"m{mi}_flt{i}", f"SELECT * FROM {quoted(name)} WHERE {kept}")
             if checks:
                 checked = " AND ".join(self._check_condition(st, c, values, name) for c in checks)
                 name = st.add(f"m{mi}_chk{i}", f"SELECT * FROM {quoted(name)} WHERE {checked}")

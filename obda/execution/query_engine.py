@@ -62,10 +62,19 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], classes: dict[int, s
     items, for that check."""
     bind = _typed(_texts(binder(mp.member.items, mp.out_attrs), text_columns), classes, mp.member.visible)
     checks, visible = [c for c in mp.member.checks if not c.waits], mp.member.visible
+    filters = mp.member.filters  # Rule 8: conditions computed on the joined row, hidden items after the checks'
     if len(checks) < len(mp.member.checks):
-        visible = len(mp.member.items)
-    if not checks:  # none, or only waiting ones: the whole tuple
-        return bind
+        visible = len(mp.member.items) - len(filters)
+    if filters:
+        inner = bind
+
+        def bind(values: tuple) -> tuple | None:
+            full = inner(values)
+            return None if any(full[p] is not True for p in filters) else full
+    if not checks:  # none, or only waiting ones: the whole tuple (but the filters')
+        if not filters:
+            return bind
+        return lambda values: (lambda full: None if full is None else full[:visible])(bind(values))
 
     indexes: dict[int, tuple[object, object]] = {}  # check -> (the set of its query's answers, their index)
 
@@ -81,7 +90,7 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], classes: dict[int, s
 
     def checked(values: tuple) -> tuple | None:
         full = bind(values)
-        return full[:visible] if all(keeps(i, c, full) for i, c in enumerate(checks)) else None
+        return full[:visible] if full is not None and all(keeps(i, c, full) for i, c in enumerate(checks)) else None
     return checked
 
 

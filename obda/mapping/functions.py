@@ -366,5 +366,9 @@ def _unify(dts: list[str], c: Call, label: str) -> str:
         return XSD + "integer" if all(d == XSD + "integer" for d in dts) else XSD + "decimal"
     if len(set(dts)) == 1 and dts[0] != "iri":
         return dts[0]
+    if "iri" in dts:
+        raise UnsupportedConstructError(c.name, f"{label}: {c} may give an IRI, and a value obda computes is a "
+                                        "literal; give it the IRI's text (STR(?x)), or bind the IRI with OPTIONAL / "
+                                        "UNION")
     raise UnsupportedConstructError(c.name, f"{label}: {c} gives values of different types ({', '.join(dts)}); obda "
                                     "types every value statically: give its branches / arguments one type")

@@ -90,10 +90,25 @@ def test_rule6_atom_between_derived_attributes(sources, verdicts):
     assert any(a[1].startswith("#p") for a, _ in mf.member.exprs)  # m1.A + 0.5 computed in m1's pipeline
 
 
-def test_rule6_refuses_what_does_not_separate(sources):
-    with pytest.raises(AnalysisError, match="does not") as e:
-        from_sql("SELECT m2.D FROM S m1, T m2 WHERE m1.t1 < m2.t2 AND m1.A * m2.D > 4", sources)
-    assert e.value.location.column > 0
+# ---------------------------------------------------------------------------------------------- Rule 8
+
+def test_rule8_what_does_not_separate_is_a_filter_on_the_joined_row(sources, verdicts):
+    """``m1.A * m2.D > 4`` (no f(m1) op g(m2)): no atom; its columns count as projected (kept with the answer to
+    test it); the verdict is the member's without it — bounded stays bounded, unbounded is not shown."""
+    sql = "SELECT m2.D FROM S m1, T m2 WHERE m1.t1 = m2.t2 AND m1.A * m2.D > 4"
+    m = one(sources, sql)
+    assert len(m.predicates) == 1  # m1.t1 = m2.t2 only
+    assert m.joined == ("m1.A * m2.D > 4",) and {str(a) for p in m.projection for a in p.attrs} == {
+        "m2.D", "m1.A"}
+    poly, naive, report = verdicts(sql)
+    assert poly == naive == report.verdict == "bounded"
+    assert any("Rule 8" in n for n in report.members[0].notes)
+    (mf,) = build_forest(sql, sources).members
+    (k,) = mf.member.filters
+    assert mf.member.items[k].kind == "expr" and mf.member.visible == 1
+    # across timestamps without a bound on the values: the member without it is unbounded, which is not shown
+    poly, naive, report = verdicts("SELECT m2.D FROM S m1, T m2 WHERE m1.t1 < m2.t2 AND m1.A * m2.D > 4")
+    assert poly == naive == "unbounded" and report.verdict == "not_shown"
 
 
 # ---------------------------------------------------------------------------------------------- Rule 7

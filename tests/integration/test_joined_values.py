@@ -5,7 +5,9 @@ reading rose").
 The unfolded SQL always computed it; the executors computed a value of one FROM entry only (per row, before the
 join) and stopped the run on this one ("projection … mixes several FROM entries"). Now the value is an output item
 computed on the joined row (``obda.analysis.forest.members._joined_item``): by the per-row evaluator on the local
-backend, in the answer statement on Spark. Each bag — obda's SQL on DuckDB, the local executor and, for the stream
+backend, in the answer statement on Spark. A FILTER over both that does not separate into ``f(?a) op g(?b)``
+(``?a * ?b > 1500``, Rule 8 of docs/analysis.md) was refused by the analysis; it is such an item too, hidden, and an
+answer is kept where it is true. Each bag — obda's SQL on DuckDB, the local executor and, for the stream
 cases, Spark — equals pyoxigraph's over the independently materialised, closed dataset (``bag_oracle.py``).
 Fixture data: ``oracle_cases.py``.
 """
@@ -27,9 +29,17 @@ CASES = [
     Case("aggregated", f"SELECT ?d (MAX(?a - ?b) AS ?spread) WHERE {{ {TWO} }} GROUP BY ?d", "bounded", 3),
     Case("text_of_both", "SELECT ?x ?y ?s WHERE { ?x :worksIn ?d ; :name ?n . ?y :worksIn ?d ; :age ?b "
          "BIND(CONCAT(?n, \":\", STR(?b + 1)) AS ?s) }", "bounded", 20),
+    # a condition of both that does not separate into f(?a) op g(?b) (Rule 8): tested on the joined row
+    Case("filter_on_a_product", f"SELECT ?x ?y WHERE {{ {TWO} FILTER(?a * ?b > 1500) }}", "bounded", 9),
+    Case("filter_on_a_ratio_distinct", f"SELECT DISTINCT ?d WHERE {{ {TWO} FILTER(?a / ?b > 1.3) }}", "bounded", 2),
+    Case("filter_or_of_both", f"SELECT ?x ?y WHERE {{ {TWO} FILTER(?x = ?y || ?a * ?b > 2000) }}", "bounded", 7),
+    Case("filter_on_text_of_both", "SELECT ?x ?y WHERE { ?x :worksIn ?d ; :name ?n . ?y :worksIn ?d ; :name ?m "
+         "FILTER(STRLEN(CONCAT(?n, ?m)) > 6) }", "bounded", 7),
     # --- streams: a reading and a static value, two readings of one timestamp
     Case("stream_plus_static", "SELECT ?r ?s WHERE { GRAPH ?t { ?r :value ?v } ?x :age ?a FILTER(?a > 50) "
          "BIND(?v + ?a AS ?s) }", "bounded", 12),
+    Case("stream_filter_on_a_product", "SELECT ?r ?x WHERE { GRAPH ?t { ?r :value ?v } ?x :age ?a "
+         "FILTER(?v * ?a > 1500) }", "bounded", 6),
     Case("two_readings_of_a_timestamp", "SELECT ?r ?q ?rise WHERE { GRAPH ?t { ?r :value ?v . ?q :value ?w } "
          "BIND(?w - ?v AS ?rise) FILTER(?rise > 0) }", "bounded", 4),
 ]

@@ -143,6 +143,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
 
     local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
     joined_checks: list[tuple] = []  # tested on answers: (terms, negated, query, timed, window)
+    joined: list[exp.Expression] = []  # conditions of several entries that do not separate (Rule 8)
     cross: list[CrossPred] = []
     exprs: list[tuple[Attr, exp.Expression]] = []
     unsat = False
@@ -197,11 +198,9 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         op = CMP.get(type(u))
         sep = computed.separate(u.this, u.expression, lambda col: resolve(col)[0]) if op else None  # Rule 6
         lhs, rhs = (side(unparen(sep[0])), side(unparen(sep[1]))) if sep else (None, None)
-        if lhs is None or rhs is None:
-            raise ExecutionError(
-                f"condition {c.sql()!r} relates several FROM entries but is not a comparison of expressions over "
-                "one FROM entry each (the executable class allows f(a.c, ...) op g(b.d, ...) only)"
-            )
+        if lhs is None or rhs is None:  # Rule 8: tested on the joined row, a hidden boolean item
+            joined.append(c)
+            continue
         cross.append(CrossPred(lhs, op, rhs))
 
     types = {EAttr(a, c.name): c.type for a, t in aliases.items() for c in t.columns}
@@ -228,6 +227,8 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
             for i, t in enumerate(terms_of))
         checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
                                   window=window, compares=compares))
+    filters = tuple(range(len(items), len(items) + len(joined)))
+    items.extend(_joined_item(f"#filter{k}", c, resolve, is_ts) for k, c in enumerate(joined))
     return Member(
         index=index,
         aliases=tuple(aliases.items()),
@@ -240,6 +241,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         origin=index,
         views=tuple(used_views.items()),
         checks=tuple(checks),
+        filters=filters,
     )
 
 
@@ -346,17 +348,19 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
 
 
 def _joined_item(name: str, body: exp.Expression, resolve, is_ts) -> OutItem:
-    """A value computed from the columns of several FROM entries (``?v2 - ?v1`` of two joined rows): each column
-    an attribute of its entry, the expression computed on the joined row, its columns ``__a0``, ``__a1``, … the
-    item's attributes in order (:func:`obda.execution.engine.binder`; the Spark backend's answer statement)."""
+    """A value computed from the columns of several FROM entries (``?v2 - ?v1`` of two joined rows, or a condition
+    of them that does not separate, Rule 8): each column an attribute of its entry, the expression computed on the
+    joined row, its columns ``__a0``, ``__a1``, … the item's attributes in order
+    (:func:`obda.execution.engine.binder`; the Spark backend's answer statement)."""
     args: list[Attr] = []
 
     def placeholder(node: exp.Expression) -> exp.Expression:
         if not isinstance(node, exp.Column):
             return node
         if is_ts(node):  # a time is held as microseconds where the answers are computed, not as SQL's timestamp
-            raise ExecutionError(f"?{name}: the value {body.sql()!r} computes with a stream's timestamp and columns of "
-                                 "other FROM entries; bind the time alone, or compute with the values only")
+            what = f"the condition {body.sql()!r}" if name.startswith("#") else f"?{name}: the value {body.sql()!r}"
+            raise ExecutionError(f"{what} computes with a stream's timestamp and columns of other FROM entries; "
+                                 "bind the time alone, or compute with the values only")
         attr = resolve(node)
         if attr not in args:
             args.append(attr)

@@ -99,14 +99,17 @@ class Member:
     origin: int = 0  # index of the SELECT this member came from (before splitting ≤ / ≠ on timestamps)
     views: tuple[tuple[str, object], ...] = ()  # alias -> per-atom view (obda.mapping AtomView) it reads
     checks: tuple[OutputCheck, ...] = ()  # checks over several entries; their terms are hidden items at the end
+    # conditions of several FROM entries that do not separate (Rule 8): hidden boolean items after the checks',
+    # computed on the joined row; an answer is kept where each is true
+    filters: tuple[int, ...] = ()
     # per answer column, the RDF term the member gives it (obda.model.compilation.SqlMember.terms); () when the
     # member was read from SQL text
     terms: tuple[str | None, ...] = ()
 
     @property
     def visible(self) -> int:
-        """The answer's columns: the items before the checks' hidden ones."""
-        return len(self.items) - sum(len(c.positions) for c in self.checks)
+        """The answer's columns: the items before the checks' and the filters' hidden ones."""
+        return len(self.items) - sum(len(c.positions) for c in self.checks) - len(self.filters)
 
     def table(self, alias: str) -> Table:
         return dict(self.aliases)[alias]
