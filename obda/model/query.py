@@ -198,7 +198,7 @@ class CQ:
         return " ∧ ".join(parts)
 
 
-ASK_COLUMN = "boolean"  # the answer column of an ASK
+ASK_COLUMN = "boolean"  # the answer column of an ASK (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``)
 WINDOW_ALIAS = "__w"  # in SQL, the FROM alias of the query a check in a window of time reads (rules A3–A6)
 COMPARE_ALIAS = "__c"  # that of a check whose FILTER compares the pattern's variables with the answer's
 

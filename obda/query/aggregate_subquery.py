@@ -89,6 +89,9 @@ class AggregateSubqueries(Located):
         inner_open = self.ts.find_punct("{", (select_i or sub_open) + 1, sub_close)
         inner_close = self.ts.matching(inner_open) if inner_open is not None else sub_close
         self._inner_modifiers(sub, inner_close, sub_close)
+        if q.valuesClause:
+            raise self.unsupported("VALUES", "VALUES after the WHERE clause of an aggregate subquery is not supported; "
+                                   "put it inside the subquery's WHERE", self.ts.find_word("VALUES", where_close))
 
         items = {str(it["var"] if it.evar is None else it.evar): it for it in sub.projection or []}
         kept = list(sub.projection or [])

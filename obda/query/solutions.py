@@ -32,9 +32,6 @@ from obda.query.normal_forms import Branch
 from obda.query.unbound import sometimes_unbound
 
 
-#: The answer column of an ASK query (SPARQL 1.1 §16.3; the SPARQL results formats' ``boolean``).
-
-
 class Solutions(Located):
     """SELECT items and solution modifiers, for the tree walk."""
 

@@ -92,6 +92,8 @@ def test_an_ask_of_an_aggregate_writes_the_line_of_every_ask(world, tmp_path, ca
      "must select every grouping variable", (4, 8)),
     ("SELECT ?d WHERE { { SELECT ?d (COUNT(*) AS ?n) WHERE { ?x :worksIn ?d } GROUP BY ?d LIMIT 1 } }",
      "LIMIT in a subquery", "keeps an arbitrary part of its groups", (4, 85)),
+    (f"SELECT ?d WHERE {{ {PER_DEPT} }} VALUES ?d {{ <http://example.org/mult/data/dept/1> }}", "VALUES",
+     "put it inside the subquery's WHERE", (4, 132)),
     ("ASK { { SELECT ?r (COUNT(*) AS ?k) WHERE { GRAPH ?t { ?r :value ?v } } GROUP BY ?r } FILTER(?k > 1) }",
      "ASK of an aggregate over streams", "a group passing now may fail later", (4, 1)),
 ])
