@@ -257,24 +257,26 @@ def or_problem():
     )
 
 
-def time_function_problem(c: Comparison, time_vars) -> object | None:
-    """A computed side reading a time variable (functions of application time are not supported yet)."""
-    from obda.query.expressions import FilterProblem, Hint
+def time_readers(e, time_vars, inside_time_fn: bool = False):
+    """The time variables value expression ``e`` reads outside a date function's direct argument (``HOURS(?t)``
+    reads ?t's hour, a number; ``?t + 1`` or ``STR(?t)`` the time itself)."""
+    if isinstance(e, Call):
+        for a in e.args:
+            yield from time_readers(a, time_vars, e.name in TIME_FUNCTIONS)
+    elif isinstance(e, Arithmetic):
+        yield from time_readers(e.left, time_vars)
+        yield from time_readers(e.right, time_vars)
+    elif e in time_vars and not inside_time_fn:
+        yield e
 
-    def readers(e, inside_time_fn: bool = False):
-        """The variables ``e`` reads outside a date function's direct argument."""
-        if isinstance(e, Call):
-            for a in e.args:
-                yield from readers(a, e.name in TIME_FUNCTIONS)
-        elif isinstance(e, Arithmetic):
-            yield from readers(e.left)
-            yield from readers(e.right)
-        elif e in time_vars and not inside_time_fn:
-            yield e
+
+def time_function_problem(c: Comparison, time_vars) -> object | None:
+    """A computed side reading a time variable other than through YEAR … SECONDS."""
+    from obda.query.expressions import FilterProblem, Hint
 
     for side in (c.left, c.right):
         if is_computed(side):
-            for v in readers(side):
+            for v in time_readers(side, time_vars):
                 if v in time_vars:
                     return FilterProblem("function of a time variable",
                                          f"{side} computes with the time variable {v} (bound by GRAPH); only YEAR, "

@@ -26,7 +26,7 @@ from obda.model.query import (
     value_variables,
 )
 from obda.query.expressions import FilterProblem, condition, expression_variables, unwrap, value_expression
-from obda.query.functions import computed
+from obda.query.functions import computed, time_readers
 from obda.query.locations import Located
 from obda.query.normal_forms import Branch
 from obda.query.unbound import sometimes_unbound
@@ -94,16 +94,19 @@ class Solutions(Located):
                 if var in bound or var in self.time_vars:
                     raise self.unsupported("SELECT expression", f"(… AS {var}): {var} is already bound in the "
                                            "pattern; name the column with a new variable", at)
+                reads_time = set(time_readers(value, self.time_vars))  # HOURS(?t): a number of the time
                 for v in value_variables(value):
                     if v in self.time_vars and hoisted:
                         raise self.unsupported("aggregate of time", f"{hoisted[0]} reads {v}, which is application "
                                                "time (bound by GRAPH); aggregating timestamps is not supported",
                                                self.ts.find_var(v.name, at, end + 1) if at is not None else at)
-                    if v in self.time_vars:
+                    if v in reads_time:
                         raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which is application "
-                                               "time", self.ts.find_var(v.name, at, end + 1) if at is not None else at)
+                                               "time, itself; only YEAR, MONTH, DAY, HOURS, MINUTES and SECONDS of it "
+                                               "can be computed", self.ts.find_var(v.name, at, end + 1)
+                                               if at is not None else at)
                 # a variable the branch leaves unbound (an OPTIONAL's, or one no pattern binds): read as SPARQL does
-                out.append(self._bound_in(b, var, value, bound, at, end))
+                out.append(self._bound_in(b, var, value, b.bound_vars(), at, end))  # its times too (HOURS(?t))
             branches = out
         return branches
 

@@ -33,7 +33,7 @@ from obda.query.aggregate_args import AggregateArguments
 from obda.query.aggregate_subquery import AggregateSubqueries, has_aggregates
 from obda.query.ask import AskForm
 from obda.query.expressions import FilterProblem, aggregate_name, tree_nodes, unwrap
-from obda.query.functions import computed
+from obda.query.functions import computed, time_readers
 from obda.query.names import Names
 from obda.query.negation import Negation, exists_filter, keep_named
 from obda.query.normal_forms import Branch, NormalForms, PendingFilter, product
@@ -279,11 +279,12 @@ class Converter(Names, NormalForms, Solutions, AskForm, AggregateArguments, Aggr
             if var in bound:
                 raise self.unsupported("BIND", f"BIND(… AS {var}): {var} is already bound before the BIND in its group "
                                        "(SPARQL forbids rebinding it); name the value with a new variable", var_at)
+            for v in time_readers(expr, self.time_vars):  # HOURS(?t) is a number of the time, ?t + 1 is not
+                raise self.unsupported("BIND", f"BIND reads the time variable {v} itself; only YEAR, MONTH, DAY, "
+                                       f"HOURS, MINUTES and SECONDS of it can be computed (select {v} to see the "
+                                       "time, compare time variables in FILTER)",
+                                       self.ts.find_var(v.name, start, end + 1))
             for v in value_variables(expr):
-                if v in self.time_vars:
-                    raise self.unsupported("BIND", f"BIND reads the time variable {v}; arithmetic on application "
-                                           "time is not supported (compare time variables in FILTER)",
-                                           self.ts.find_var(v.name, start, end + 1))
                 if v not in in_group:
                     raise self.unsupported("BIND", f"BIND reads {v}, which no pattern before it in the group binds "
                                            "(its value would be unbound)", self.ts.find_var(v.name, start, end + 1))

@@ -142,6 +142,13 @@ CASES = [
          "bounded", 6),
     Case("hours_minutes_of_time", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(MINUTES(?t) >= 1 && '
          'HOURS(?t) = 10 && YEAR(?t) = 2024) }', "bounded", 3),
+    # YEAR … SECONDS of a time as a value: in BIND, in SELECT, filtered after the BIND (they were refused)
+    Case("minutes_of_time_bound", "SELECT ?r ?v ?mi WHERE { GRAPH ?t { ?r :value ?v } BIND(MINUTES(?t) AS ?mi) }",
+         "bounded", 6),
+    Case("time_of_day_selected", "SELECT ?r (HOURS(?t) * 60 + MINUTES(?t) AS ?minute) WHERE { GRAPH ?t { ?r :value ?v "
+         "} }", "bounded", 6),
+    Case("minutes_of_time_filtered", "SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } BIND(MINUTES(?t) AS ?mi) "
+         "FILTER(?mi >= 1 && ?v > 25) }", "bounded", 1),
     Case("seconds_day_month_of_time", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(SECONDS(?t) = 0 && '
          'DAY(?t) = MONTH(?t)) }', "bounded", 6),
     Case("regex_of_stream_iri_and_time", 'SELECT ?a ?n ?l WHERE { ?p :name ?n . GRAPH ?t { ?a :raisedBy ?p ; '
@@ -336,3 +343,16 @@ def test_if_or_coalesce_giving_an_iri_is_refused_naming_str_as_the_way_out(world
         project.compile(PREFIX + "SELECT ?x ?l WHERE { ?x :age ?a OPTIONAL { ?x :worksIn ?d } "
                         "BIND(COALESCE(?d, <urn:none>) AS ?l) }")
     assert info.value.construct == "COALESCE"
+
+
+@pytest.mark.parametrize("query, construct", [
+    ("SELECT ?r ?x WHERE { GRAPH ?t { ?r :value ?v } BIND(?t + 1 AS ?x) }", "BIND"),
+    ("SELECT ?r (STR(?t) AS ?x) WHERE { GRAPH ?t { ?r :value ?v } }", "SELECT expression"),
+])
+def test_a_time_itself_in_a_value_is_refused_naming_what_can_be_computed(world, query, construct):
+    """YEAR … SECONDS of a time are numbers of it (``minutes_of_time_bound``); the time itself in arithmetic or a
+    function is refused, located at the variable."""
+    project, _, _ = world
+    with pytest.raises(UnsupportedConstructError, match="only YEAR, MONTH, DAY, HOURS, MINUTES and SECONDS") as info:
+        project.compile(PREFIX + query)
+    assert info.value.construct == construct and info.value.location.line == 4
