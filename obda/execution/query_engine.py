@@ -54,7 +54,8 @@ def cut(answers: list[Answer], limit: int | None, offset: int) -> list[Answer]:
 def _answer(mp: MemberForest, text_columns: frozenset[int], classes: dict[int, str | None], timed: dict[str, set],
             windows: "CheckWindows") -> Callable[[tuple], tuple | None]:
     """A member's output tuple → its answer tuple; None where a check tested on the answer (its terms hidden items
-    after the answer's columns) does not keep it.  ``classes``: the class of the member's term in each answer
+    after the answer's columns), or a condition computed on the joined row (Rule 8, a hidden item after those),
+    does not keep it.  ``classes``: the class of the member's term in each answer
     column of several kinds (:attr:`ExecutionPlan.typed <obda.analysis.execution_plan.ExecutionPlan.typed>`), whose
     values it holds encoded (:func:`obda.model.terms.encode`).  ``timed``: the answers of the checks decided per
     timestamp, at the timestamp being closed; ``windows``: those of the checks in a window of time
@@ -65,16 +66,8 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], classes: dict[int, s
     filters = mp.member.filters  # Rule 8: conditions computed on the joined row, hidden items after the checks'
     if len(checks) < len(mp.member.checks):
         visible = len(mp.member.items) - len(filters)
-    if filters:
-        inner = bind
-
-        def bind(values: tuple) -> tuple | None:
-            full = inner(values)
-            return None if any(full[p] is not True for p in filters) else full
-    if not checks:  # none, or only waiting ones: the whole tuple (but the filters')
-        if not filters:
-            return bind
-        return lambda values: (lambda full: None if full is None else full[:visible])(bind(values))
+    if not checks and not filters:  # none, or only waiting ones: the whole tuple
+        return bind
 
     indexes: dict[int, tuple[object, object]] = {}  # check -> (the set of its query's answers, their index)
 
@@ -90,7 +83,9 @@ def _answer(mp: MemberForest, text_columns: frozenset[int], classes: dict[int, s
 
     def checked(values: tuple) -> tuple | None:
         full = bind(values)
-        return full[:visible] if full is not None and all(keeps(i, c, full) for i, c in enumerate(checks)) else None
+        if any(full[p] is not True for p in filters) or not all(keeps(i, c, full) for i, c in enumerate(checks)):
+            return None
+        return full[:visible]
     return checked
 
 
