@@ -108,7 +108,9 @@ class AggregateSubqueries(Located):
                                            "aggregate subquery, the only pattern of the WHERE clause", at)
                 kept.append(items[name])
         if q.modifier == "DISTINCT":
-            self._distinct_groups(sub, kept, where_open)
+            self._distinct_groups(sub, kept, self.ts.find_word("DISTINCT", 0, where_open))
+        if sub.modifier == "DISTINCT":  # the groups' rows as a set: the same rule, inside
+            self._distinct_groups(sub, list(sub.projection or []), self.ts.find_word("DISTINCT", sub_open, sub_close))
 
         starts = [i for i in range(where_open + 1, where_close)
                   if self.ts[i].is_word("FILTER") and not sub_open <= i <= sub_close]
@@ -144,7 +146,7 @@ class AggregateSubqueries(Located):
             raise self.unsupported("VALUES", "VALUES after a subquery is not supported; put it inside the "
                                    "subquery's WHERE", self.ts.find_word("VALUES", inner_close, sub_close))
 
-    def _distinct_groups(self, sub: CompValue, kept: list, where_open: int) -> None:
+    def _distinct_groups(self, sub: CompValue, kept: list, at: int | None) -> None:
         """The outer SELECT DISTINCT changes nothing when it keeps every grouping variable (each group one row);
         else two groups could give equal rows, a set inside the groups' bag, which is refused."""
         selected = {str(it["var"]) for it in kept if it.evar is None}
@@ -153,4 +155,4 @@ class AggregateSubqueries(Located):
             if not isinstance(g, Variable) or str(g) not in selected:
                 raise self.unsupported("DISTINCT over an aggregate subquery", "SELECT DISTINCT over an aggregate "
                                        "subquery must select every grouping variable (each group is then one row); "
-                                       "select them, or drop DISTINCT", self.ts.find_word("DISTINCT", 0, where_open))
+                                       "select them, or drop DISTINCT", at)

@@ -90,6 +90,8 @@ def test_an_ask_of_an_aggregate_writes_the_line_of_every_ask(world, tmp_path, ca
      "only numeric constants can be computed with", (4, 130)),
     (f"SELECT DISTINCT ?n WHERE {{ {PER_DEPT} }}", "DISTINCT over an aggregate subquery",
      "must select every grouping variable", (4, 8)),
+    ("SELECT ?n WHERE { { SELECT DISTINCT (COUNT(*) AS ?n) WHERE { ?x :worksIn ?d } GROUP BY ?d } }",
+     "DISTINCT over an aggregate subquery", "must select every grouping variable", (4, 28)),
     ("SELECT ?d WHERE { { SELECT ?d (COUNT(*) AS ?n) WHERE { ?x :worksIn ?d } GROUP BY ?d LIMIT 1 } }",
      "LIMIT in a subquery", "keeps an arbitrary part of its groups", (4, 85)),
     (f"SELECT ?d WHERE {{ {PER_DEPT} }} VALUES ?d {{ <http://example.org/mult/data/dept/1> }}", "VALUES",
