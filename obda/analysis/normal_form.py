@@ -58,6 +58,7 @@ class SpjMember:
     filters: tuple[str, ...] = ()
     derived: tuple[tuple[Attr, tuple[Attr, ...]], ...] = ()
     joined: tuple[str, ...] = ()  # conditions of several entries that do not separate: on the joined row (Rule 8)
+    finite_parts: tuple[Attr, ...] = ()  # projected date parts of a fixed range (HOURS(?t)): finite (Rule 7)
     # checks in a window of the answer's time (rules A3, A4): each window's bounds (µs) relative to the answer's
     check_windows: tuple[tuple[int | None, int | None], ...] = ()
     # checks in a window without a lower bound (rule A5): their queries (keys, then the time), whose keys are kept
@@ -127,7 +128,7 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             predicates=tuple(d), projection=proj, origin=origin, disjunct=(i, n), contradiction=contra,
             differences=tuple(d for d, _ in differences), templates=tuple(dict.fromkeys(s.templates)),
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
-            joined=tuple(dict.fromkeys(_snippet(f) for f in s.joined_filters)),
+            joined=tuple(dict.fromkeys(_snippet(f) for f in s.joined_filters)), finite_parts=tuple(s.finite_parts),
             notes=tuple(f"check {c}: {_CHECK_NOTES[rule]}" for c, rule in dict.fromkeys(s.checks)),
             check_windows=tuple(s.check_windows), kept_keys=tuple(s.kept_keys),
         ))

@@ -146,6 +146,7 @@ class ModifiedQuery:
         attrs = {e for t in self.value_atoms for e in (t[0], t[2]) if isinstance(e, Attr)} | set(self.projection)
         discrete = [a for a in attrs if types[a] in (ColumnType.INTEGER, ColumnType.BOOLEAN)]
         finite = [a for a in attrs if types[a] is ColumnType.BOOLEAN] + list(self.bounding_attrs)
+        finite += [a for a in self.member.finite_parts if a in attrs]  # HOURS(?t): 24 values (Rule 7)
         derived = tuple(self.member.derived)
         inputs = [x for _, xs in derived for x in xs]
         discrete += [x for x in inputs if types[x] in (ColumnType.INTEGER, ColumnType.BOOLEAN)]

@@ -15,6 +15,9 @@ from obda.analysis import computed, terms
 from obda.analysis.arithmetic import _ARITH, _arith_columns
 from obda.analysis.elements import Attr
 from obda.analysis.sql_reading import _AGGREGATES, SelectReading, _snippet
+from obda.model.sources import ColumnType
+
+FIXED_RANGES = {"MONTH": 12, "DAY": 31, "HOUR": 24, "MINUTE": 60}  # a date part's number of values
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class Projection(SelectReading):
             return Projected(name, "constant", (), (str(c),))
         attrs: list[Attr] = []
         consts: list[str] = []
+        part = self._date_part(node)
+        if part is not None:  # Rule 7: HOURS(?t) has 24 values, whatever the timestamps
+            return Projected(name, "column", (part,))
         if computed.is_computed(node):  # a BIND's function value: a function of the columns it reads (Rule 7)
             cols = list(node.find_all(exp.Column))
             return Projected(name, "template", tuple(dict.fromkeys(self._proj_attr(c) for c in cols)), ())
@@ -84,6 +90,23 @@ class Projection(SelectReading):
         self._template(node, attrs, consts)
         kind = "template" if consts or len(attrs) != 1 or not isinstance(node, exp.Cast) else "column"
         return Projected(name, kind, tuple(attrs), tuple(consts))
+
+    def _date_part(self, node: exp.Expression) -> Attr | None:
+        """``EXTRACT(HOUR FROM m1.ts)`` (SPARQL's ``HOURS(?t)``; also MONTH, DAY, MINUTE) as a derived attribute of
+        its entry with a fixed, finite range (:data:`FIXED_RANGES`): finite by its type, as a boolean is. YEAR and
+        SECONDS (a decimal with microseconds) have no such range."""
+        while isinstance(node, (exp.Paren, exp.Cast)):
+            node = node.this
+        if not isinstance(node, exp.Extract) or not isinstance(node.expression, exp.Column):
+            return None
+        unit = node.this.name.upper()
+        if unit not in FIXED_RANGES:
+            return None
+        col = self.column(node.expression)
+        attr = Attr(col.alias, f"⟨{unit}({col.column})⟩")
+        self.types[attr] = ColumnType.INTEGER
+        self.finite_parts[attr] = None
+        return attr
 
     def _proj_attr(self, col: exp.Column) -> Attr:
         """A projected column; a stream's timestamp is a value like any other (obda.analysis.terms)."""

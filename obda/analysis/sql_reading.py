@@ -341,6 +341,7 @@ class SelectReading:
         self.kept_keys: list[exp.Expression] = []  # rule A5: the query of each check without a lower bound
         self.joined_terms: list[exp.Expression] = []  # the terms of checks over several FROM entries
         self.joined_filters: list[exp.Expression] = []  # conditions of several entries that do not separate (Rule 8)
+        self.finite_parts: dict[Attr, None] = {}  # projected date parts of a fixed range (HOURS(?t), Rule 7)
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
 
     # FROM --------------------------------------------------------------------------------

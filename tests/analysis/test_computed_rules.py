@@ -182,3 +182,14 @@ def test_rule7_a_value_of_two_entries_is_an_item_of_the_joined_row():
     assert item.value.sql() == "ABS(__a0 - __a1)"
     with pytest.raises(ExecutionError, match=r"\?late: the value .* computes with a stream's timestamp"):
         build_forest("SELECT m1.a AS a, m1.b + m2.ts AS late FROM s AS m1, t AS m2 WHERE m1.ts = m2.ts", exec_sources())
+
+
+def test_rule7_a_date_part_of_a_fixed_range_is_finite(sources, verdicts):
+    """HOURS(?t) (``EXTRACT(HOUR FROM …)``; also MONTH, DAY, MINUTE) has finitely many values whatever the timestamps:
+    a set of them is bounded; YEAR has no such range, so the same set of years is not."""
+    poly, naive, report = verdicts("SELECT DISTINCT EXTRACT(HOUR FROM m1.t1) AS h FROM S m1 WHERE m1.A > 3")
+    assert poly == naive == report.verdict == "bounded"
+    assert [str(a) for a in one(sources, "SELECT EXTRACT(MINUTE FROM m1.t1) AS h FROM S m1").projection[0].attrs] == [
+        "m1.⟨MINUTE(t1)⟩"]
+    poly, naive, report = verdicts("SELECT DISTINCT EXTRACT(YEAR FROM m1.t1) AS y FROM S m1")
+    assert poly == naive == "unbounded"
