@@ -289,3 +289,15 @@ def triple_roles(ts: TokenStream, start: int, end: int) -> list[tuple[int, str]]
             state = PREDICATE if state == SUBJECT else "done"
         i += 1
     return roles
+
+
+def binding_position(text: str, name: str) -> tuple[int | None, int | None]:
+    """(line, column) where a query binds its answer variable ``name`` with an expression (``AS ?name``, in BIND or
+    SELECT), else of its first occurrence; (None, None) when it has none. For the errors of later stages, which
+    read the compiled query, not its tokens."""
+    ts = TokenStream(text)
+    for i in range(len(ts) - 1):
+        if ts[i].is_word("AS") and ts[i + 1].var_name == name:
+            return ts.position(i + 1)
+    return ts.position(ts.find_var(name))
+

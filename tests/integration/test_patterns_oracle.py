@@ -218,6 +218,8 @@ def test_a_function_of_constants_with_no_table_to_compute_it_on_is_refused_when_
     comp = project.compile(PREFIX + 'SELECT ?x ?n WHERE { VALUES ?x { "abc" } BIND(STRLEN(?x) AS ?n) }')
     report = analyze_query(comp, project.sources)
     assert report.forest is None and "reads no table to compute it on" in str(report.forest_error)
+    # located where the query binds the value (AS ?n): line 4 (after the prefixes), column of ?n
+    assert (report.forest_error.location.line, report.forest_error.location.column) == (4, 61)
 
 
 @pytest.mark.parametrize("query, construct, at", [

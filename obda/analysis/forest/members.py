@@ -32,10 +32,11 @@ from obda.analysis.sql_reading import (
 )
 from obda.analysis.terms import determined_times, view_timestamp_keys
 from obda.analysis.windows import implied_order, interval_comparison
-from obda.errors import ExecutionError
+from obda.errors import ExecutionError, Location
 from obda.model.compilation import Compilation
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.sources import ColumnType, Sources, Table
+from obda.query.tokens import binding_position
 
 CMP = {cls: op for op, cls in COMPARISON_CLASSES.items()}
 
@@ -60,9 +61,10 @@ def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tu
         selects, distinct = _flatten_union(tree)
         columns = tuple(_item_name(e) for e in selects[0].expressions) if selects else ()
     terms = [m.terms for m in source.members] if isinstance(source, Compilation) else [() for _ in selects]
+    locate = _binding_locator(source.query) if isinstance(source, Compilation) else None
     members: list[Member] = []
     for origin, sel in enumerate(selects):
-        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {})):
+        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {}, locate)):
             members.append(replace(m, index=len(members), terms=terms[origin]))
     return tuple(members), distinct, columns
 
@@ -87,7 +89,17 @@ def _item_name(e: exp.Expression) -> str:
     raise ExecutionError(f"projected item {e.sql()!r} has no name (use AS)")
 
 
-def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None) -> Member:
+def _binding_locator(query):
+    """Answer variable → where the query binds it (``AS ?v``), for the errors of the values this module reads."""
+    def locate(name: str) -> Location | None:
+        if name.startswith("#") or not query.text:
+            return None
+        line, column = binding_position(query.text, name)
+        return Location(query.location.file, line, column) if line is not None else None
+    return locate
+
+
+def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None) -> Member:
     aliases: dict[str, Table] = {}
     views = views or {}
     used_views: dict[str, object] = {}
@@ -218,7 +230,7 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
         name = _item_name(e)
         body = unparen(e.this if isinstance(e, exp.Alias) else e)
         times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
-        items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts, host), times=times))
+        items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts, host, locate), times=times))
     checks: list[OutputCheck] = []
     for k, (terms_of, negated, query, timed, window, compares) in enumerate(joined_checks):
         start = len(items)
@@ -306,7 +318,9 @@ def iso_text_sql(e: exp.Expression) -> exp.Expression:
                        replacement=exp.Literal.string("T"))
 
 
-def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts, host: str | None = None) -> OutItem:
+def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts, host: str | None = None,
+              locate=None) -> OutItem:
+    """One output item; ``locate``: answer variable → where the query binds it (its errors' location)."""
     cols = list(body.find_all(exp.Column))
     owners = {resolve(c)[0] for c in cols}
     if isinstance(body, exp.Column) and is_ts(body):  # a projected time: its xsd:dateTime text
@@ -324,7 +338,7 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
             if host is None:  # a member of constants only: no row to compute it on
                 raise ExecutionError(f"?{name}: the value {body.sql()!r} of constants only is computed by SQL, and "
                                      "this part of the query reads no table to compute it on; give its group a "
-                                     "triple pattern, or write the value itself") from None
+                                     "triple pattern, or write the value itself", locate and locate(name)) from None
             owners = {host}
     if len(owners) == 1:
         alias = owners.pop()
@@ -344,10 +358,10 @@ def _out_item(name: str, body: exp.Expression, resolve, exprs: list, unq, is_ts,
                 exprs.append((attr, exp.cast(unq(a), "STRING")))
                 parts.append(("attr", attr))
         return OutItem(name, "concat", parts=tuple(parts))
-    return _joined_item(name, body, resolve, is_ts)
+    return _joined_item(name, body, resolve, is_ts, locate)
 
 
-def _joined_item(name: str, body: exp.Expression, resolve, is_ts) -> OutItem:
+def _joined_item(name: str, body: exp.Expression, resolve, is_ts, locate=None) -> OutItem:
     """A value computed from the columns of several FROM entries (``?v2 - ?v1`` of two joined rows, or a condition
     of them that does not separate, Rule 8): each column an attribute of its entry, the expression computed on the
     joined row, its columns ``__a0``, ``__a1``, … the item's attributes in order
@@ -360,7 +374,7 @@ def _joined_item(name: str, body: exp.Expression, resolve, is_ts) -> OutItem:
         if is_ts(node):  # a time is held as microseconds where the answers are computed, not as SQL's timestamp
             what = f"the condition {body.sql()!r}" if name.startswith("#") else f"?{name}: the value {body.sql()!r}"
             raise ExecutionError(f"{what} computes with a stream's timestamp and columns of other FROM entries; "
-                                 "bind the time alone, or compute with the values only")
+                                 "bind the time alone, or compute with the values only", locate and locate(name))
         attr = resolve(node)
         if attr not in args:
             args.append(attr)
