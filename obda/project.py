@@ -220,6 +220,7 @@ class Project:
         unfolding = unfold(query, rewritten, self.mapping, self.sources, self.ontology, **budget)
         members, sql, removed, views = unfolding[:4]
         characteristic, typed = None, ()
+        one_row = query.ask and not query.time_variables  # an ASK over static data (of an aggregate subquery too)
         if query.aggregation is not None:  # the unfolded pattern is the characteristic query, grouped
             from obda.mapping.aggregate import aggregate_select
 
@@ -230,15 +231,7 @@ class Project:
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
                                  **budget)[1]
             sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by, query.limit, query.offset)
-            if query.ask:  # an ASK of an aggregate subquery (static data only): true when a group passes
-                from obda.mapping.aggregate import ask_table
-
-                sql = ask_table(sql, query.columns[0])
-        elif query.ask and not query.time_variables:  # static data only: one row, true or false
-            from obda.mapping.aggregate import ask_table
-
-            sql = ask_table(sql, query.columns[0])
-        else:  # a column of several kinds of term: its term type beside it (obda.model.terms)
+        elif not one_row:  # a column of several kinds of term: its term type beside it (obda.model.terms)
             from obda.mapping.aggregate import ordered_table, typed_union
 
             names = tuple(v.name for v in query.projection)
@@ -247,6 +240,10 @@ class Project:
                 shown = query.columns + tuple(type_column(c) for c in typed if c in query.columns)
                 sql = ordered_table(sql, query.order_by, query.limit, query.offset,
                                     shown if query.order_keys else None, typed)
+        if one_row:  # its table: one row, true or false
+            from obda.mapping.aggregate import ask_table
+
+            sql = ask_table(sql, query.columns[0])
         return Compilation(
             query=query,
             rewritten=tuple(r.cq for r in rewritten),

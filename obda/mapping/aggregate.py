@@ -27,7 +27,7 @@ from sqlglot import exp
 
 from obda.mapping._unfold_ir import arithmetic_sql
 from obda.model.dialects import COMPARISON_CLASSES
-from obda.model.query import XSD, Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
+from obda.model.query import Aggregate, Aggregation, Arithmetic, Literal, Comparison, Var, Window
 from obda.model.terms import NUMERIC, XSD, mixed_columns, type_column
 
 __all__ = ["aggregate_select", "ordered_table", "typed_union"]
