@@ -254,6 +254,7 @@ def test_differential_on_generated_data_50_seeds(demo, tmp_path, name):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("name", ["avg_above_threshold_window", "global_above_threshold_window"])
+@pytest.mark.parametrize("name", ["avg_above_threshold_window",  # the global group: -m slow (its row: below)
+                                  pytest.param("global_above_threshold_window", marks=pytest.mark.slow)])
 def test_spark_differential_on_generated_data(spark, demo, tmp_path, name):
     assert run_and_check(demo, tmp_path, QUERIES[name], range(2), spark)[0] > 0

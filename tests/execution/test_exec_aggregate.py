@@ -100,8 +100,14 @@ def test_changelog_replayed_after_every_timestamp_equals_duckdb(tmp_path, name, 
     _check_seeds(tmp_path, name, seeds)
 
 
+# the default run: a distributive and a holistic aggregate; -m slow: every query (a join and a static table too:
+# on Spark by default in test_exec_sparql_aggregate)
+SPARK_DEFAULT = ("one stream", "holistic over a bounded attribute")
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("name", list(QUERIES))
+@pytest.mark.parametrize("name", [pytest.param(n, marks=() if n in SPARK_DEFAULT else pytest.mark.slow)
+                                  for n in QUERIES])
 def test_spark_partial_aggregates_equal_duckdb(spark, tmp_path, name):
     """The Spark backend: partial aggregates per timestamp and group, merged on the driver (one seed here; 50 under
     ``-m slow``, below)."""

@@ -122,9 +122,10 @@ def _harness(spark, tmp_path, cases, seeds, shared=False):
     return total
 
 
-# the default run: cases that cover every shape of the forest (a child, a per-alias cutoff, ≤ on timestamps, a
-# union, sets and bags; three units and statics: row9_set and tree_static_bag in test_exec_spark); -m slow: every case
-DEFAULT_CASES = {"row5_bag", "le_time_bag", "union_set", "row7_bag", "single_stream_bag"}
+# the default run: cases that cover the shapes of the forest on Spark (a child, a per-alias cutoff, a union, sets
+# and bags; three units and statics: row9_set and tree_static_bag in test_exec_spark); -m slow: every case (≤ on
+# timestamps is split into members before a backend sees it: the local backend runs it by default)
+DEFAULT_CASES = {"row5_bag", "union_set", "single_stream_bag"}
 
 
 @pytest.mark.parametrize(

@@ -50,7 +50,7 @@ def bindings(text, columns):
     return Counter(tuple(json.loads(line)["binding"][c] for c in columns) for line in text.splitlines())
 
 
-@pytest.mark.parametrize("seed", [1, 2, pytest.param(3, marks=pytest.mark.slow)])  # seed 3: -m slow
+@pytest.mark.parametrize("seed", [1, *(pytest.param(s, marks=pytest.mark.slow) for s in (2, 3))])  # seeds 2, 3: -m slow
 @pytest.mark.parametrize("name", ["tree_static_bag", "row9_set"])
 def test_spark_matches_duckdb_and_local_backend(spark, tmp_path, seed, name):
     case = CASE[name]
