@@ -11,8 +11,10 @@ prints it (``CONTAINS`` is ``STRPOS(a, b) > 0`` in DuckDB, ``LOCATE(b, a) > 0`` 
 
 * ``STR`` of an IRI is the whole IRI string: for a template, the concatenation of its fixed texts and
   (percent-encoded) column texts, exactly the text the member projects; of a string, the string; of an
-  integer, its decimal text; of a literal of another datatype held as text (a custom one in a string column),
-  that text.  Other datatypes' lexical forms differ between SQL engines: refused.
+  integer, its decimal text; of a dateTime (a time variable too), its canonical lexical form
+  (``2024-01-01T10:00:00``, :class:`~obda.mapping._unfold_text.IsoText`, the text obda writes for the value
+  itself); of a literal of another datatype held as text (a custom one in a string column), that text.  Other
+  datatypes' lexical forms (decimals, doubles) differ between SQL engines: refused.
 * ``ROUND`` is SPARQL's (halves toward positive infinity): ``FLOOR(x + 0.5)``, not SQL's ``ROUND``.
 * ``STRSTARTS`` / ``STRENDS`` compare a ``SUBSTRING`` with the prefix / suffix (portable, no ``LIKE`` escaping).
 * ``YEAR`` … ``SECONDS`` of a time value are ``EXTRACT(field FROM ts)`` (timestamps are UTC; SQLite's text is
@@ -29,6 +31,7 @@ from sqlglot import exp
 
 from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_ir import Arith, Expr
+from obda.mapping._unfold_text import IsoText
 from obda.mapping._unfold_terms import (
     RDF_LANGSTRING,
     Slot,
@@ -187,10 +190,12 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
             return sql, _STRING
         if dt in (XSD + "integer", _BOOLEAN):  # their canonical forms: xsd:string's cast
             return cast(Call("xsd:string", c.args), _bound(term, label), label)[0], _STRING
-        if dt == _DATETIME or category(dt) == "numeric":
+        if dt == _DATETIME:  # a timestamp's canonical lexical form, as obda writes the value itself
+            return IsoText(sql), _STRING
+        if category(dt) == "numeric":
             raise UnsupportedConstructError("STR", f"{label}: STR of a {dt} value is not supported (its lexical "
-                                            "form differs between SQL engines); STR of IRIs, strings, integers and "
-                                            "booleans is")
+                                            "form differs between SQL engines); STR of IRIs, strings, integers, "
+                                            "booleans and dateTimes is")
         raise Unsat(f"{label}: STR of {c.args[0]} is a type error")
     if fn in ("LCASE", "UCASE"):  # the argument's kind (its language tag) is kept
         text, dt = _text(c.args[0], term, label, fn)

@@ -6,6 +6,7 @@ output would not run.  There a comparison with a shifted time (an interval join'
 ``julianday(m.ts) <= julianday(e.ts, '+300 seconds')``, which also compares timestamps written in
 different textual forms (``2024-01-01T00:05:00Z`` and ``2024-01-01 00:05:00``) correctly.
 SQLite has no ``EXTRACT`` either (SPARQL's ``HOURS(?t)`` …): it reads the field from ``strftime``.
+An answer variable named like an SQLite keyword (``?when``) is quoted there.
 SQLite before 3.44 has no ordered aggregate, and none takes DISTINCT with a separator: SPARQL's
 ``GROUP_CONCAT``, in obda's order, is refused in that dialect (printed for the others).
 """
@@ -13,6 +14,7 @@ SQLite before 3.44 has no ordered aggregate, and none takes DISTINCT with a sepa
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from obda.errors import Location, UnsupportedConstructError
 from obda.model.query import replacement_parts
@@ -38,6 +40,8 @@ def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False, location:
         tree = tree.copy().transform(_sqlite_comparison)
     if dialect == "sqlite" and tree.find(exp.Extract) is not None:
         tree = tree.copy().transform(_sqlite_extract)
+    if dialect == "sqlite" and any(_sqlite_keyword(i) for i in tree.find_all(exp.Identifier)):
+        tree = tree.copy().transform(lambda n: exp.to_identifier(n.name, quoted=True) if _sqlite_keyword(n) else n)
     if dialect == "sqlite" and tree.find(exp.GroupConcat) is not None:
         raise UnsupportedConstructError(
             "GROUP_CONCAT in SQLite", "GROUP_CONCAT's SQL orders the strings it joins (obda's order, the same in "
@@ -63,6 +67,18 @@ def _backslash_groups(node: exp.Expression) -> exp.Expression:
     node = node.copy()
     node.set("replacement", exp.Literal.string(text))
     return node
+
+
+def _sqlite_keyword(node: exp.Expression) -> bool:
+    """An unquoted name SQLite reads as a keyword (an answer variable ``?when``, ``?order``): quoted there (sqlglot
+    quotes DuckDB's reserved words itself, not SQLite's)."""
+    return isinstance(node, exp.Identifier) and not node.quoted and node.name.upper() in _SQLITE_KEYWORDS
+
+
+# every word of sqlglot's SQLite keywords (``ORDER BY``: ORDER); quoting more than needed is harmless there, where a
+# quoted name matches as an unquoted one does, case-insensitively
+_SQLITE_KEYWORDS = frozenset(w for k in Dialect.get_or_raise("sqlite").tokenizer_class.KEYWORDS for w in k.split()
+                             if w.isalpha())
 
 
 # SQLite has no EXTRACT: a field of a timestamp is a number read from its strftime text (%f: seconds with fraction)

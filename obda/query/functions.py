@@ -258,11 +258,12 @@ def or_problem():
 
 
 def time_readers(e, time_vars, inside_time_fn: bool = False):
-    """The time variables value expression ``e`` reads outside a date function's direct argument (``HOURS(?t)``
-    reads ?t's hour, a number; ``?t + 1`` or ``STR(?t)`` the time itself)."""
+    """The time variables value expression ``e`` reads outside a date function's or STR's direct argument
+    (``HOURS(?t)`` reads ?t's hour, a number, ``STR(?t)`` its text; ``?t + 1`` or ``CONCAT(?t)`` the time
+    itself)."""
     if isinstance(e, Call):
         for a in e.args:
-            yield from time_readers(a, time_vars, e.name in TIME_FUNCTIONS)
+            yield from time_readers(a, time_vars, e.name in TIME_FUNCTIONS or e.name == "STR")
     elif isinstance(e, Arithmetic):
         yield from time_readers(e.left, time_vars)
         yield from time_readers(e.right, time_vars)
@@ -280,7 +281,8 @@ def time_function_problem(c: Comparison, time_vars) -> object | None:
                 if v in time_vars:
                     return FilterProblem("function of a time variable",
                                          f"{side} computes with the time variable {v} (bound by GRAPH); only YEAR, "
-                                         "MONTH, DAY, HOURS, MINUTES and SECONDS of it can be computed, or compare "
+                                         "MONTH, DAY, HOURS, MINUTES and SECONDS of it, and its text STR(…), can be "
+                                         "computed, or compare "
                                          "it with another time variable or an xsd:dateTime constant",
                                          Hint("var", v.name))
     return None

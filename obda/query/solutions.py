@@ -102,8 +102,8 @@ class Solutions(Located):
                                                self.ts.find_var(v.name, at, end + 1) if at is not None else at)
                     if v in reads_time:
                         raise self.unsupported("SELECT expression", f"(… AS {var}) reads {v}, which is application "
-                                               "time, itself; only YEAR, MONTH, DAY, HOURS, MINUTES and SECONDS of it "
-                                               "can be computed", self.ts.find_var(v.name, at, end + 1)
+                                               "time, itself; only YEAR, MONTH, DAY, HOURS, MINUTES and SECONDS of it, "
+                                               "and its text STR(…), can be computed", self.ts.find_var(v.name, at, end + 1)
                                                if at is not None else at)
                 # a variable the branch leaves unbound (an OPTIONAL's, or one no pattern binds): read as SPARQL does
                 out.append(self._bound_in(b, var, value, b.bound_vars(), at, end))  # its times too (HOURS(?t))

@@ -281,7 +281,8 @@ class Converter(Names, NormalForms, Solutions, AskForm, AggregateArguments, Aggr
                                        "(SPARQL forbids rebinding it); name the value with a new variable", var_at)
             for v in time_readers(expr, self.time_vars):  # HOURS(?t) is a number of the time, ?t + 1 is not
                 raise self.unsupported("BIND", f"BIND reads the time variable {v} itself; only YEAR, MONTH, DAY, "
-                                       f"HOURS, MINUTES and SECONDS of it can be computed (select {v} to see the "
+                                       f"HOURS, MINUTES and SECONDS of it, and its text STR(…), can be computed "
+                                       f"(select {v} to see the "
                                        "time, compare time variables in FILTER)",
                                        self.ts.find_var(v.name, start, end + 1))
             for v in value_variables(expr):

@@ -59,3 +59,14 @@ def _sqlite_of(tree) -> str:
     text = sql_text(tree, "sqlite")
     assert "INTERVAL" not in text, text
     return text
+
+
+def test_answer_variables_named_like_sqlite_keywords_run_on_sqlite(demo):
+    """``?when``, ``?order``, ``?group``: SQLite reads them as keywords unless quoted (a syntax error before)."""
+    comp = demo.compile("PREFIX : <http://example.org/turbine#>\nSELECT ?order ?group ?when WHERE { ?order a "
+                        ":Turbine ; :hasModel ?group ; :hasCapacity ?when }")
+    lite, duck = sqlite3.connect(":memory:"), duckdb.connect()
+    _load(demo, lite, "%Y-%m-%d %H:%M:%S")
+    _load(demo, duck, "%Y-%m-%d %H:%M:%S")
+    got, want = _bag(lite.execute(comp.to_sql("sqlite")).fetchall()), _bag(duck.execute(comp.to_sql("duckdb")).fetchall())
+    assert want and got == want

@@ -114,7 +114,7 @@ CASES = [
     ("SUBSTR", "SELECT ?x WHERE { ?x :n ?n ; :m ?m FILTER(¦SUBSTR(?n, ?m) = \"a\") }"),
     ("SUBSTR", "SELECT ?x WHERE { ?x :n ?n BIND(¦SUBSTR(?n, 1, 1.5) AS ?s) }"),
     ("TIMEZONE", "SELECT ?x WHERE { GRAPH ?t { ?x :n ?n } FILTER(¦TIMEZONE(?t) = 8) }"),
-    ("function of a time variable", "SELECT ?x WHERE { GRAPH ?t { ?x :n ?n } FILTER(STRLEN(STR(¦?t)) > 8) }"),
+    ("function of a time variable", "SELECT ?x WHERE { GRAPH ?t { ?x :n ?n } FILTER(STRLEN(CONCAT(¦?t)) > 8) }"),
     ("|| over a computed condition", "SELECT ?x WHERE { ?x :n ?n FILTER(STRLEN(?n) > 2 ¦|| ?n = \"a\") }"),
     ("STRUUID", "SELECT ?x WHERE { ?x :n ?n FILTER(¦STRUUID() = ?n) }"),
     ("SHA1", "SELECT ?x WHERE { ?x :n ?n FILTER(¦sha1(?n) = \"a\") }"),
