@@ -1,4 +1,5 @@
-"""XPath's casts of computed values in SQL: ``xsd:integer(x)`` … ``xsd:string(x)`` (SPARQL 1.1 §17.5).
+"""XPath's casts of computed values in SQL: ``xsd:integer(x)`` … ``xsd:string(x)``, ``xsd:dateTime(x)`` (SPARQL
+1.1 §17.5).
 
 Part of :mod:`obda.mapping.functions`, which hands :func:`cast` the ``value`` of an argument expression
 (its SQL and type).
@@ -10,6 +11,7 @@ from sqlglot import exp
 
 from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_ir import Expr
+from obda.mapping._unfold_text import IsoText
 from obda.mapping._unfold_terms import Unsat, category
 from obda.mapping.function_types import BOOLEAN, DATETIME, DOUBLE, STRING, Value, lang, light, sql
 from obda.model.query import XSD, Call
@@ -74,13 +76,18 @@ def cast(c: Call, value: Value, label: str) -> tuple[Expr, str]:
     if target == STRING:
         if dt == "iri" or lang(dt) is not None:  # an IRI's text; a tagged string's lexical form, untagged
             return v, target
+        if dt == DATETIME:  # its canonical lexical form, as STR gives it
+            return IsoText(v), target
         if dt == XSD + "integer":
             return light(exp.cast(x, "VARCHAR")), target
         if dt == BOOLEAN:
             return light(exp.Case(ifs=[exp.If(this=x, true=exp.Literal.string("true")),
                                         exp.If(this=exp.Not(this=x.copy()), true=exp.Literal.string("false"))])), target
-    if numeric or dt == STRING or dt == BOOLEAN or (dt == DATETIME and target == STRING):  # a cast XPath
-        # allows, whose result obda does not compute
+    if target == DATETIME and dt == STRING:  # a constant's is read when the query is (obda.query.functions)
+        raise UnsupportedConstructError(c.name, f"{what}: casting a string column to xsd:dateTime is not supported "
+                                        "(SQL engines read dateTime text with time zones differently); map the column "
+                                        "as a timestamp, or cast a constant (xsd:dateTime(\"2024-01-01T10:00:00\"))")
+    if numeric or dt == STRING or dt == BOOLEAN:  # a cast XPath allows, whose result obda does not compute
         raise UnsupportedConstructError(c.name, f"{what}: casting a {dt} value to {target} is not supported (the "
                                         "lexical form or the precision it gives differs between SQL engines); "
                                         "integer, decimal, double, float, boolean and string casts of numbers, "

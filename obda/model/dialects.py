@@ -4,7 +4,8 @@ sqlglot writes ``ts + INTERVAL '300' SECOND`` for every dialect; SQLite has no i
 output would not run.  There a comparison with a shifted time (an interval join's bound, a window's
 ``CURRENT_TIMESTAMP - INTERVAL …``) compares Julian day numbers instead:
 ``julianday(m.ts) <= julianday(e.ts, '+300 seconds')``, which also compares timestamps written in
-different textual forms (``2024-01-01T00:05:00Z`` and ``2024-01-01 00:05:00``) correctly.
+different textual forms (``2024-01-01T00:05:00Z`` and ``2024-01-01 00:05:00``) correctly; so does a comparison
+with a dateTime constant (``?t >= "2024-01-01T01:00:00"^^xsd:dateTime``), whatever form the column's text has.
 SQLite has no ``EXTRACT`` either (SPARQL's ``HOURS(?t)`` …): it reads the field from ``strftime``.
 An answer variable named like an SQLite keyword (``?when``) is quoted there.
 SQLite before 3.44 has no ordered aggregate, and none takes DISTINCT with a separator: SPARQL's
@@ -36,7 +37,8 @@ def sql_text(tree: exp.Expression, dialect: str, pretty: bool = False, location:
         for s in tree.find_all(exp.Select):
             if not s.expressions:
                 s.select(exp.alias_(exp.Literal.number(1), "one"), copy=False)
-    if dialect == "sqlite" and any(_shifted(c.this) or _shifted(c.expression) for c in tree.find_all(*_COMPARISONS)):
+    if dialect == "sqlite" and any(_shifted(e) or _timestamp_constant(e) for c in tree.find_all(*_COMPARISONS)
+                                   for e in (c.this, c.expression)):
         tree = tree.copy().transform(_sqlite_comparison)
     if dialect == "sqlite" and tree.find(exp.Extract) is not None:
         tree = tree.copy().transform(_sqlite_extract)
@@ -98,8 +100,12 @@ def _shifted(e: exp.Expression) -> bool:
     return isinstance(e, (exp.Add, exp.Sub)) and isinstance(e.expression, exp.Interval)
 
 
+def _timestamp_constant(e: exp.Expression) -> bool:
+    return isinstance(e, exp.Cast) and e.to.is_type(exp.DataType.Type.TIMESTAMP) and isinstance(e.this, exp.Literal)
+
+
 def _sqlite_comparison(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, _COMPARISONS) and (_shifted(node.this) or _shifted(node.expression)):
+    if isinstance(node, _COMPARISONS) and any(_shifted(e) or _timestamp_constant(e) for e in (node.this, node.expression)):
         return type(node)(this=_julian(node.this), expression=_julian(node.expression))
     return node
 

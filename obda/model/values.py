@@ -95,7 +95,7 @@ FUNCTIONS = {
     "=": 2, "!=": 2, "<": 2, "<=": 2, ">": 2, ">=": 2, "AND": None, "OR": None,
 }
 #: the XPath constructor functions (casts, SPARQL 1.1 §17.5) obda computes: the datatype IRI -> the function's name
-CASTS = {XSD + t: f"xsd:{t}" for t in ("integer", "decimal", "double", "float", "boolean", "string")}
+CASTS = {XSD + t: f"xsd:{t}" for t in ("integer", "decimal", "double", "float", "boolean", "string", "dateTime")}
 FUNCTIONS.update({name: 1 for name in CASTS.values()})
 
 

@@ -212,7 +212,8 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
         if name == "Function":
             return FilterProblem(
                 "function call",
-                f"function call <{e['iri']}> is not supported in FILTER (only comparisons with && and ||)",
+                f"function <{e['iri']}> is not supported in FILTER (obda computes {functions.SUPPORTED}, + - * / and "
+                "!)",
                 Hint("callee"),
             )
         if name == "UnaryNot":

@@ -14,6 +14,8 @@ SPARQL's FILTER does with an error.
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from typing import Callable
 
 from rdflib.plugins.sparql.parserutils import CompValue
@@ -124,6 +126,8 @@ def computed(e, term: Callable[[Identifier], Term]):
             args = list(e.get("expr") or [])
             if len(args) != 1 or e.get("distinct"):
                 raise FilterProblem("function call", f"the cast <{e['iri']}> takes one argument", Hint("callee"))
+            if str(e["iri"]) == XSD + "dateTime" and isinstance(unwrap(args[0]), RDFLiteral):
+                return _datetime_constant(unwrap(args[0]), term)
             return Call(CASTS[str(e["iri"])], (computed(args[0], term),))
         if name in ("RelationalExpression", "ConditionalOrExpression", "ConditionalAndExpression", "UnaryNot"):
             # a boolean value (BIND(?v > 90 AS ?hot), SELECT ((?y = ?z) AS ?eq)): true, false, or an error
@@ -135,6 +139,30 @@ def computed(e, term: Callable[[Identifier], Term]):
         raise FilterProblem(fn, f"function {fn} is not supported (obda computes {SUPPORTED}, + - * / and !)",
                             problem.hint)
     raise problem
+
+
+_DATETIME_TEXT = re.compile(r"^-?\d{4,}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)?$")
+
+
+def _datetime_constant(lit: RDFLiteral, term):
+    """``xsd:dateTime("2024-01-01T10:00:00")``: the constant ``"2024-01-01T10:00:00"^^xsd:dateTime``, compared with
+    a time like one written so.  Text that is not a dateTime's lexical form is refused where it is written (SPARQL
+    makes the cast an error, which would make the FILTER false for every row: a typo to report, not an answer)."""
+    from obda.query.expressions import FilterProblem, Hint
+
+    text = str(lit)
+    ok = lit.language is None and (lit.datatype is None or str(lit.datatype) in (XSD + "string", XSD + "dateTime"))
+    if ok and _DATETIME_TEXT.match(text.strip()):
+        try:
+            datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        except ValueError:
+            ok = False
+    else:
+        ok = False
+    if not ok:
+        raise FilterProblem("xsd:dateTime", f"xsd:dateTime({lit.n3()}): not an xsd:dateTime (write it as "
+                            "2024-01-01T10:00:00, with a fraction of a second or a time zone if needed)", Hint("callee"))
+    return term(RDFLiteral(text.strip(), datatype=URIRef(XSD + "dateTime")))
 
 
 def condition_value(e, term):
@@ -263,7 +291,7 @@ def time_readers(e, time_vars, inside_time_fn: bool = False):
     itself)."""
     if isinstance(e, Call):
         for a in e.args:
-            yield from time_readers(a, time_vars, e.name in TIME_FUNCTIONS or e.name == "STR")
+            yield from time_readers(a, time_vars, e.name in TIME_FUNCTIONS or e.name in ("STR", "xsd:string"))
     elif isinstance(e, Arithmetic):
         yield from time_readers(e.left, time_vars)
         yield from time_readers(e.right, time_vars)

@@ -200,6 +200,12 @@ CASES = [
          8),
     Case("cast_integer_in_graph", "SELECT ?r ?i WHERE { GRAPH ?t { ?r :value ?v } BIND(xsd:integer(?v / 3) AS ?i) }",
          "bounded", 6),
+    # xsd:dateTime of a constant compares with a time as the typed constant does; xsd:string of a time is its text
+    Case("cast_datetime_constant_compared_with_a_time", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } '
+         'FILTER(?t >= xsd:dateTime("2024-01-01T10:01:00")) }', "bounded", 3,
+         oracle_query='SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(?t >= "2024-01-01T10:01:00"^^xsd:dateTime) }'),
+    Case("cast_string_of_a_time", "SELECT ?r (xsd:string(?t) AS ?when) WHERE { GRAPH ?t { ?r :value ?v } "
+         "FILTER(?v > 25) }", "bounded", 3),
     Case("cast_double_of_a_level", "SELECT ?a WHERE { GRAPH ?t { ?a :level ?l } FILTER(xsd:double(?l) >= 2.5) }",
          "bounded", 2),
 ]
@@ -333,14 +339,23 @@ def test_strbefore_of_a_language_tagged_literal_is_refused_with_the_way_out(worl
 
 
 def test_casts_obda_does_not_compute_are_refused_with_the_reason(world):
-    """xsd:string of a decimal (its lexical form differs between SQL engines) and a cast to a type obda does not
-    cast to (xsd:dateTime): refused, the first naming the casts obda computes, the second located at the call."""
+    """xsd:string of a decimal (its lexical form differs between SQL engines), xsd:dateTime of a string column
+    (engines read time zones differently) and of a constant that is no dateTime (a typo): refused, with the way
+    out; a constant's located at the call, a function obda does not know naming those it computes."""
     project, _, _ = world
     with pytest.raises(UnsupportedConstructError, match=r"casting a .*#decimal value to .*#string is not supported"):
         project.compile(PREFIX + "SELECT ?x ?s WHERE { ?x :age ?a BIND(xsd:string(?a / 2) AS ?s) }")
-    with pytest.raises(UnsupportedConstructError, match=r"function call <.*#dateTime> is not supported") as info:
+    with pytest.raises(UnsupportedConstructError, match=r"string column to xsd:dateTime is not supported.*map the "
+                       r"column as a timestamp, or cast a constant"):
         project.compile(PREFIX + "SELECT ?x ?s WHERE { ?x :name ?n BIND(xsd:dateTime(?n) AS ?s) }")
-    assert info.value.location is not None and info.value.location.line is not None
+    with pytest.raises(UnsupportedConstructError, match=r'xsd:dateTime\("2024-01-01 10:00"\): not an xsd:dateTime') \
+            as info:
+        project.compile(PREFIX + 'SELECT ?r WHERE { GRAPH ?t { ?r :value ?v } FILTER(?t > xsd:dateTime("2024-01-01 '
+                        '10:00")) }')
+    assert (info.value.location.line, info.value.location.column) == (4, 57)  # the call
+    with pytest.raises(UnsupportedConstructError, match=r"function <urn:f> is not supported in FILTER \(obda "
+                       r"computes .*the casts"):
+        project.compile(PREFIX + "SELECT ?r WHERE { GRAPH ?t { ?r :value ?v } FILTER(<urn:f>(?v) > 1) }")
 
 
 def test_if_or_coalesce_giving_an_iri_is_refused_naming_str_as_the_way_out(world):

@@ -52,8 +52,8 @@ CASES = [
     ("OFFSET", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x a :C } } GROUP BY ?x ¦OFFSET 10"),
     ("ORDER BY expression", "SELECT DISTINCT ?x WHERE { ?x :v ?v }\nORDER BY ¦?v"),
     ("ORDER BY expression", "SELECT DISTINCT ?x WHERE { ?x :v ?v } ORDER BY ?x ¦(?v + 1)"),
-    ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY ¦xsd:dateTime(?v)"),
-    ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY DESC(?x) ASC(¦xsd:dateTime(?v))"),
+    ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY ¦xsd:date(?v)"),
+    ("function call", "SELECT ?x WHERE { ?x :v ?v } ORDER BY DESC(?x) ASC(¦xsd:date(?v))"),
     # ASK's answer is one boolean: no solution modifier applies to it
     ("ORDER BY", "ASK { ?x a :C }\n¦ORDER BY ?x"),
     ("LIMIT", "ASK { ?x a :C } ¦LIMIT 1"),
@@ -119,7 +119,7 @@ CASES = [
     ("STRUUID", "SELECT ?x WHERE { ?x :n ?n FILTER(¦STRUUID() = ?n) }"),
     ("SHA1", "SELECT ?x WHERE { ?x :n ?n FILTER(¦sha1(?n) = \"a\") }"),
     ("ENCODE_FOR_URI", "SELECT ?x WHERE { ?x :n ?n FILTER(¦ENCODE_FOR_URI(?n) = \"a\") }"),
-    ("function call", "SELECT ?x WHERE { ?x :n ?n FILTER(¦xsd:dateTime(?n) > 1) }"),
+    ("function call", "SELECT ?x WHERE { ?x :n ?n FILTER(¦xsd:date(?n) > 1) }"),
     ("arithmetic", "SELECT ?x WHERE { ?x :n ?n FILTER(?n ¦+ 1) }"),
     ("effective boolean value", "SELECT ?x WHERE { ?x :n ?n ¦FILTER(\"abc\") }"),  # a constant: ?n alone runs (EBV)
     ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n FILTER(¦?m > 1) }"),
