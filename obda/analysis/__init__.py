@@ -26,8 +26,7 @@ from obda.analysis.kept_keys import keys_analysis
 from obda.analysis.normal_form import SpjMember, extract, extract_select, from_sql
 from obda.analysis.plan import SynopsisPlan
 from obda.analysis.report import AnalysisReport, MemberReport, PartReport, ViolationReport
-from obda.analysis.sql_reading import _Ctx, parse_sql
-from obda.analysis.terms import view_timestamp_keys
+from obda.analysis.sql_reading import member_views, parse_sql, select_context
 from obda.analysis.verdicts import analyze_members
 from obda.errors import AnalysisError, ExecutionError
 from obda.model.compilation import Compilation
@@ -45,11 +44,8 @@ def members_of(source: Source, sources: Sources, file: str | None = None) -> lis
     """Normal-form members of SQL text, a sqlglot expression or a Compilation."""
     if isinstance(source, Compilation):
         out: list[SpjMember] = []
-        for i, m in enumerate(source.members):
-            used = {a: source.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
-            ctx = _Ctx(None, sources, file, {a: v.table for a, v in used.items()},
-                       {a: view_timestamp_keys(v, sources) for a, v in used.items()})
-            out.extend(extract_select(m.select, i, source.distinct, ctx, m.origin))
+        for i, (m, views) in enumerate(zip(source.members, member_views(source))):
+            out.extend(extract_select(m.select, i, source.distinct, select_context(sources, views, None, file), m.origin))
         return out
     if isinstance(source, exp.Expression):
         return extract(source, sources, None, file)

@@ -323,8 +323,29 @@ def _check_select(sel: exp.Select, ctx: _Ctx) -> None:
             raise ctx.error("subquery is outside the analysable class; the analyser takes a UNION of flat SELECTs", node)
 
 
+def member_views(compilation) -> list[dict]:
+    """Per member of a Compilation, its FROM aliases → the per-atom views they stand for."""
+    return [{a: compilation.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
+            for m in compilation.members]
+
+
+def select_context(sources: Sources, views: Mapping[str, object] | None = None, text: str | None = None,
+                   file: str | None = None) -> _Ctx:
+    """The context one SELECT is read in: the catalog, the per-atom views its FROM aliases stand for (a view's
+    table, and its columns that hold its timestamp), and the SQL text and file that locate its errors."""
+    from obda.analysis.terms import view_timestamp_keys
+
+    views = views or {}
+    return _Ctx(text, sources, file, {a: v.table for a, v in views.items()},
+                {a: view_timestamp_keys(v, sources) for a, v in views.items()})
+
+
 class SelectReading:
-    """One SELECT being read: its FROM entries, their columns' types, and what the conditions add."""
+    """One SELECT being read: its FROM entries, their columns' types, and what the conditions add.
+
+    The one reading of a SELECT's FROM entries and column references: the analysis's normal form
+    (:mod:`obda.analysis.normal_form`) and the executor's members (:mod:`obda.analysis.forest.members`) both
+    start from it, so a FROM entry or a column means the same in both, with the same located errors."""
 
     def __init__(self, sel: exp.Select, ctx: _Ctx):
         self.sel = sel

@@ -21,12 +21,15 @@ from obda.analysis.forest.checks import OutputCheck
 from obda.analysis.forest.constants import constant_value, unparen
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
 from obda.analysis.sql_reading import (
+    SelectReading,
     check_query,
     check_terms,
     conjuncts,
     key_check,
+    member_views,
     parse_sql,
     reads_stream,
+    select_context,
     transform_outside_checks,
     window_check,
 )
@@ -54,17 +57,17 @@ def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tu
         selects = [m.select for m in source.members]
         distinct = bool(source.distinct)
         columns = tuple(v.name for v in source.query.projection)  # the members' (an aggregate's Q')
-        views = [{a: source.view(s.view) for s in m.origin.atom_sources if s.view for a in s.table_aliases}
-                 for m in source.members]
+        views = member_views(source)
     else:
         tree = source if isinstance(source, exp.Expression) else parse_sql(source, dialect=dialect)
         selects, distinct = _flatten_union(tree)
         columns = tuple(_item_name(e) for e in selects[0].expressions) if selects else ()
     terms = [m.terms for m in source.members] if isinstance(source, Compilation) else [() for _ in selects]
     locate = _binding_locator(source.query) if isinstance(source, Compilation) else None
+    text = source if isinstance(source, str) else None
     members: list[Member] = []
     for origin, sel in enumerate(selects):
-        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {}, locate)):
+        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {}, locate, text)):
             members.append(replace(m, index=len(members), terms=terms[origin]))
     return tuple(members), distinct, columns
 
@@ -99,52 +102,18 @@ def _binding_locator(query):
     return locate
 
 
-def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None) -> Member:
-    aliases: dict[str, Table] = {}
-    views = views or {}
-    used_views: dict[str, object] = {}
-    conds: list[exp.Expression] = []
-    froms = []
-    if sel.args.get("from_") is not None:
-        froms.append(sel.args["from_"].this)
-    for j in sel.args.get("joins") or []:
-        froms.append(j.this)
-        conds.extend(conjuncts(j.args.get("on")))
-    for t in froms:
-        if isinstance(t, exp.Subquery) and t.alias in views:
-            view = views[t.alias]
-            if t.alias in aliases:
-                raise ExecutionError(f"FROM alias {t.alias!r} is used twice in one member")
-            aliases[t.alias] = view.table
-            used_views[t.alias] = view
-            continue
-        if not isinstance(t, exp.Table):
-            raise ExecutionError(
-                f"FROM entry {t.sql()[:80]!r} is not a source table (derived tables are outside the executable class)"
-            )
-        table = sources.table(t.name)
-        if table is None:
-            raise ExecutionError(f"table {t.name!r} is not declared in the sources file")
-        alias = t.alias_or_name
-        if alias in aliases:
-            raise ExecutionError(f"FROM alias {alias!r} is used twice in one member")
-        aliases[alias] = table
+def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None,
+                  text: str | None = None) -> Member:
+    # FROM entries and columns: the analysis's reading (sql_reading.SelectReading), errors located in ``text``
+    reading = SelectReading(sel, select_context(sources, views, text))
+    conds = [c for on in reading.entries() for c in conjuncts(on)]
+    aliases: dict[str, Table] = {r.alias: r.table for r in reading.relations}
+    used_views = {a: v for a, v in (views or {}).items() if a in aliases}
     conds.extend(conjuncts(sel.args.get("where").this if sel.args.get("where") else None))
 
     def resolve(col: exp.Column) -> Attr:
-        if col.table:
-            if col.table not in aliases:
-                raise ExecutionError(f"column {col.sql()!r} refers to unknown alias {col.table!r}")
-            alias = col.table
-        else:
-            owners = [a for a, t in aliases.items() if t.column(col.name) is not None]
-            if len(owners) != 1:
-                raise ExecutionError(f"column {col.name!r} is {'ambiguous' if owners else 'unknown'}")
-            alias = owners[0]
-        c = aliases[alias].column(col.name)
-        if c is None:
-            raise ExecutionError(f"table {aliases[alias].name!r} has no column {col.name!r}")
-        return (alias, c.name)
+        a = reading.column(col)
+        return (a.alias, a.column)
 
     def is_ts(col: exp.Column) -> bool:
         c = aliases[resolve(col)[0]].column(resolve(col)[1])
