@@ -22,6 +22,10 @@ BOOLEAN = "boolean"
 TIMESTAMP = "timestamp"
 
 OPS = ("<", "<=", "=", "!=")
+#: spec §3 step 1, the one rule both the analysis (obda.analysis.preprocess) and the executor's members
+#: (obda.analysis.forest.members) split a comparison of two stream timestamps by: disjoint alternatives
+#: (the analysis also splits every other ``≠``; the executor runs those as they are)
+TIMESTAMP_SPLITS = {"<=": ("<", "="), ">=": (">", "="), "!=": ("<", ">")}
 from obda.model.query import FLIP, NEGATE  # noqa: E402,F401  (re-exported: the analysis imports them from here)
 
 

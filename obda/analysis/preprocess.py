@@ -25,7 +25,7 @@ from typing import Mapping
 
 from obda.analysis import terms
 from obda.analysis.closure import Closure, integer_satisfiable
-from obda.analysis.elements import Attr, Const, Element, Predicate
+from obda.analysis.elements import TIMESTAMP_SPLITS, Attr, Const, Element, Predicate
 from obda.analysis.graph import DependencyGraph
 from obda.analysis.normal_form import SpjMember
 from obda.errors import AnalysisError
@@ -191,12 +191,9 @@ def _is_stream_ts(m: SpjMember, e: Element) -> bool:
 
 def _split_options(m: SpjMember, p: Predicate) -> list[tuple[str, list[Predicate]]] | None:
     """Step 1: the alternatives replacing one atom, or None when it stays."""
-    if p.op == "!=":
-        return [(f"{p.left} < {p.right}", [Predicate(p.left, "<", p.right, p.location)]),
-                (f"{p.left} > {p.right}", [Predicate(p.right, "<", p.left, p.location)])]
-    if p.op == "<=" and _is_stream_ts(m, p.left) and _is_stream_ts(m, p.right):
-        return [(f"{p.left} < {p.right}", [Predicate(p.left, "<", p.right, p.location)]),
-                (f"{p.left} = {p.right}", [Predicate(p.left, "=", p.right, p.location)])]
+    if p.op == "!=" or (p.op in TIMESTAMP_SPLITS and _is_stream_ts(m, p.left) and _is_stream_ts(m, p.right)):
+        return [(f"{p.left} {op} {p.right}", [Predicate.make(p.left, op, p.right, p.location)])
+                for op in TIMESTAMP_SPLITS[p.op]]
     return None
 
 

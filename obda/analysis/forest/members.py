@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.optimizer.simplify import simplify
 
 from obda.analysis import computed
-from obda.analysis.elements import Attr as EAttr
+from obda.analysis.elements import TIMESTAMP_SPLITS, Attr as EAttr
 from obda.analysis.forest.checks import OutputCheck
 from obda.analysis.forest.constants import constant_value, unparen
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
@@ -358,12 +358,12 @@ def is_stream_ts(m: Member, attr: Attr) -> bool:
 
 
 def _expand_members(m: Member) -> list[Member]:
-    """Split ``τi ≤ τj`` into ``<`` / ``=`` and ``τi ≠ τj`` into ``<`` / ``>`` (disjoint members)."""
+    """Split ``τi ≤ τj`` into ``<`` / ``=`` and ``τi ≠ τj`` into ``<`` / ``>`` (disjoint members, the analysis's
+    rule: :data:`obda.analysis.elements.TIMESTAMP_SPLITS`)."""
     for i, p in enumerate(m.cross):
-        if p.op in ("<=", ">=", "!=") and not p.offset and is_stream_ts(m, p.left) and is_stream_ts(m, p.right):
-            alts = {"<=": ("<", "="), ">=": (">", "="), "!=": ("<", ">")}[p.op]
+        if p.op in TIMESTAMP_SPLITS and not p.offset and is_stream_ts(m, p.left) and is_stream_ts(m, p.right):
             out = []
-            for op in alts:
+            for op in TIMESTAMP_SPLITS[p.op]:
                 cross = m.cross[:i] + (CrossPred(p.left, op, p.right),) + m.cross[i + 1 :]
                 out.extend(_expand_members(replace(m, cross=cross)))
             return out
