@@ -225,9 +225,10 @@ class Project:
             from obda.mapping.aggregate import aggregate_select
 
             characteristic = grouped = sql
-            if query.window is not None:  # the SQL filters on the window's time: the pattern projecting it
-                timed = replace(query, projection=query.projection + (query.window.variable,), aggregation=None,
-                                window=None)
+            if query.window is not None:  # the SQL filters on the window's time: the pattern projecting it (once:
+                # GROUP BY ?t projects it already)
+                extra = () if query.window.variable in query.projection else (query.window.variable,)
+                timed = replace(query, projection=query.projection + extra, aggregation=None, window=None)
                 grouped = unfold(timed, rewrite(timed, self.ontology), self.mapping, self.sources, self.ontology,
                                  **budget)[1]
             sql = aggregate_select(query.aggregation, grouped, query.window, query.order_by, query.limit, query.offset)

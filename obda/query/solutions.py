@@ -265,9 +265,6 @@ class Solutions(Located):
                                        "(expression AS ?v) and select ?v", group_i)
             v = Var(str(g))
             at = self.ts.find_var(v.name, group_i or where_close)
-            if v in self.time_vars:
-                raise self.unsupported("GROUP BY time variable", f"GROUP BY {v}: {v} is application time (bound by "
-                                       "GRAPH); grouping by timestamps is not supported", at)
             if v not in group:
                 group.append(v)
         if not q.projection:

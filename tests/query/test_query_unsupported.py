@@ -40,7 +40,6 @@ CASES = [
     ("ungrouped variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { ?x :v ?v }\n  GROUP BY ?x HAVING (¦?v > 1)"),
     ("aggregate of time", "SELECT ?x (MAX(¦?t + \"PT1H\"^^xsd:dayTimeDuration) AS ?s) WHERE { GRAPH ?t { ?x :v ?v } } "
                           "GROUP BY ?x"),
-    ("GROUP BY time variable", "SELECT ?x (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ?x ¦?t"),
     ("unselected grouping variable", "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?x :v ?v } } GROUP BY ¦?x"),
     ("NOW()", "SELECT ?x ?v WHERE { GRAPH ?t { ?x :v ?v } GRAPH ?u { ?x :w ?w } "
               "FILTER(?t > ¦NOW() - \"PT1M\"^^xsd:dayTimeDuration) }"),
