@@ -82,7 +82,8 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
                                                              sources.constraints))
     report = analyze_members(members, checker, notes, sources.constraints, kept)
     try:
-        forest, error = build_forest(source, sources, text=text, file=file), None
+        readings = {m.index: m.reading for m in members if m.reading is not None}  # each SELECT read once
+        forest, error = build_forest(source, sources, text=text, file=file, readings=readings), None
     except ExecutionError as e:  # analysable, but the executor cannot run it: said when it is run
         forest, error = None, e
     return replace(report, forest=forest, forest_error=error)

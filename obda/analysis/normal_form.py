@@ -25,7 +25,7 @@ from obda.analysis.comparisons import Typing
 from obda.analysis.conditions import Conditions, Difference, _disjuncts, _take_differences, _value_sat
 from obda.analysis.elements import Attr, Element, Predicate
 from obda.analysis.projection import Projected, Projection
-from obda.analysis.sql_reading import Relation, _Ctx, _selects, _check_select, _snippet, parse_sql
+from obda.analysis.sql_reading import Relation, SelectReading, _Ctx, _selects, _check_select, _snippet, parse_sql
 from obda.model.compilation import MemberOrigin
 from obda.model.sources import ColumnType, Sources
 
@@ -63,6 +63,9 @@ class SpjMember:
     check_windows: tuple[tuple[int | None, int | None], ...] = ()
     # checks in a window without a lower bound (rule A5): their queries (keys, then the time), whose keys are kept
     kept_keys: tuple[exp.Expression, ...] = ()
+    # the reading of the SELECT (its FROM entries and columns), which the executor's member of it reuses
+    # (obda.analysis.forest.members): each SELECT is read once
+    reading: SelectReading | None = field(default=None, compare=False, repr=False)
 
     @property
     def projection_kind(self) -> str:
@@ -130,7 +133,7 @@ def extract_select(sel: exp.Select, index: int, distinct: bool, ctx: _Ctx, origi
             explicit=frozenset(s.explicit), filters=tuple(dict.fromkeys(s.filters)), derived=tuple(s.derived.items()),
             joined=tuple(dict.fromkeys(_snippet(f) for f in s.joined_filters)), finite_parts=tuple(s.finite_parts),
             notes=tuple(f"check {c}: {_CHECK_NOTES[rule]}" for c, rule in dict.fromkeys(s.checks)),
-            check_windows=tuple(s.check_windows), kept_keys=tuple(s.kept_keys),
+            check_windows=tuple(s.check_windows), kept_keys=tuple(s.kept_keys), reading=s,
         ))
     return members
 

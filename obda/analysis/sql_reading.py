@@ -364,10 +364,17 @@ class SelectReading:
         self.joined_filters: list[exp.Expression] = []  # conditions of several entries that do not separate (Rule 8)
         self.finite_parts: dict[Attr, None] = {}  # projected date parts of a fixed range (HOURS(?t), Rule 7)
         self.derived: dict[Attr, tuple[Attr, ...]] = {}  # derived attributes -> the columns they read (Rule 6)
+        self._on: list[exp.Expression] | None = None  # the ON conditions, once the FROM entries are read
 
     # FROM --------------------------------------------------------------------------------
     def entries(self) -> list[exp.Expression]:
-        """FROM entries and ON conditions of inner joins."""
+        """FROM entries and ON conditions of inner joins (read once: the normal form and the executor's member
+        of one SELECT share its reading)."""
+        if self._on is None:
+            self._on = self._read_entries()
+        return list(self._on)
+
+    def _read_entries(self) -> list[exp.Expression]:
         sel, ctx = self.sel, self.ctx
         conds: list[exp.Expression] = []
         frm = sel.args.get("from_") or sel.args.get("from")

@@ -89,13 +89,14 @@ def member_forest(member: Member, distinct: bool, first_pipeline_id: int = 0, ru
 
 
 def build_forest(source, sources: Sources, dialect: str | None = None, first_id: int = 0,
-                 text: str | None = None, file: str | None = None) -> Forest:
+                 text: str | None = None, file: str | None = None, readings: dict | None = None) -> Forest:
     """The forest of a Compilation, a sqlglot tree or SQL text (read by the analyser's front end); its pipeline
     ids start at ``first_id`` (a check's query read with the query's rows: :mod:`obda.analysis.forest.timed`).
-    ``text`` (and its ``file``): the SQL a tree was parsed from, to locate errors."""
+    ``text`` (and its ``file``): the SQL a tree was parsed from, to locate errors; ``readings``: the analysis's
+    reading of each SELECT (by position), reused rather than read again."""
     if isinstance(source, str):
         text = source
-    members, distinct, columns = members_of(source, sources, dialect)
+    members, distinct, columns = members_of(source, sources, dialect, readings)
     forests: list[MemberForest] = []
     planned = []
     for m in members:

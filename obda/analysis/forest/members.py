@@ -44,12 +44,14 @@ from obda.query.tokens import binding_position
 CMP = {cls: op for op, cls in COMPARISON_CLASSES.items()}
 
 
-def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tuple[Member, ...], bool, tuple[str, ...]]:
+def members_of(source, sources: Sources, dialect: str | None = None,
+               readings: dict | None = None) -> tuple[tuple[Member, ...], bool, tuple[str, ...]]:
     """Executable members of a Compilation (the unfolder's SELECT trees and views), a sqlglot tree or SQL text.
 
     SQL text is read by the analyser's front end (:func:`obda.analysis.sql_reading.parse_sql`).
     Members are expanded so that no member has a ``≤``/``≥``/``≠`` between two
     stream timestamps (split into disjoint ``<``/``=`` members, spec §3 step 1).
+    ``readings``: SELECT position → the analysis's reading of that SELECT (:attr:`SpjMember.reading`), reused.
     Returns the members, whether the query is DISTINCT, and the output columns.
     """
     views: list[dict] = []
@@ -67,7 +69,10 @@ def members_of(source, sources: Sources, dialect: str | None = None) -> tuple[tu
     text = source if isinstance(source, str) else None
     members: list[Member] = []
     for origin, sel in enumerate(selects):
-        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {}, locate, text)):
+        read = (readings or {}).get(origin)
+        read = read if read is not None and read.sel is sel else None
+        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {}, locate, text,
+                                               read)):
             members.append(replace(m, index=len(members), terms=terms[origin]))
     return tuple(members), distinct, columns
 
@@ -103,9 +108,9 @@ def _binding_locator(query):
 
 
 def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None,
-                  text: str | None = None) -> Member:
+                  text: str | None = None, reading: SelectReading | None = None) -> Member:
     # FROM entries and columns: the analysis's reading (sql_reading.SelectReading), errors located in ``text``
-    reading = SelectReading(sel, select_context(sources, views, text))
+    reading = reading or SelectReading(sel, select_context(sources, views, text))
     conds = [c for on in reading.entries() for c in conjuncts(on)]
     aliases: dict[str, Table] = {r.alias: r.table for r in reading.relations}
     used_views = {a: v for a, v in (views or {}).items() if a in aliases}
