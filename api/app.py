@@ -305,7 +305,8 @@ def create_app(settings: Settings) -> FastAPI:
              responses=_problem_responses(401, 404, 409, 422, 429))
     def current_answer(q: RegisteredQuery = Depends(query_of)) -> m.AnswerTable:
         """The current answer of an aggregate query: one row per group at the last closed timestamp, in
-        ORDER BY order. Its changelog (`results`) replayed gives the same rows."""
+        ORDER BY order. Its changelog (`results`) replayed gives the same rows. 409 `time_keyed` for a query
+        grouped by its timestamps (`GROUP BY ?t`): its groups are written and dropped, the changelog holds them."""
         if q.compilation is None or q.compilation.aggregation is None:
             raise ApiProblem(409, "not_an_aggregate", "the current answer table is for aggregate queries (GROUP BY, "
                              "COUNT, SUM, ...); read this query's answers from its results")
@@ -313,6 +314,10 @@ def create_app(settings: Settings) -> FastAPI:
         if handle is None:
             raise ApiProblem(409, "not_started", "the query has not run since the service started; start it "
                              "(POST /v1/queries/{id}/start), it continues from its checkpoint")
+        if handle.aggregate is not None and handle.aggregate.time_keyed:
+            from obda.execution.aggregate import TIME_KEYED_TABLE
+
+            raise ApiProblem(409, "time_keyed", TIME_KEYED_TABLE)
         rows = handle.answer()
         closed = handle.metrics.closed_upto
         from obda.execution.sinks import micros_to_iso

@@ -68,12 +68,14 @@ class AggregateReport:
     notes: tuple[str, ...] = field(default=())
     memory: str = ""  # what the state holds when bounded: constant per group, or per window
     window: str | None = None  # the query's window (NOW()), if any
+    time_keyed: bool = False  # Rule 9: every group is keyed by its timestamp; dropped when the timestamp closes
 
     def to_dict(self) -> dict:
         return {
             "verdict": self.verdict,
             "memory": self.memory,
             "window": self.window,
+            "time_keyed": self.time_keyed,
             "theorem": self.theorem,
             "conditions": [{"name": c.name, "holds": c.holds, "detail": c.detail} for c in self.conditions],
             "characteristic_query": self.characteristic_sql,

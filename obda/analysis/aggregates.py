@@ -221,7 +221,8 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     proj = "π" if distinct else "π̇"
     char_text = f"{proj}[{', '.join(map(str, comp.query.projection))}] of the WHERE clause ({len(members)} member(s))"
     reduced_text = f"{proj}[{', '.join(map(str, agg.group_by))}] of the WHERE clause"
-    report = _judge(members, [str(g) for g in agg.group_by], specs, reduced_verdict, char_text, reduced_text)
+    report = _judge(members, [str(g) for g in agg.group_by], specs, reduced_verdict, char_text, reduced_text,
+                    time_keyed=comp.query.window is None)
     widths = [member_bounds(m) for m in members if m.differences]
     if report.verdict == BOUNDED and widths and all(b.windowed for b in widths):
         width = describe_micros(max(b.width for b in widths))
@@ -232,6 +233,25 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     if window is None:
         return report
     return _windowed(report, window)
+
+
+def _time_keyed_groups(parts, group: list[str]) -> str | None:
+    """Rule 9 (docs/analysis.md): with one infinite stream, a grouping variable whose value determines that stream's
+    timestamp (``GROUP BY ?t``) keys every group by one timestamp. All of a group's solutions come when that
+    timestamp closes, so its row is final then: the executor writes it and drops the group. Returns why, or
+    None when some part's groups are not so keyed."""
+    shown = None
+    for m, mq in parts:
+        if not mq.infinite:
+            continue
+        (stream,) = mq.infinite
+        found = next((g for i, g in enumerate(group) for a in m.projection[i].times if mq.stream_of_attr(a) == stream),
+                     None)
+        if found is None:
+            return None
+        shown = shown or f"GROUP BY {found}: every group is the solutions of one timestamp of the one stream " \
+                         f"{stream}, complete when that timestamp closes (its row is written then and never changes)"
+    return shown
 
 
 def _windowed(report: AggregateReport, window) -> AggregateReport:
@@ -261,12 +281,20 @@ def _windowed(report: AggregateReport, window) -> AggregateReport:
 
 
 def _judge(members: list[SpjMember], group: list[str], calls: list[tuple[Function, int | None, str]],
-           reduced_verdict: str, char: str, reduced: str) -> AggregateReport:
+           reduced_verdict: str, char: str, reduced: str, time_keyed: bool = False) -> AggregateReport:
     """Theorems 8.5 / 8.6 on the parts of ``Q'``'s members: ``group`` names the first ``len(group)``
-    projected items; each call is its function, the position of its argument in the projection, its text."""
+    projected items; each call is its function, the position of its argument in the projection, its text.
+    ``time_keyed``: the query has no window, so groups keyed by their own timestamp may be dropped once it
+    closes (:func:`_time_keyed_groups`)."""
     conditions: list[Condition] = []
     parts = [(m, mq) for m in members for mq in preprocess(m) if mq.satisfiable]
     n_streams = max((len(mq.infinite) for _, mq in parts), default=0)
+    keyed = _time_keyed_groups(parts, group) if time_keyed and n_streams == 1 else None
+    if keyed is not None:
+        return AggregateReport(BOUNDED, "time-keyed groups (docs/analysis.md, Rule 9)", (Condition(
+            "time-keyed groups", True, keyed),), char, reduced, reduced_verdict, time_keyed=True,
+            memory="the groups of the open timestamps: each is complete when its timestamp closes, its row written "
+                   "then and dropped")
     for m, mq in parts:
         cl = mq.closure
         where = f" (member {m.index + 1}, part {mq.part + 1})" if len(parts) > 1 else ""

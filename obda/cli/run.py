@@ -114,6 +114,7 @@ def run(
     from obda.execution import ConsoleSink, ContinuousQuery, DirectorySink, JsonLinesSink
     from obda.execution.checkpoint import is_state_fault
     from obda.execution.spark_io import parse_conf
+    from obda.execution.aggregate import TIME_KEYED_TABLE
 
     if output is not None and output_dir is not None:
         raise typer.BadParameter("give either --output FILE or --output-dir DIR, not both", param_hint="--output-dir")
@@ -130,6 +131,8 @@ def run(
             raise typer.BadParameter(f"{query}: --final writes the answer table of an aggregate query; the answers "
                                      "of this query are the output itself", param_hint="--final")
         report = analyze_query(comp, proj.sources)
+        if final is not None and getattr(report, "time_keyed", False):
+            raise typer.BadParameter(f"{query}: {TIME_KEYED_TABLE}", param_hint="--final")
         if output_dir is not None:
             sink = DirectorySink(output_dir, (output_format or OutputFormat.json).value)
         else:

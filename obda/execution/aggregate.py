@@ -55,6 +55,7 @@ from functools import reduce
 from decimal import Decimal
 from typing import Iterable
 
+from obda.errors import ExecutionError
 from obda.analysis.aggregates import AggregatePlan
 from obda.execution.accumulators import HOLISTIC, arith, compare, initial, merge, number_of, reducer, update, value_of
 from obda.execution.query_engine import Answer
@@ -356,6 +357,7 @@ class Aggregator:
                 events.setdefault(t, [])
         out: list[dict] = []
         keys: list[tuple] = []  # the group of each record
+        touched: set[tuple] = set()  # Rule 9: every group the micro-batch's closed timestamps completed
         groups = self._groups
         for at in sorted(events, key=lambda t: (t is not None, t or 0)):
             changed: dict[tuple, None] = {} if plan.group_by else {(): None}
@@ -378,6 +380,7 @@ class Aggregator:
                         self._schedule(key, pane_key)
                 self._apply(kind, payload, accs)
                 changed[key] = None
+                touched.add(key)
             for key in sorted(changed, key=repr):
                 row, before = self.row(key), self.shown.get(key)
                 if row == before:
@@ -389,6 +392,10 @@ class Aggregator:
                     self.shown[key] = row
                     out.append({"emitted_at": at, "op": "upsert", "binding": row})
                 keys.append(key)
+        if self.time_keyed and not static:  # complete: their rows are written and never change (Rule 9)
+            for key in touched:
+                self.panes.pop(key, None)
+                self.shown.pop(key, None)
         if static:  # the answer table of a query over static data only: ordered, cut
             out = self._table([(k, r["binding"], r) for k, r in zip(keys, out)])
             if plan.ask:  # an ASK: one row, whether some group passes
@@ -396,9 +403,17 @@ class Aggregator:
         self.lines += len(out)
         return out
 
+    @property
+    def time_keyed(self) -> bool:
+        """Rule 9 (docs/analysis.md): every group is keyed by its own timestamp (``GROUP BY ?t``, no window), and
+        dropped once its row is written."""
+        return bool(getattr(self.plan.report, "time_keyed", False))
+
     def answer(self) -> list[dict]:
         """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group), cut by OFFSET
         and LIMIT."""
+        if self.time_keyed:
+            raise ExecutionError(TIME_KEYED_TABLE)
         rows = self._table([(k, self.shown[k], self.shown[k]) for k in sorted(self.shown, key=repr)])
         return [{self.plan.columns[0]: bool(rows)}] if self.plan.ask else rows
 
@@ -424,6 +439,12 @@ class Aggregator:
         self.lines = st["lines"]
         self._open, self._data = set(st.get("open", ())), set()
         self.pending = []
+
+
+#: why an aggregate whose groups are keyed by their timestamps (Rule 9) has no answer table to give
+TIME_KEYED_TABLE = ("this query groups by its timestamps (GROUP BY ?t): each group's row is written to the changelog "
+                    "when its timestamp closes and is not kept, so the answer table, which grows with the stream, is "
+                    "not held in memory; read the changelog (every line is a group's final row)")
 
 
 def sorted_by(rows, order_by: tuple[tuple[str, bool], ...], value, typed: frozenset[str] = frozenset()) -> list:

@@ -631,6 +631,13 @@ def test_aggregate_query_current_answer_and_changelog(tmp_path):
         assert Counter(replayed.values()) == expected
         plain = register(c, "spj", BOUNDED)
         problem(c.get(f"/v1/queries/{plain['id']}/answer", headers=AUTH), 409, "not_an_aggregate")
+        # GROUP BY ?t (Rule 9): its groups are written and dropped, so it has no answer table: the changelog holds it
+        keyed = register(c, "per_time", PREFIX + "SELECT ?t (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?m :measuredBy ?s ; "
+                         ":hasValue ?v . } } GROUP BY ?t\n", idle_timeout=0.5)
+        assert keyed["verdict"] == "bounded"
+        c.post(f"/v1/queries/{keyed['id']}/start", headers=AUTH)
+        problem(c.get(f"/v1/queries/{keyed['id']}/answer", headers=AUTH), 409, "time_keyed")
+        c.post(f"/v1/queries/{keyed['id']}/stop", headers=AUTH)
 
 
 def test_a_decimal_is_the_same_json_number_in_the_answer_table_and_the_changelog(tmp_path):

@@ -354,6 +354,25 @@ def test_run_final_needs_an_aggregate_and_until_exhausted(demo_copy, tmp_path):
     assert r.exit_code == 2 and "aggregate" in r.output
 
 
+def test_run_final_is_refused_for_groups_keyed_by_their_time_before_running(demo_copy, tmp_path):
+    """GROUP BY ?t (Rule 9): each group is written when its timestamp closes and dropped, so there is no answer
+    table to write at the end; --final is refused up front, naming the changelog, and nothing runs."""
+    q = tmp_path / "per_time.rq"
+    q.write_text("PREFIX : <http://example.org/turbine#>\nSELECT ?t (SUM(?out) AS ?total) WHERE { GRAPH ?t { ?p "
+                 ":ofTurbine ?tu ; :hasOutput ?out } } GROUP BY ?t\n")
+    out = tmp_path / "c.jsonl"
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(out), "--final", str(tmp_path / "a.jsonl")])
+    assert r.exit_code == 2 and "GROUP BY ?t" in r.output and "changelog" in r.output, r.output
+    assert not out.exists()
+    r = runner.invoke(app, ["run", str(q), "--project", str(demo_copy), "--until-exhausted", "--backend", "local",
+                            "--output", str(out)])
+    assert r.exit_code == 0 and "verdict: bounded" in r.output, r.output
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    times = [x["binding"]["t"] for x in lines]
+    assert lines and {x["op"] for x in lines} == {"upsert"} and len(times) == len(set(times))  # one final row each
+
+
 def test_analyze_window_query_says_its_memory():
     r = runner.invoke(app, ["analyze", str(DEMO / "queries" / "mean_last_10_minutes.rq"), "--project", str(DEMO)])
     assert r.exit_code == 0, r.output

@@ -162,17 +162,21 @@ def _state(demo, tmp_path, name: str, timestamps: int, allow_unbounded: bool = F
 
 def test_state_flat_for_bounded_and_window_queries_and_growing_for_an_unbounded_one(demo, tmp_path):
     """Issue 15, item 3: from 1x to 10x input at a fixed rate, a bounded aggregate's state and a window's
-    state stay flat; the unbounded GROUP BY ?v (run with the opt-in) grows with the stream."""
+    state stay flat; so does GROUP BY ?t's (Rule 9: its groups are dropped when their timestamp closes); the
+    unbounded GROUP BY ?v (run with the opt-in) grows with the stream."""
     sizes = {}
     for name, unbounded in (("readings_per_sensor", False), ("mean_per_sensor_last_3_minutes", False),
-                            ("reading_values_last_minute", False), ("readings_per_value_unbounded", True)):
+                            ("reading_values_last_minute", False), ("total_output_per_timestamp", False),
+                            ("readings_per_value_unbounded", True)):
         sizes[name] = [_state(demo, tmp_path, name, n, unbounded) for n in (20, 200)]
         print(f"{name}: (peak state, final aggregate entries) at 1x, 10x = {sizes[name]}")  # -s
     sensors = 8
-    for name in ("readings_per_sensor", "mean_per_sensor_last_3_minutes", "reading_values_last_minute"):
+    for name in ("readings_per_sensor", "mean_per_sensor_last_3_minutes", "reading_values_last_minute",
+                 "total_output_per_timestamp"):
         (peak1, end1), (peak10, end10) = sizes[name]
         assert peak10 <= peak1 + 2 and end10 <= end1 + 2, (name, sizes[name])
     assert sizes["readings_per_sensor"][1][1] == sensors  # one entry per group
+    assert sizes["total_output_per_timestamp"][1][1] == 0  # every group written and dropped
     assert sizes["mean_per_sensor_last_3_minutes"][1][1] <= sensors * 3  # panes: groups × timestamps in the window
     (_, end1), (_, end10) = sizes["readings_per_value_unbounded"]
     assert end10 >= 5 * end1, sizes["readings_per_value_unbounded"]
