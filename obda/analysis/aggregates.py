@@ -236,7 +236,7 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
 
 
 def _time_keyed_groups(parts, group: list[str]) -> str | None:
-    """Rule 9 (docs/analysis.md): with one infinite stream, a grouping variable whose value determines that stream's
+    """Rule 9 (docs/analysis.md): with one stream (infinite; the other relations static), a grouping variable whose value determines that stream's
     timestamp (``GROUP BY ?t``) keys every group by one timestamp. All of a group's solutions come when that
     timestamp closes, so its row is final then: the executor writes it and drops the group. Returns why, or
     None when some part's groups are not so keyed."""
@@ -244,6 +244,8 @@ def _time_keyed_groups(parts, group: list[str]) -> str | None:
     for m, mq in parts:
         if not mq.infinite:
             continue
+        if any(s.kind == "finite" for s in mq.streams):  # its rows may join an earlier timestamp's, later
+            return None
         (stream,) = mq.infinite
         found = next((g for i, g in enumerate(group) for a in m.projection[i].times if mq.stream_of_attr(a) == stream),
                      None)
