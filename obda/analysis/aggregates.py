@@ -47,6 +47,7 @@ from obda.analysis.sql_reading import _Ctx, parse_sql
 from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import preprocess
 from obda.analysis.windows import describe_micros, member_bounds
+from obda.errors import AnalysisError
 from obda.model.query import Aggregate, Var
 from obda.model.sources import Sources
 
@@ -69,6 +70,10 @@ def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: s
         report = analyze_aggregate(source, sources, file, dialect)
     if isinstance(source, Compilation):
         agg = source.aggregation
+        if report.time_keyed and source.query.order_by:  # nothing for ORDER BY to order (Rule 9)
+            raise AnalysisError("ORDER BY orders an aggregate query's answer table, and a query grouped by its "
+                                "timestamps (GROUP BY ?t) keeps none: each group's row is written to the changelog, in "
+                                "timestamp order, when its timestamp closes; drop ORDER BY", source.query.location)
         where = {v: i for i, v in enumerate(source.query.projection)}
         calls = tuple(PlannedCall(c, FUNCTIONS[c.function], None if c.argument is None else where[c.argument])
                       for c in agg.calls)

@@ -171,3 +171,14 @@ def test_rule_9_groups_keyed_by_their_own_timestamp(demo, query, keyed):
     report = analyze_aggregate(demo.compile("PREFIX : <http://example.org/turbine#>\n" + query), demo.sources)
     assert report.time_keyed is keyed and (report.verdict == "bounded" if keyed else True), report.to_text()
     assert ("time-keyed groups" in report.to_text()) is keyed
+
+
+def test_rule_9_query_with_order_by_is_refused_naming_the_changelog(demo):
+    """ORDER BY orders the answer table, which a query grouped by its timestamps does not keep: refused, located."""
+    from obda.analysis.aggregates import aggregate_plan
+
+    comp = demo.compile("PREFIX : <http://example.org/turbine#>\nSELECT ?t (SUM(?out) AS ?s) WHERE { GRAPH ?t { ?p "
+                        ":ofTurbine ?tu ; :hasOutput ?out } } GROUP BY ?t ORDER BY DESC(?s)")
+    with pytest.raises(AnalysisError, match=r"GROUP BY \?t.*changelog.*drop ORDER BY") as info:
+        aggregate_plan(comp, demo.sources)
+    assert info.value.location is not None
