@@ -251,6 +251,8 @@ def _time_keyed_groups(parts, group: list[str]) -> str | None:
             continue
         if any(s.kind == "finite" for s in mq.streams):  # its rows may join an earlier timestamp's, later
             return None
+        if any(upper is None or upper > 0 for _, upper in m.check_windows):  # rules A4, A6: a solution waits for a
+            return None  # window after its timestamp, and comes when that window decides it
         (stream,) = mq.infinite
         found = next((g for i, g in enumerate(group) for a in m.projection[i].times if mq.stream_of_attr(a) == stream),
                      None)

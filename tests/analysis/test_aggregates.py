@@ -166,9 +166,17 @@ def test_refused_with_a_message(sources, sql, words):
      ":ofTurbine ?tu ; :hasOutput ?out } FILTER(?t1 < ?t2) } GROUP BY ?t2", False),
     # grouped by something else than the time
     ("SELECT ?tu (SUM(?out) AS ?s) WHERE { GRAPH ?t { ?p :ofTurbine ?tu ; :hasOutput ?out } } GROUP BY ?tu", False),
+    # a check in a window after the solution's time (rule A4): a solution comes when that window decides it, after
+    # its own timestamp closed, so its group is not final then
+    ("SELECT ?t (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?a :raisedBy ?s } FILTER NOT EXISTS { GRAPH ?t2 { ?m :measuredBy "
+     "?s } FILTER(?t < ?t2 && ?t2 <= ?t + \"PT3M\"^^xsd:dayTimeDuration) } } GROUP BY ?t", False),
+    # one in a window of its past (rule A3) is decided when the solution's timestamp closes: still keyed
+    ("SELECT ?t (COUNT(*) AS ?n) WHERE { GRAPH ?t { ?a :raisedBy ?s } FILTER NOT EXISTS { GRAPH ?t2 { ?m :measuredBy "
+     "?s } FILTER(?t2 < ?t && ?t2 >= ?t - \"PT3M\"^^xsd:dayTimeDuration) } } GROUP BY ?t", True),
 ])
 def test_rule_9_groups_keyed_by_their_own_timestamp(demo, query, keyed):
-    report = analyze_aggregate(demo.compile("PREFIX : <http://example.org/turbine#>\n" + query), demo.sources)
+    report = analyze_aggregate(demo.compile("PREFIX : <http://example.org/turbine#>\nPREFIX xsd: "
+                                            "<http://www.w3.org/2001/XMLSchema#>\n" + query), demo.sources)
     assert report.time_keyed is keyed and (report.verdict == "bounded" if keyed else True), report.to_text()
     assert ("time-keyed groups" in report.to_text()) is keyed
 
