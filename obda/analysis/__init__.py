@@ -45,7 +45,8 @@ def members_of(source: Source, sources: Sources, file: str | None = None) -> lis
     if isinstance(source, Compilation):
         out: list[SpjMember] = []
         for i, (m, views) in enumerate(zip(source.members, member_views(source))):
-            out.extend(extract_select(m.select, i, source.distinct, select_context(sources, views, None, file), m.origin))
+            ctx = select_context(sources, views, None, file)
+            out.extend(extract_select(m.select, i, source.distinct, ctx, m.origin))
         return out
     if isinstance(source, exp.Expression):
         return extract(source, sources, None, file)

@@ -241,10 +241,11 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
 
 
 def _time_keyed_groups(parts, group: list[str]) -> str | None:
-    """Rule 9 (docs/analysis.md): with one stream (infinite; the other relations static), a grouping variable whose value determines that stream's
-    timestamp (``GROUP BY ?t``) keys every group by one timestamp. All of a group's solutions come when that
-    timestamp closes, so its row is final then: the executor writes it and drops the group. Returns why, or
-    None when some part's groups are not so keyed."""
+    """Rule 9 (docs/analysis.md): with one stream (infinite; the other relations static) and no check waiting for a
+    window after the solution's time, a grouping variable whose value determines that stream's timestamp
+    (``GROUP BY ?t``) keys every group by one timestamp. All of a group's solutions come when that timestamp
+    closes, so its row is final then: the executor writes it and drops the group. Returns why, or None when some
+    part's groups are not so keyed."""
     shown = None
     for m, mq in parts:
         if not mq.infinite:

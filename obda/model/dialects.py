@@ -105,7 +105,8 @@ def _timestamp_constant(e: exp.Expression) -> bool:
 
 
 def _sqlite_comparison(node: exp.Expression) -> exp.Expression:
-    if isinstance(node, _COMPARISONS) and any(_shifted(e) or _timestamp_constant(e) for e in (node.this, node.expression)):
+    sides = (node.this, node.expression) if isinstance(node, _COMPARISONS) else ()
+    if any(_shifted(e) or _timestamp_constant(e) for e in sides):
         return type(node)(this=_julian(node.this), expression=_julian(node.expression))
     return node
 

@@ -161,7 +161,8 @@ def _datetime_constant(lit: RDFLiteral, term):
         ok = False
     if not ok:
         raise FilterProblem("xsd:dateTime", f"xsd:dateTime({lit.n3()}): not an xsd:dateTime (write it as "
-                            "2024-01-01T10:00:00, with a fraction of a second or a time zone if needed)", Hint("callee"))
+                            "2024-01-01T10:00:00, with a fraction of a second or a time zone if needed)",
+                            Hint("callee"))
     return term(RDFLiteral(text.strip(), datatype=URIRef(XSD + "dateTime")))
 
 
