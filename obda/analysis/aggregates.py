@@ -259,8 +259,10 @@ def _time_keyed_groups(parts, group: list[str]) -> str | None:
                      None)
         if found is None:
             return None
+        tables = ", ".join(mq.stream(stream).tables)
         shown = shown or f"GROUP BY {found}: every group is the solutions of one timestamp of the one stream " \
-                         f"{stream}, complete when that timestamp closes (its row is written then and never changes)"
+                         f"{stream} ({tables}), complete when that timestamp closes (its row is written then and " \
+                         "never changes)"
     return shown
 
 
@@ -304,7 +306,9 @@ def _judge(members: list[SpjMember], group: list[str], calls: list[tuple[Functio
         return AggregateReport(BOUNDED, "time-keyed groups (docs/analysis.md, Rule 9)", (Condition(
             "time-keyed groups", True, keyed),), char, reduced, reduced_verdict, time_keyed=True,
             memory="the groups of the open timestamps: each is complete when its timestamp closes, its row written "
-                   "then and dropped")
+                   "then and dropped",
+            notes=("the answer table (a row per timestamp) is the changelog's: ORDER BY, --final and GET …/answer, "
+                   "which would order or hold it, are refused",))
     for m, mq in parts:
         cl = mq.closure
         where = f" (member {m.index + 1}, part {mq.part + 1})" if len(parts) > 1 else ""
