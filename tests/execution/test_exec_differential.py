@@ -113,6 +113,11 @@ FUNCTION_CASES = [
          "SECOND AND 0 < m2.d AND m2.d < 5 AND ABS(m1.b - m2.d) * m1.c > 2", "bounded"),
     Case("fn_joined_filter_distinct", f"SELECT DISTINCT m2.d AS d {S_T} WHERE m2.ts < m1.ts AND 0 < m2.d AND m2.d < 5 "
          "AND m1.b * m2.d > 6", "not_shown"),
+    # a time's text (STR(?t) as the unfolder writes it), as a value and DISTINCT: keyed by its own timestamp
+    Case("fn_time_text", "SELECT m1.a AS a, REPLACE(CAST(m1.ts AS VARCHAR), ' ', 'T') AS at FROM s AS m1 WHERE m1.b > 1",
+         "bounded"),
+    Case("fn_time_text_distinct", "SELECT DISTINCT REPLACE(CAST(m1.ts AS VARCHAR), ' ', 'T') AS at FROM s AS m1 "
+         "WHERE m1.b > 1", "bounded"),
 ]
 
 
