@@ -47,9 +47,10 @@ from obda.analysis.sql_reading import _Ctx, parse_sql
 from obda.analysis.plan import max_min_refs
 from obda.analysis.preprocess import preprocess
 from obda.analysis.windows import describe_micros, member_bounds
-from obda.errors import AnalysisError
+from obda.errors import AnalysisError, Location
 from obda.model.query import Aggregate, Var
 from obda.model.sources import Sources
+from obda.query.tokens import words_position
 
 _SQLGLOT = {exp.Count: "count", exp.Sum: "sum", exp.Min: "min", exp.Max: "max", exp.Avg: "avg",
             exp.Median: "median", exp.AnyValue: "sample"}
@@ -71,9 +72,12 @@ def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: s
     if isinstance(source, Compilation):
         agg = source.aggregation
         if report.time_keyed and source.query.order_by:  # nothing for ORDER BY to order (Rule 9)
+            q = source.query
+            line, column = words_position(q.text, "ORDER BY") if q.text else (None, None)
             raise AnalysisError("ORDER BY orders an aggregate query's answer table, and a query grouped by its "
                                 "timestamps (GROUP BY ?t) keeps none: each group's row is written to the changelog, in "
-                                "timestamp order, when its timestamp closes; drop ORDER BY", source.query.location)
+                                "timestamp order, when its timestamp closes; drop ORDER BY",
+                                Location(q.location.file, line, column) if line is not None else q.location)
         where = {v: i for i, v in enumerate(source.query.projection)}
         calls = tuple(PlannedCall(c, FUNCTIONS[c.function], None if c.argument is None else where[c.argument])
                       for c in agg.calls)

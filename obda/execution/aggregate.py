@@ -407,7 +407,7 @@ class Aggregator:
     def time_keyed(self) -> bool:
         """Rule 9 (docs/analysis.md): every group is keyed by its own timestamp (``GROUP BY ?t``, no window), and
         dropped once its row is written."""
-        return bool(getattr(self.plan.report, "time_keyed", False))
+        return self.plan.report.time_keyed
 
     def answer(self) -> list[dict]:
         """The answer now: the row of every group HAVING keeps, in ORDER BY order (else by group), cut by OFFSET

@@ -291,6 +291,13 @@ def triple_roles(ts: TokenStream, start: int, end: int) -> list[tuple[int, str]]
     return roles
 
 
+def words_position(text: str, phrase: str) -> tuple[int | None, int | None]:
+    """(line, column) of the first ``phrase`` (``"ORDER BY"``) in a query's text; (None, None) when it has none.
+    For the errors of later stages, as :func:`binding_position`."""
+    ts = TokenStream(text)
+    return ts.position(ts.find_words(phrase))
+
+
 def binding_position(text: str, name: str) -> tuple[int | None, int | None]:
     """(line, column) where a query binds its answer variable ``name`` with an expression (``AS ?name``, in BIND or
     SELECT), else of its first occurrence; (None, None) when it has none. For the errors of later stages, which
