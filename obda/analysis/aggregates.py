@@ -258,9 +258,8 @@ def _time_keyed_groups(parts, group: list[str]) -> str | None:
             return None
         if any(upper is None or upper > 0 for _, upper in m.check_windows):  # rules A4, A6: a solution waits for a
             return None  # window after its timestamp, and comes when that window decides it
-        (stream,) = mq.infinite
-        found = next((g for i, g in enumerate(group) for a in m.projection[i].times if mq.stream_of_attr(a) == stream),
-                     None)
+        (stream,) = mq.infinite  # so the latest stream
+        found = next((g for i, g in enumerate(group) if mq.determines_latest_time(m.projection[i])), None)
         if found is None:
             return None
         tables = ", ".join(mq.stream(stream).tables)

@@ -85,18 +85,23 @@ class ModifiedQuery:
         """A duplicate-eliminating part with an output column whose value determines the timestamp of the latest
         stream (``?t``, or an IRI its time can be read from): two answers of different timestamps differ, so
         no answer needs remembering once its timestamp has closed."""
-        if not self.distinct or self.latest is None:
+        if not self.distinct:
             return False
         allowed = self.member.time_columns
+        return any(self.determines_latest_time(p) for p in self.member.projection
+                   if allowed is None or p.name in allowed)
+
+    def determines_latest_time(self, p) -> bool:
+        """Whether the projected item ``p`` determines the timestamp of the latest stream (its ``times``, through
+        the occurrences §8.1 removed): answers (or groups, Rule 9) of different timestamps differ in it."""
+        if self.latest is None:
+            return False
         moved = dict(self.removed)
-        for p in self.member.projection:
-            if allowed is not None and p.name not in allowed:
-                continue
-            for a in p.times:
-                while a.alias in moved:
-                    a = Attr(moved[a.alias], a.column)
-                if self.stream_of_attr(a) == self.latest:
-                    return True
+        for a in p.times:
+            while a.alias in moved:
+                a = Attr(moved[a.alias], a.column)
+            if self.stream_of_attr(a) == self.latest:
+                return True
         return False
 
     @cached_property
