@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlglot import exp
 
-from obda.errors import MappingError, RewritingError, UnsupportedConstructError
+from obda.errors import Location, MappingError, RewritingError, UnsupportedConstructError
 from obda.mapping._unfold_assertions import Assertion
 from obda.mapping._unfold_compare import compare_terms, same_kind, term_kind
 from obda.mapping._unfold_instances import _constant_value, _Memo
@@ -29,6 +29,7 @@ from obda.model.mapping import TermType
 from obda.model.query import (CQ, ERROR_PROPAGATING, IRI, NEGATE, XSD, Atom, Call, ClassAtom, Comparison, Literal,
                               Query, Shifted, Term, Var, is_computed)
 from obda.model.sources import ColumnType
+from obda.query.tokens import binding_position, filter_position
 from obda.model.terms import INTEGER
 
 
@@ -172,6 +173,14 @@ def _same_term_leaf(f: Comparison):
 _DOUBLE = {XSD + "double", XSD + "float"}
 
 
+def _located(e: UnsupportedConstructError, query: Query, at: tuple) -> UnsupportedConstructError:
+    """``e`` at a line and column of the query's text when it has none (the functions' errors name the BIND or
+    FILTER, not where it is written)."""
+    if e.location.line is not None or at[0] is None:
+        return e
+    return UnsupportedConstructError(e.construct, e.message, Location(query.location.file, at[0], at[1]))
+
+
 def _bind_value(m: _Member, var: Var, e, label: str | None = None) -> TermValue:
     """The value ``BIND(e AS var)`` gives: the bound term of a variable, or a number computed in SQL (a native
     literal whose datatype follows SPARQL's numeric promotion: integer < decimal < double; ``/`` is decimal).
@@ -256,8 +265,14 @@ def _build(query: Query, branch: int, cq: CQ, steps: tuple[str, ...], choice, me
             if v in m.bound:  # a value the branch's variable must equal (a variable predicate's): no solution
                 raise
             m.errors[v] = str(why)
+        except UnsupportedConstructError as e:  # located where the query binds the variable (``AS ?v``)
+            raise _located(e, query, binding_position(query.text, v.name) if query.text else (None, None)) from None
     for f in cq.filters:
-        _filter(m, f, cq)
+        try:
+            _filter(m, f, cq)
+        except UnsupportedConstructError as e:  # located at the FILTER (at the function it calls, if one)
+            where = filter_position(query.text, (v.name for v in f.variables), e.construct) if query.text else None
+            raise _located(e, query, where or (None, None)) from None
     for c in cq.checks:
         cond = checks.condition(c, m.bound)
         if cond is not None:

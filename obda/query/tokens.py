@@ -298,6 +298,25 @@ def words_position(text: str, phrase: str) -> tuple[int | None, int | None]:
     return ts.position(ts.find_words(phrase))
 
 
+def filter_position(text: str, names: Iterable[str], word: str | None = None) -> tuple[int | None, int | None]:
+    """(line, column) of the FILTER that reads every variable of ``names``: the first that calls the function
+    ``word`` (``STR``), at that call, else the first at FILTER; (None, None) when the query has no such FILTER.
+    For the errors of later stages, as :func:`binding_position`."""
+    ts = TokenStream(text)
+    wanted = set(names)
+    readers: list[tuple[int, int]] = []  # (FILTER, end of its clause)
+    i = ts.find_word("FILTER")
+    while i is not None:
+        opening = ts.find_punct(("(", "{"), i + 1)
+        end = (ts.matching(opening) if opening is not None else len(ts) - 1) + 1
+        if wanted <= {t.var_name for t in ts.tokens[i:end] if t.var_name}:
+            readers.append((i, end))
+        i = ts.find_word("FILTER", i + 1)
+    calls = [ts.find_word(word, i, end) for i, end in readers] if word and word.isidentifier() else []
+    at = next((c for c in calls if c is not None), readers[0][0] if readers else None)
+    return ts.position(at)
+
+
 def binding_position(text: str, name: str) -> tuple[int | None, int | None]:
     """(line, column) where a query binds its answer variable ``name`` with an expression (``AS ?name``, in BIND or
     SELECT), else of its first occurrence; (None, None) when it has none. For the errors of later stages, which
