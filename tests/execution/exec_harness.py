@@ -72,6 +72,7 @@ class Case:
 
 S_T = "FROM s AS m1, t AS m2"
 S_T_U = "FROM s AS m1, t AS m2, u AS m3"
+_AB = "AND 0 < m1.a AND m1.a < 5 AND 0 < m1.b AND m1.b < 5"
 
 CASES = [
     Case("row1_bag", f"SELECT m1.a AS a {S_T} WHERE m2.ts < m1.ts", "bounded", 1),
@@ -83,6 +84,18 @@ CASES = [
     Case("row8_set", f"SELECT DISTINCT m1.a AS a {S_T} WHERE m1.ts < {CUTOFF} AND m1.b = m2.d", "bounded", None),
     Case("row9_set", f"SELECT DISTINCT m3.f AS f {S_T_U} WHERE m3.ts < m2.ts AND m2.ts < m1.ts AND 0 < m3.f AND m3.f < 5", "bounded", 12),
     Case("row10_set", f"SELECT DISTINCT m1.b AS b {S_T_U} WHERE m3.ts < m1.ts AND m3.ts < m2.ts AND 0 < m1.b AND m1.b < 5", "bounded", 10),
+    # issue 27: a disjunction over two FROM entries (SQL input): one member per disjunct, as the analysis reads it
+    # (forest.disjunctions), not a filter on the joined row; a bag's members disjoint (a = b = d in both)
+    Case("cross_or_bag", f"SELECT m1.a AS a {S_T} WHERE m2.ts < m1.ts AND (m1.a = m2.d OR m1.b = m2.d) {_AB}",
+         "bounded", 8),
+    Case("cross_or_set", f"SELECT DISTINCT m1.a AS a {S_T} WHERE m2.ts < m1.ts AND (m1.a = m2.d OR m1.a = m2.e) AND "
+         "0 < m1.a AND m1.a < 5", "bounded", 12),
+    Case("cross_in_bag", f"SELECT m1.a AS a, m2.e AS e {S_T} WHERE m1.ts = m2.ts AND m2.d IN (m1.a, m1.b)", "bounded",
+         0),
+    Case("cross_not_and_bag", f"SELECT m1.a AS a {S_T} WHERE m2.ts < m1.ts AND NOT (m1.a <> m2.d AND m1.b <> m2.d) "
+         f"{_AB}", "bounded", 8),
+    Case("cross_or_times_bag", f"SELECT m1.a AS a {S_T} WHERE (m2.ts < m1.ts AND m1.a = m2.d OR m2.ts = m1.ts AND "
+         f"m1.b = m2.d) {_AB}", "bounded", 4),
     Case("single_stream_bag", "SELECT m1.a AS a, m1.b AS b FROM s AS m1 WHERE m1.c > 2", "bounded", 0),
     Case(
         "static_join_bag",

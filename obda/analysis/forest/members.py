@@ -17,6 +17,7 @@ from sqlglot.optimizer.simplify import simplify
 
 from obda.analysis import computed
 from obda.analysis.elements import TIMESTAMP_SPLITS, Attr as EAttr
+from obda.analysis.forest import disjunctions
 from obda.analysis.forest.checks import OutputCheck
 from obda.analysis.forest.constants import constant_value, unparen
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
@@ -71,9 +72,10 @@ def members_of(source, sources: Sources, dialect: str | None = None,
     for origin, sel in enumerate(selects):
         read = (readings or {}).get(origin)
         read = read if read is not None and read.sel is sel else None
-        for m in _expand_members(_parse_member(sel, sources, origin, views[origin] if views else {}, locate, text,
-                                               read)):
-            members.append(replace(m, index=len(members), terms=terms[origin]))
+        for parsed in _parse_members(sel, sources, origin, views[origin] if views else {}, locate, text, read,
+                                     distinct):
+            for m in _expand_members(parsed):
+                members.append(replace(m, index=len(members), terms=terms[origin]))
     return tuple(members), distinct, columns
 
 
@@ -107,8 +109,9 @@ def _binding_locator(query):
     return locate
 
 
-def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None,
-                  text: str | None = None, reading: SelectReading | None = None) -> Member:
+def _parse_members(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None,
+                   text: str | None = None, reading: SelectReading | None = None,
+                   distinct: bool = False) -> list[Member]:
     # FROM entries and columns: the analysis's reading (sql_reading.SelectReading), errors located in ``text``
     reading = reading or SelectReading(sel, select_context(sources, views, text))
     conds = [c for on in reading.entries() for c in conjuncts(on)]
@@ -127,108 +130,120 @@ def _parse_member(sel: exp.Select, sources: Sources, index: int, views: dict | N
     def unq(e: exp.Expression) -> exp.Expression:
         return _unqualify(e, resolve, is_ts)
 
-    local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
-    joined_checks: list[tuple] = []  # tested on answers: (terms, negated, query, timed, window)
-    joined: list[exp.Expression] = []  # conditions of several entries that do not separate (Rule 8)
-    cross: list[CrossPred] = []
-    exprs: list[tuple[Attr, exp.Expression]] = []
-    unsat = False
+    def member(conds: list[exp.Expression]) -> Member:
+        local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
+        joined_checks: list[tuple] = []  # tested on answers: (terms, negated, query, timed, window)
+        joined: list[exp.Expression] = []  # conditions of several entries that do not separate (Rule 8)
+        cross: list[CrossPred] = []
+        exprs: list[tuple[Attr, exp.Expression]] = []
+        unsat = False
 
-    def side(e: exp.Expression) -> Attr | None:
-        """A comparison operand as an attribute: a column, or an expression over one alias (computed per row)."""
-        if isinstance(e, exp.Column):
-            return resolve(e)
-        owners = {resolve(col)[0] for col in e.find_all(exp.Column)}
-        if len(owners) != 1:
-            return None
-        attr = (owners.pop(), f"#p{len(exprs)}")
-        exprs.append((attr, unq(e)))
-        return attr
+        def side(e: exp.Expression) -> Attr | None:
+            """A comparison operand as an attribute: a column, or an expression over one alias (computed per row)."""
+            if isinstance(e, exp.Column):
+                return resolve(e)
+            owners = {resolve(col)[0] for col in e.find_all(exp.Column)}
+            if len(owners) != 1:
+                return None
+            attr = (owners.pop(), f"#p{len(exprs)}")
+            exprs.append((attr, unq(e)))
+            return attr
 
-    for c in conds:
-        check = key_check(c)
-        if check is not None:  # [NOT] (…) IN (static answers): per row, on the one FROM entry its terms read
-            terms = check_terms(check)
-            owners = {resolve(col)[0] for col in terms.find_all(exp.Column)} if terms is not None else set()
-            if not owners and aliases:  # [NOT] EXISTS: the same for every row; tested on the first entry's
-                owners = {next(iter(aliases))}
-            timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
-            w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3), compared
-            if len(owners) != 1 or timed or w is not None:  # on the joined answer (no owner: a member of
-                # constants), its terms hidden items
-                parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
-                joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
-                                      check_query(check), timed,
-                                      (w.lower, w.lower_strict, w.upper, w.upper_strict) if w and w.windowed else None,
-                                      tuple(op for _, op in w.compares) if w else ()))
+        for c in conds:
+            check = key_check(c)
+            if check is not None:  # [NOT] (…) IN (static answers): per row, on the one FROM entry its terms read
+                terms = check_terms(check)
+                owners = {resolve(col)[0] for col in terms.find_all(exp.Column)} if terms is not None else set()
+                if not owners and aliases:  # [NOT] EXISTS: the same for every row; tested on the first entry's
+                    owners = {next(iter(aliases))}
+                timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
+                w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3), compared
+                if len(owners) != 1 or timed or w is not None:  # on the joined answer (no owner: a member of
+                    # constants), its terms hidden items
+                    parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
+                    joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
+                                          check_query(check), timed,
+                                          (w.lower, w.lower_strict, w.upper, w.upper_strict) if w and w.windowed else None,
+                                          tuple(op for _, op in w.compares) if w else ()))
+                    continue
+                local[owners.pop()].append(_unqualify(c, resolve, is_ts))
                 continue
-            local[owners.pop()].append(_unqualify(c, resolve, is_ts))
-            continue
-        cols = list(c.find_all(exp.Column))
-        owners = {resolve(col)[0] for col in cols}
-        if not owners:
-            s = simplify(c.copy())
-            if isinstance(s, exp.Boolean) and not s.this:
-                unsat = True
-            elif not (isinstance(s, exp.Boolean) and s.this):
-                raise ExecutionError(f"cannot decide the constant condition {c.sql()!r}")
-            continue
-        if len(owners) == 1:
-            local[owners.pop()].append(unq(c))
-            continue
-        interval = _interval(c, resolve, aliases)
-        if interval:
-            cross.extend(interval)
-            continue
-        u = unparen(c)
-        op = CMP.get(type(u))
-        sep = computed.separate(u.this, u.expression, lambda col: resolve(col)[0]) if op else None  # Rule 6
-        lhs, rhs = (side(unparen(sep[0])), side(unparen(sep[1]))) if sep else (None, None)
-        if lhs is None or rhs is None:  # Rule 8: tested on the joined row, a hidden boolean item
-            joined.append(c)
-            continue
-        cross.append(CrossPred(lhs, op, rhs))
+            cols = list(c.find_all(exp.Column))
+            owners = {resolve(col)[0] for col in cols}
+            if not owners:
+                s = simplify(c.copy())
+                if isinstance(s, exp.Boolean) and not s.this:
+                    unsat = True
+                elif not (isinstance(s, exp.Boolean) and s.this):
+                    raise ExecutionError(f"cannot decide the constant condition {c.sql()!r}")
+                continue
+            if len(owners) == 1:
+                local[owners.pop()].append(unq(c))
+                continue
+            interval = _interval(c, resolve, aliases)
+            if interval:
+                cross.extend(interval)
+                continue
+            u = unparen(c)
+            op = CMP.get(type(u))
+            sep = computed.separate(u.this, u.expression, lambda col: resolve(col)[0]) if op else None  # Rule 6
+            lhs, rhs = (side(unparen(sep[0])), side(unparen(sep[1]))) if sep else (None, None)
+            if lhs is None or rhs is None:  # Rule 8: tested on the joined row, a hidden boolean item
+                joined.append(c)
+                continue
+            cross.append(CrossPred(lhs, op, rhs))
 
-    types = {EAttr(a, c.name): c.type for a, t in aliases.items() for c in t.columns}
+        types = {EAttr(a, c.name): c.type for a, t in aliases.items() for c in t.columns}
 
-    def stream_ts(a: EAttr) -> bool:
-        t = aliases[a.alias]
-        copies = view_timestamp_keys(used_views[a.alias], sources) if a.alias in used_views else ()
-        return t.is_stream and t.timestamp is not None and (t.timestamp.lower() == a.column.lower() or a.column in copies)
+        def stream_ts(a: EAttr) -> bool:
+            t = aliases[a.alias]
+            copies = view_timestamp_keys(used_views[a.alias], sources) if a.alias in used_views else ()
+            return t.is_stream and t.timestamp is not None and (t.timestamp.lower() == a.column.lower() or a.column in copies)
 
-    # a value of constants the SQL computes (a function's, STRLEN("abc")): computed per row of one FROM entry,
-    # a static table's where there is one (a stream's attribute of the answer would count against its verdict)
-    host = next((a for a, t in aliases.items() if not t.is_stream), next(iter(aliases), None))
-    items: list[OutItem] = []
-    for e in sel.expressions:
-        name = _item_name(e)
-        body = unparen(e.this if isinstance(e, exp.Alias) else e)
-        times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
-        items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts, host, locate), times=times))
-    checks: list[OutputCheck] = []
-    for k, (terms_of, negated, query, timed, window, compares) in enumerate(joined_checks):
-        start = len(items)
-        items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=tuple(
-            (a.alias, a.column) for a in determined_times(t, lambda c: EAttr(*resolve(c)), types, stream_ts)))
-            for i, t in enumerate(terms_of))
-        checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
-                                  window=window, compares=compares))
-    filters = tuple(range(len(items), len(items) + len(joined)))
-    items.extend(_joined_item(f"#filter{k}", c, resolve, is_ts) for k, c in enumerate(joined))
-    return Member(
-        index=index,
-        aliases=tuple(aliases.items()),
-        local=tuple((a, tuple(cs)) for a, cs in local.items()),
-        cross=tuple(cross),
-        items=tuple(items),
-        exprs=tuple(exprs),
-        unsatisfiable=unsat,
-        sql=sel.sql(dialect="spark"),
-        origin=index,
-        views=tuple(used_views.items()),
-        checks=tuple(checks),
-        filters=filters,
-    )
+        # a value of constants the SQL computes (a function's, STRLEN("abc")): computed per row of one FROM entry,
+        # a static table's where there is one (a stream's attribute of the answer would count against its verdict)
+        host = next((a for a, t in aliases.items() if not t.is_stream), next(iter(aliases), None))
+        items: list[OutItem] = []
+        for e in sel.expressions:
+            name = _item_name(e)
+            body = unparen(e.this if isinstance(e, exp.Alias) else e)
+            times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
+            items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts, host, locate), times=times))
+        checks: list[OutputCheck] = []
+        for k, (terms_of, negated, query, timed, window, compares) in enumerate(joined_checks):
+            start = len(items)
+            items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=tuple(
+                (a.alias, a.column) for a in determined_times(t, lambda c: EAttr(*resolve(c)), types, stream_ts)))
+                for i, t in enumerate(terms_of))
+            checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
+                                      window=window, compares=compares))
+        filters = tuple(range(len(items), len(items) + len(joined)))
+        items.extend(_joined_item(f"#filter{k}", c, resolve, is_ts) for k, c in enumerate(joined))
+        return Member(
+            index=index,
+            aliases=tuple(aliases.items()),
+            local=tuple((a, tuple(cs)) for a, cs in local.items()),
+            cross=tuple(cross),
+            items=tuple(items),
+            exprs=tuple(exprs),
+            unsatisfiable=unsat,
+            sql=sel.sql(dialect="spark"),
+            origin=index,
+            views=tuple(used_views.items()),
+            checks=tuple(checks),
+            filters=filters,
+        )
+
+    def owners(e: exp.Expression) -> set:
+        return {resolve(col)[0] for col in e.find_all(exp.Column)}
+
+    def never_null(col: exp.Column) -> bool:  # a stream's timestamp (a row without one is refused when read)
+        a, c = resolve(col)
+        return aliases[a].is_stream and (aliases[a].timestamp or "").lower() == c.lower()
+
+    # a disjunction over several FROM entries: one member per disjunct, as the analysis's normal form has them
+    return [member(cs) for cs in disjunctions.split(conds, owners, distinct or bool(sel.args.get("distinct")),
+                                                    never_null)]
 
 
 def _interval(c: exp.Expression, resolve, aliases: dict[str, Table]) -> list[CrossPred]:
