@@ -16,7 +16,7 @@ the front door: the members of a source, :func:`analyze`, :func:`analyze_query`.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Union
+from typing import Sequence, Union
 
 from sqlglot import exp
 
@@ -56,13 +56,15 @@ def members_of(source: Source, sources: Sources, file: str | None = None) -> lis
 
 
 def analyze(source: Source, sources: Sources | None = None, *, checker: str = "polynomial",
-            file: str | None = None) -> AnalysisReport:
+            file: str | None = None, members: Sequence[SpjMember] = ()) -> AnalysisReport:
     """Bounded-memory verdict, explanation and synopsis plan of a query (spec §5–§6).
 
     ``source``: SQL text (a UNION [ALL] of SPJ SELECTs), a sqlglot expression
     or a :class:`~obda.model.compilation.Compilation`.  ``sources``: the
     catalog saying which tables are streams.  ``checker``: ``polynomial``
     (default) or ``naive`` (enumerates LTO queries; exponential, for tests).
+    ``members``: the normal-form members of ``source`` when the caller read them already (an aggregate's
+    characteristic query, :attr:`AggregateReport.members`): not read again.
     Raises :class:`~obda.errors.AnalysisError` for malformed SQL or SQL outside
     the analysable class.
     """
@@ -73,7 +75,8 @@ def analyze(source: Source, sources: Sources | None = None, *, checker: str = "p
     text = None
     if isinstance(source, str):  # the --sql front end: parsed once, for the criteria and the forest
         text, source = source, parse_sql(source, file)
-    members = members_of(source, sources, file) if text is None else extract(source, sources, text, file)
+    if not members:
+        members = members_of(source, sources, file) if text is None else extract(source, sources, text, file)
     notes: list[str] = []
     if isinstance(source, Compilation) and not source.members:
         notes.append("every member of the unfolded query was removed (unsatisfiable or duplicate): the answer is empty")

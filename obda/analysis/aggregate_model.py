@@ -69,6 +69,9 @@ class AggregateReport:
     memory: str = ""  # what the state holds when bounded: constant per group, or per window
     window: str | None = None  # the query's window (NOW()), if any
     time_keyed: bool = False  # Rule 9: every group is keyed by its timestamp; dropped when the timestamp closes
+    # the normal-form members of the characteristic query Q' as read for this verdict (a SPARQL aggregate's), which
+    # the plan's analysis of Q' reuses (obda.analysis.execution_plan): Q' is read once
+    members: tuple = field(default=(), compare=False, repr=False)
 
     def to_dict(self) -> dict:
         return {

@@ -221,7 +221,8 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     agg = comp.aggregation
     calls = [(FUNCTIONS[c.function], c) for c in agg.calls]
     distinct = all(not f.duplicate_sensitive for f, _ in calls)
-    members = [replace(m, distinct=distinct) for m in members_of(comp, sources, file)]
+    read = members_of(comp, sources, file)
+    members = [replace(m, distinct=distinct) for m in read]
     k = len(agg.group_by)
     where = {v: i for i, v in enumerate(comp.query.projection)}
     specs = [(f, None if c.argument is None else where[c.argument], str(c)) for f, c in calls]
@@ -232,6 +233,7 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     reduced_text = f"{proj}[{', '.join(map(str, agg.group_by))}] of the WHERE clause"
     report = _judge(members, [str(g) for g in agg.group_by], specs, reduced_verdict, char_text, reduced_text,
                     time_keyed=comp.query.window is None)
+    report = replace(report, members=tuple(read))
     widths = [member_bounds(m) for m in members if m.differences]
     if report.verdict == BOUNDED and widths and all(b.windowed for b in widths):
         width = describe_micros(max(b.width for b in widths))

@@ -78,10 +78,11 @@ def plan_execution(query, sources: Sources, report=None, dialect: str = "spark")
     table = isinstance(query, Compilation) and query.aggregation is None  # the answers of static data: a table
     order_by = query.query.order_by if table else ()
     cut = (query.query.limit, query.query.offset) if table else (None, 0)
-    if aggregate is not None:  # the executor runs Q' and aggregates its answers
-        query, report = aggregate.characteristic, None
+    read = ()
+    if aggregate is not None:  # the executor runs Q' and aggregates its answers; Q' as the aggregate's verdict read it
+        query, report, read = aggregate.characteristic, None, aggregate.report.members
     if report is None:
-        report = _analyse(query, sources)
+        report = _analyse(query, sources, read)
     if isinstance(report, AnalysisReport) and report.forest is not None:
         forest = report.forest  # the analysis's forest: the one plan, run as it is
     elif isinstance(report, AnalysisReport) and report.forest_error is not None:
@@ -118,12 +119,13 @@ def member_verdicts(report, forest: Forest) -> list[str]:
     return [per_select[m.member.origin] for m in forest.members]
 
 
-def _analyse(query, sources: Sources):
-    """The bounded-memory report of ``query``, or None when the analyser rejects it."""
+def _analyse(query, sources: Sources, members=()):
+    """The bounded-memory report of ``query`` (``members``: its normal form, when read already), or None when the
+    analyser rejects it."""
     from obda.analysis import analyze
 
     try:
-        return analyze(query, sources)
+        return analyze(query, sources, members=members)
     except ObdaError as e:
         log.warning("bounded-memory analysis failed: %s", e)
         return None

@@ -51,3 +51,15 @@ def test_a_compilation_is_read_once(reads, demo):
     parts = [p for m in report.members for p in m.parts]
     assert {"<", "="} <= {c.split()[1] for p in parts for c in p.choices}
     assert {p.op for mf in report.forest.members for p in mf.member.cross if p.op in ("<", "=", "<=")} == {"<", "="}
+
+
+def test_an_aggregate_s_characteristic_query_is_read_once_for_its_verdict_and_its_plan(reads, demo):
+    """The aggregate verdict (Arasu §8.2) reads Q''s members; the plan's analysis of Q' (its SPJ verdict and forest)
+    reuses them (AggregateReport.members): before, Q' was read a second time."""
+    from obda.analysis import plan_execution
+
+    comp = demo.compile("PREFIX : <http://example.org/turbine#>\nSELECT ?s (MAX(?v) AS ?top) WHERE { GRAPH ?t { "
+                        "?m :measuredBy ?s ; :hasValue ?v } FILTER(?v > 90) } GROUP BY ?s")
+    plan = plan_execution(comp, demo.sources)
+    assert plan.aggregate is not None and plan.report.forest is not None
+    assert len(reads) == len(comp.members) and set(reads.values()) == {1}, reads
