@@ -14,7 +14,7 @@ from obda.mapping._unfold_ir import Expr
 from obda.mapping._unfold_text import IsoText
 from obda.mapping._unfold_terms import Unsat, category
 from obda.mapping.function_types import BOOLEAN, DATETIME, DOUBLE, STRING, Value, lang, light, sql
-from obda.model.query import XSD, Call
+from obda.model.query import XSD, Call, short_iri
 
 # the lexical forms a cast from a string reads (XML Schema's, without the spaces its whitespace facet drops)
 _INTEGER_TEXT = r"^[+-]?[0-9]+$"
@@ -88,8 +88,8 @@ def cast(c: Call, value: Value, label: str) -> tuple[Expr, str]:
                                         "(SQL engines read dateTime text with time zones differently); map the column "
                                         "as a timestamp, or cast a constant (xsd:dateTime(\"2024-01-01T10:00:00\"))")
     if numeric or dt == STRING or dt == BOOLEAN:  # a cast XPath allows, whose result obda does not compute
-        raise UnsupportedConstructError(c.name, f"{what}: casting a {dt} value to {target} is not supported (the "
-                                        "lexical form or the precision it gives differs between SQL engines); "
-                                        "integer, decimal, double, float, boolean and string casts of numbers, "
-                                        "booleans and strings are")
-    raise Unsat(f"{what}: a {dt} value cannot be cast to {target} (a type error)")
+        raise UnsupportedConstructError(c.name, f"{what}: casting an {short_iri(dt)} value to {short_iri(target)} is "
+                                        "not supported (the lexical form or the precision it gives differs between "
+                                        "SQL engines); integer, decimal, double, float, boolean and string casts of "
+                                        "numbers, booleans and strings are")
+    raise Unsat(f"{what}: an {short_iri(dt)} value cannot be cast to {short_iri(target)} (a type error)")

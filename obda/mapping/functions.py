@@ -49,7 +49,7 @@ from obda.mapping.function_types import BOOLEAN as _BOOLEAN, DATETIME as _DATETI
 from obda.mapping.function_types import STRING as _STRING, Value, lang as _lang, light as _light, sql as _sql
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.mapping import TermType
-from obda.model.query import CASTS, XSD, Arithmetic, Call, Term
+from obda.model.query import CASTS, XSD, Arithmetic, Call, Term, short_iri
 from obda.model.sources import ColumnType
 from obda.query.unbound import ERROR
 
@@ -115,8 +115,8 @@ def _value(e, term, label: str) -> tuple[Expr, str]:
     if cat == "datetime" and tv.native:
         return tv.parts[0].val.expr, _DATETIME  # type: ignore[union-attr]
     raise UnsupportedConstructError(
-        "function argument", f"{label}: {e} is a literal of datatype {tv.datatype}; obda computes with strings, "
-        "numbers and booleans (functions of time values are not supported yet)")
+        "function argument", f"{label}: {e} is a literal of datatype {short_iri(tv.datatype)}; obda computes with "
+        "strings, numbers and booleans (functions of time values are not supported yet)")
 
 
 def _literal_sql(tv: TermValue, label: str) -> Expr:
@@ -125,8 +125,8 @@ def _literal_sql(tv: TermValue, label: str) -> Expr:
     if tv.is_constant:
         return _light(literal_sql(tv.text, _STRING if tv.language else tv.datatype))
     if category(tv.datatype) != "string":
-        raise UnsupportedConstructError("function argument", f"{label}: a {tv.datatype} literal built from a "
-                                        "template cannot be computed with; map it from one typed column")
+        raise UnsupportedConstructError("function argument", f"{label}: a {short_iri(tv.datatype)} literal built "
+                                        "from a template cannot be computed with; map it from one typed column")
     return concat_sql(tv)
 
 
@@ -193,9 +193,9 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         if dt == _DATETIME:  # a timestamp's canonical lexical form, as obda writes the value itself
             return IsoText(sql), _STRING
         if category(dt) == "numeric":
-            raise UnsupportedConstructError("STR", f"{label}: STR of a {dt} value is not supported (its lexical "
-                                            "form differs between SQL engines); STR of IRIs, strings, integers, "
-                                            "booleans and dateTimes is")
+            raise UnsupportedConstructError("STR", f"{label}: STR of an {short_iri(dt)} value is not supported (its "
+                                            "lexical form differs between SQL engines); STR of IRIs, strings, "
+                                            "integers, booleans and dateTimes is")
         raise Unsat(f"{label}: STR of {c.args[0]} is a type error")
     if fn in ("LCASE", "UCASE"):  # the argument's kind (its language tag) is kept
         text, dt = _text(c.args[0], term, label, fn)
@@ -375,5 +375,6 @@ def _unify(dts: list[str], c: Call, label: str) -> str:
         raise UnsupportedConstructError(c.name, f"{label}: {c} may give an IRI, and a value obda computes is a "
                                         "literal; give it the IRI's text (STR(?x)), or bind the IRI with OPTIONAL / "
                                         "UNION")
-    raise UnsupportedConstructError(c.name, f"{label}: {c} gives values of different types ({', '.join(dts)}); obda "
-                                    "types every value statically: give its branches / arguments one type")
+    raise UnsupportedConstructError(c.name, f"{label}: {c} gives values of different types "
+                                    f"({', '.join(map(short_iri, dts))}); obda types every value statically: give its "
+                                    "branches / arguments one type")

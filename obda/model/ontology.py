@@ -36,9 +36,9 @@ class Role:
         return Role(self.prop, not self.inverse)
 
     def __str__(self) -> str:
-        from obda.model.query import _short
+        from obda.model.query import short_iri
 
-        return _short(self.prop) + ("⁻" if self.inverse else "")
+        return short_iri(self.prop) + ("⁻" if self.inverse else "")
 
 
 @dataclass(frozen=True, order=True)
@@ -46,9 +46,9 @@ class AtomicConcept:
     iri: str
 
     def __str__(self) -> str:
-        from obda.model.query import _short
+        from obda.model.query import short_iri
 
-        return _short(self.iri)
+        return short_iri(self.iri)
 
 
 @dataclass(frozen=True, order=True)
@@ -59,9 +59,9 @@ class Exists:
     filler: str | None = None
 
     def __str__(self) -> str:
-        from obda.model.query import _short
+        from obda.model.query import short_iri
 
-        return f"∃{self.role}" + (f".{_short(self.filler)}" if self.filler else "")
+        return f"∃{self.role}" + (f".{short_iri(self.filler)}" if self.filler else "")
 
 
 BasicConcept = Union[AtomicConcept, Exists]  # Exists with filler None only on the left

@@ -44,7 +44,7 @@ class ClassAtom:
         return self.cls
 
     def __str__(self) -> str:
-        s = f"{_short(self.cls)}({self.term})"
+        s = f"{short_iri(self.cls)}({self.term})"
         return s + (f"@{self.time}" if self.time else "")
 
 
@@ -66,7 +66,7 @@ class PropertyAtom:
         return self.prop
 
     def __str__(self) -> str:
-        s = f"{_short(self.prop)}({self.subject}, {self.object})"
+        s = f"{short_iri(self.prop)}({self.subject}, {self.object})"
         return s + (f"@{self.time}" if self.time else "")
 
 
@@ -423,7 +423,7 @@ _SHORT = {
 }
 
 
-def _short(iri: str) -> str:
+def short_iri(iri: str) -> str:
     for ns, p in _SHORT.items():
         if iri.startswith(ns):
             return p + iri[len(ns):]
