@@ -14,7 +14,8 @@ from dataclasses import replace
 from sqlglot import exp
 
 from obda.analysis.forest.draft import Draft
-from obda.analysis.forest.members import CMP, unparen
+from obda.analysis.forest.constants import unparen
+from obda.analysis.forest.member_conditions import CMP
 from obda.analysis.forest.model import FLIP, Member
 
 

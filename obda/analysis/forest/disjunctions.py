@@ -9,8 +9,8 @@ disjunct's comparisons are joins (synopsis keys, expiry), not a filter on the jo
 
 For a bag the members are made disjoint, exactly, in SQL's three-valued logic: member ``k`` holds ``D_k`` and,
 for every earlier disjunct ``D_j = a_1 ∧ … ∧ a_n``, one of the exclusive ways for ``D_j`` not to be true:
-``¬⁺a_1``, ``a_1 ∧ ¬⁺a_2``, …, ``a_1 ∧ … ∧ a_{n-1} ∧ ¬⁺a_n``, where ``¬⁺a`` ("``a`` is not true") is the
-negated comparison when its columns are never NULL (stream timestamps), else ``NOT COALESCE(a, FALSE)``. A
+``¬⁺a_1``, ``a_1 ∧ ¬⁺a_2``, …, ``a_1 ∧ … ∧ a_{n-1} ∧ ¬⁺a_n``, where ``¬⁺a`` ("``a`` is not true") is
+the negated comparison when its columns are never NULL (stream timestamps), else ``NOT COALESCE(a, FALSE)``. A
 joined row is then in exactly one member, and a row where an earlier disjunct is unknown (NULL) still counts
 once. For a set (DISTINCT) the members are the disjuncts; the union removes duplicates.
 """
@@ -23,14 +23,13 @@ from typing import Callable
 from sqlglot import exp
 
 from obda.analysis.forest.constants import unparen
+from obda.analysis.forest.member_conditions import CMP
 from obda.analysis.sql_reading import conjuncts, key_check
 from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.query import NEGATE
 
 #: at most this many members per SELECT; beyond, the disjunction stays whole (a filter on the joined row, Rule 8)
 MAX_MEMBERS = 256
-
-_CMP = {cls: op for op, cls in COMPARISON_CLASSES.items()}
 
 
 def split(conds: list[exp.Expression], owners: Callable[[exp.Expression], set], distinct: bool,
@@ -77,7 +76,7 @@ def _disjuncts(c: exp.Expression, owners) -> list[exp.Expression] | None:
 def _negated(a: exp.Expression) -> exp.Expression:
     """``NOT a``, a comparison's negation its opposite comparison (the same in three-valued logic)."""
     u = unparen(a)
-    op = _CMP.get(type(u))
+    op = CMP.get(type(u))
     if op is not None:
         return COMPARISON_CLASSES[NEGATE[op]](this=u.this.copy(), expression=u.expression.copy())
     return exp.Not(this=exp.paren(u.copy(), copy=False))
@@ -90,7 +89,7 @@ def _not_true_ways(atoms: list[exp.Expression], never_null) -> list[list[exp.Exp
 
 def _not_true(a: exp.Expression, never_null) -> exp.Expression:
     u = unparen(a)
-    op = _CMP.get(type(u))
+    op = CMP.get(type(u))
     cols = list(u.find_all(exp.Column))
     if op is not None and cols and all(never_null(col) for col in cols):
         return _negated(u)

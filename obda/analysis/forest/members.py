@@ -1,11 +1,11 @@
 """Executable members: the unfolder's SELECT trees (and per-atom views) as typed :class:`Member` objects.
 
-The one place where the executable structure of a member is read: FROM
-aliases (source tables or per-atom views), conditions on one alias (run per
-row), comparisons between two aliases (run on synopses; an operand may be an
-expression over one alias, computed per row), output items (attributes,
-constants, CONCAT templates).  A ``≤`` / ``≥`` / ``≠`` between two stream
-timestamps splits the member into disjoint ``<`` / ``=`` members.
+The one place where the executable structure of a member is built, from the analysis's reading of its SELECT:
+FROM aliases (source tables or per-atom views), its conditions where they are tested
+(:mod:`obda.analysis.forest.member_conditions`), output items (attributes, constants, CONCAT templates, values
+of the joined row).  A disjunction over several FROM entries splits the SELECT into one member per disjunct
+(:mod:`obda.analysis.forest.disjunctions`), and a ``≤`` / ``≥`` / ``≠`` between two stream timestamps into
+disjoint ``<`` / ``=`` members, as the analysis splits them.
 """
 
 from __future__ import annotations
@@ -13,36 +13,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from sqlglot import exp
-from sqlglot.optimizer.simplify import simplify
 
-from obda.analysis import computed
 from obda.analysis.elements import TIMESTAMP_SPLITS, Attr as EAttr
 from obda.analysis.forest import disjunctions
 from obda.analysis.forest.checks import OutputCheck
 from obda.analysis.forest.constants import constant_value, unparen
+from obda.analysis.forest.member_conditions import CMP, SelectContext, classify
 from obda.analysis.forest.model import Attr, CrossPred, Member, OutItem
-from obda.analysis.sql_reading import (
-    SelectReading,
-    check_query,
-    check_terms,
-    conjuncts,
-    key_check,
-    member_views,
-    parse_sql,
-    reads_stream,
-    select_context,
-    transform_outside_checks,
-    window_check,
-)
+from obda.analysis.sql_reading import SelectReading, conjuncts, member_views, parse_sql, select_context
 from obda.analysis.terms import determined_times, view_timestamp_keys
-from obda.analysis.windows import implied_order, interval_comparison
 from obda.errors import ExecutionError, Location
 from obda.model.compilation import Compilation
-from obda.model.dialects import COMPARISON_CLASSES
 from obda.model.sources import ColumnType, Sources, Table
 from obda.query.tokens import binding_position
-
-CMP = {cls: op for op, cls in COMPARISON_CLASSES.items()}
 
 
 def members_of(source, sources: Sources, dialect: str | None = None,
@@ -112,192 +95,65 @@ def _binding_locator(query):
 def _parse_members(sel: exp.Select, sources: Sources, index: int, views: dict | None = None, locate=None,
                    text: str | None = None, reading: SelectReading | None = None,
                    distinct: bool = False) -> list[Member]:
+    """A SELECT's executable members: one per disjunct of a disjunction over several FROM entries, as the
+    analysis's normal form has them (:mod:`obda.analysis.forest.disjunctions`), else one."""
     # FROM entries and columns: the analysis's reading (sql_reading.SelectReading), errors located in ``text``
     reading = reading or SelectReading(sel, select_context(sources, views, text))
-    conds = [c for on in reading.entries() for c in conjuncts(on)]
-    aliases: dict[str, Table] = {r.alias: r.table for r in reading.relations}
-    used_views = {a: v for a, v in (views or {}).items() if a in aliases}
+    conds = [c for on in reading.entries() for c in conjuncts(on)]  # reads the FROM entries (reading.relations)
+    ctx = SelectContext(sel, sources, reading, {r.alias: r.table for r in reading.relations})
     conds.extend(conjuncts(sel.args.get("where").this if sel.args.get("where") else None))
-
-    def resolve(col: exp.Column) -> Attr:
-        a = reading.column(col)
-        return (a.alias, a.column)
-
-    def is_ts(col: exp.Column) -> bool:
-        c = aliases[resolve(col)[0]].column(resolve(col)[1])
-        return c is not None and c.type is ColumnType.TIMESTAMP
-
-    def unq(e: exp.Expression) -> exp.Expression:
-        return _unqualify(e, resolve, is_ts)
-
-    def member(conds: list[exp.Expression]) -> Member:
-        local: dict[str, list[exp.Expression]] = {a: [] for a in aliases}
-        joined_checks: list[tuple] = []  # tested on answers: (terms, negated, query, timed, window)
-        joined: list[exp.Expression] = []  # conditions of several entries that do not separate (Rule 8)
-        cross: list[CrossPred] = []
-        exprs: list[tuple[Attr, exp.Expression]] = []
-        unsat = False
-
-        def side(e: exp.Expression) -> Attr | None:
-            """A comparison operand as an attribute: a column, or an expression over one alias (computed per row)."""
-            if isinstance(e, exp.Column):
-                return resolve(e)
-            owners = {resolve(col)[0] for col in e.find_all(exp.Column)}
-            if len(owners) != 1:
-                return None
-            attr = (owners.pop(), f"#p{len(exprs)}")
-            exprs.append((attr, unq(e)))
-            return attr
-
-        for c in conds:
-            check = key_check(c)
-            if check is not None:  # [NOT] (…) IN (static answers): per row, on the one FROM entry its terms read
-                terms = check_terms(check)
-                owners = {resolve(col)[0] for col in terms.find_all(exp.Column)} if terms is not None else set()
-                if not owners and aliases:  # [NOT] EXISTS: the same for every row; tested on the first entry's
-                    owners = {next(iter(aliases))}
-                timed = reads_stream(check_query(check), sources)  # per timestamp (rule A2): on the answer too
-                w = window_check(check) if isinstance(check, exp.Exists) else None  # in a window of time (A3), compared
-                if len(owners) != 1 or timed or w is not None:  # on the joined answer (no owner: a member of
-                    # constants), its terms hidden items
-                    parts = [] if terms is None else list(terms.expressions) if isinstance(terms, exp.Tuple) else [terms]
-                    joined_checks.append(([unparen(t) for t in parts], isinstance(unparen(c), exp.Not),
-                                          check_query(check), timed,
-                                          (w.lower, w.lower_strict, w.upper, w.upper_strict) if w and w.windowed else None,
-                                          tuple(op for _, op in w.compares) if w else ()))
-                    continue
-                local[owners.pop()].append(_unqualify(c, resolve, is_ts))
-                continue
-            cols = list(c.find_all(exp.Column))
-            owners = {resolve(col)[0] for col in cols}
-            if not owners:
-                s = simplify(c.copy())
-                if isinstance(s, exp.Boolean) and not s.this:
-                    unsat = True
-                elif not (isinstance(s, exp.Boolean) and s.this):
-                    raise ExecutionError(f"cannot decide the constant condition {c.sql()!r}")
-                continue
-            if len(owners) == 1:
-                local[owners.pop()].append(unq(c))
-                continue
-            interval = _interval(c, resolve, aliases)
-            if interval:
-                cross.extend(interval)
-                continue
-            u = unparen(c)
-            op = CMP.get(type(u))
-            sep = computed.separate(u.this, u.expression, lambda col: resolve(col)[0]) if op else None  # Rule 6
-            lhs, rhs = (side(unparen(sep[0])), side(unparen(sep[1]))) if sep else (None, None)
-            if lhs is None or rhs is None:  # Rule 8: tested on the joined row, a hidden boolean item
-                joined.append(c)
-                continue
-            cross.append(CrossPred(lhs, op, rhs))
-
-        types = {EAttr(a, c.name): c.type for a, t in aliases.items() for c in t.columns}
-
-        def stream_ts(a: EAttr) -> bool:
-            t = aliases[a.alias]
-            copies = view_timestamp_keys(used_views[a.alias], sources) if a.alias in used_views else ()
-            return t.is_stream and t.timestamp is not None and (t.timestamp.lower() == a.column.lower() or a.column in copies)
-
-        # a value of constants the SQL computes (a function's, STRLEN("abc")): computed per row of one FROM entry,
-        # a static table's where there is one (a stream's attribute of the answer would count against its verdict)
-        host = next((a for a, t in aliases.items() if not t.is_stream), next(iter(aliases), None))
-        items: list[OutItem] = []
-        for e in sel.expressions:
-            name = _item_name(e)
-            body = unparen(e.this if isinstance(e, exp.Alias) else e)
-            times = tuple((a.alias, a.column) for a in determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts))
-            items.append(replace(_out_item(name, body, resolve, exprs, unq, is_ts, host, locate), times=times))
-        checks: list[OutputCheck] = []
-        for k, (terms_of, negated, query, timed, window, compares) in enumerate(joined_checks):
-            start = len(items)
-            items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=tuple(
-                (a.alias, a.column) for a in determined_times(t, lambda c: EAttr(*resolve(c)), types, stream_ts)))
-                for i, t in enumerate(terms_of))
-            checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
-                                      window=window, compares=compares))
-        filters = tuple(range(len(items), len(items) + len(joined)))
-        items.extend(_joined_item(f"#filter{k}", c, resolve, is_ts) for k, c in enumerate(joined))
-        return Member(
-            index=index,
-            aliases=tuple(aliases.items()),
-            local=tuple((a, tuple(cs)) for a, cs in local.items()),
-            cross=tuple(cross),
-            items=tuple(items),
-            exprs=tuple(exprs),
-            unsatisfiable=unsat,
-            sql=sel.sql(dialect="spark"),
-            origin=index,
-            views=tuple(used_views.items()),
-            checks=tuple(checks),
-            filters=filters,
-        )
-
-    def owners(e: exp.Expression) -> set:
-        return {resolve(col)[0] for col in e.find_all(exp.Column)}
-
-    def never_null(col: exp.Column) -> bool:  # a stream's timestamp (a row without one is refused when read)
-        a, c = resolve(col)
-        return aliases[a].is_stream and (aliases[a].timestamp or "").lower() == c.lower()
-
-    # a disjunction over several FROM entries: one member per disjunct, as the analysis's normal form has them
-    return [member(cs) for cs in disjunctions.split(conds, owners, distinct or bool(sel.args.get("distinct")),
-                                                    never_null)]
+    used_views = {a: v for a, v in (views or {}).items() if a in ctx.aliases}
+    split = disjunctions.split(conds, ctx.owners, distinct or bool(sel.args.get("distinct")), ctx.never_null)
+    return [_member(ctx, index, classify(ctx, cs), used_views, locate) for cs in split]
 
 
-def _interval(c: exp.Expression, resolve, aliases: dict[str, Table]) -> list[CrossPred]:
-    """An interval join ``a.ts op b.ts ± INTERVAL …`` between two stream timestamps: its CrossPred (with the
-    offset in microseconds) and the order it implies (an edge of the forest); [] for any other condition."""
-    try:
-        found = interval_comparison(c)
-    except ValueError as e:
-        raise ExecutionError(f"condition {c.sql()!r}: {e}") from None
-    if found is None:
-        return []
-    other, op, col, micros = found
-    a, b = resolve(other), resolve(col)
-    for alias, name in (a, b):
-        t = aliases[alias]
-        if not (t.is_stream and t.timestamp and t.timestamp.lower() == name.lower()):
-            raise ExecutionError(f"condition {c.sql()!r} moves a column by a duration: only two stream timestamps "
-                                 "can be compared that way (an interval join)")
-    out = [CrossPred(a, op, b, micros)]
-    order = implied_order(op, micros)
-    if order is not None:
-        out.append(CrossPred(a, order, b))
-    return out
+def _member(ctx: SelectContext, index: int, found, used_views: dict, locate) -> Member:
+    """The executable member of a SELECT whose conditions are ``found``: its output items (the answer's, then each
+    check's terms and each joined-row filter, hidden)."""
+    sel, aliases, resolve, is_ts, unq, exprs = ctx.sel, ctx.aliases, ctx.resolve, ctx.is_ts, ctx.unq, found.exprs
+    types = {EAttr(a, c.name): c.type for a, t in aliases.items() for c in t.columns}
 
+    def stream_ts(a: EAttr) -> bool:
+        t = aliases[a.alias]
+        copies = view_timestamp_keys(used_views[a.alias], ctx.sources) if a.alias in used_views else ()
+        return t.is_stream and t.timestamp is not None and (t.timestamp.lower() == a.column.lower()
+                                                            or a.column in copies)
 
-def _unqualify(e: exp.Expression, resolve, is_ts=None) -> exp.Expression:
-    """Copy of ``e`` with columns renamed to the source column (no alias): ready for one table.  A timestamp
-    column whose text is taken (``CAST(ts AS VARCHAR)``, in a template) is marked ``CAST(ts AS TIMESTAMP)``:
-    the local backend holds timestamps as microseconds and formats such a cast as Spark does."""
+    def times(body: exp.Expression) -> tuple:
+        found = determined_times(body, lambda c: EAttr(*resolve(c)), types, stream_ts)
+        return tuple((a.alias, a.column) for a in found)
 
-    def tr(node):
-        if isinstance(node, exp.Column):
-            col = exp.column(resolve(node)[1], quoted=True)
-            return exp.cast(col, "TIMESTAMP") if is_ts is not None and _text_of(node) and is_ts(node) else col
-        return node
-
-    return transform_outside_checks(e, tr)
-
-
-def _text_of(node: exp.Column) -> bool:
-    parent = node.parent
-    return isinstance(parent, exp.Cast) and parent.to.is_type(*exp.DataType.TEXT_TYPES)
-
-
-def mark_timestamps(e: exp.Expression, is_ts) -> exp.Expression:
-    """Copy of ``e`` (over one table's columns) with every timestamp column whose text is taken marked as a
-    timestamp (``CAST(CAST(ts AS TIMESTAMP) AS VARCHAR)``), as :func:`_unqualify` does."""
-
-    def tr(node):
-        if isinstance(node, exp.Column) and _text_of(node) and is_ts(node):
-            return exp.cast(node.copy(), "TIMESTAMP")
-        return node
-
-    return transform_outside_checks(e, tr)
+    # a value of constants the SQL computes (a function's, STRLEN("abc")): computed per row of one FROM entry,
+    # a static table's where there is one (a stream's attribute of the answer would count against its verdict)
+    host = next((a for a, t in aliases.items() if not t.is_stream), next(iter(aliases), None))
+    items: list[OutItem] = []
+    for e in sel.expressions:
+        body = unparen(e.this if isinstance(e, exp.Alias) else e)
+        item = _out_item(_item_name(e), body, resolve, exprs, unq, is_ts, host, locate)
+        items.append(replace(item, times=times(body)))
+    checks: list[OutputCheck] = []
+    for k, (terms_of, negated, query, timed, window, compares) in enumerate(found.checks):
+        start = len(items)
+        items.extend(replace(_out_item(f"#check{k}.{i}", t, resolve, exprs, unq, is_ts), times=times(t))
+                     for i, t in enumerate(terms_of))
+        checks.append(OutputCheck(tuple(range(start, len(items))), negated, query.sql(), tree=query, timed=timed,
+                                  window=window, compares=compares))
+    filters = tuple(range(len(items), len(items) + len(found.joined)))
+    items.extend(_joined_item(f"#filter{k}", c, resolve, is_ts) for k, c in enumerate(found.joined))
+    return Member(
+        index=index,
+        aliases=tuple(aliases.items()),
+        local=tuple((a, tuple(cs)) for a, cs in found.local.items()),
+        cross=tuple(found.cross),
+        items=tuple(items),
+        exprs=tuple(exprs),
+        unsatisfiable=found.unsatisfiable,
+        sql=sel.sql(dialect="spark"),
+        origin=index,
+        views=tuple(used_views.items()),
+        checks=tuple(checks),
+        filters=filters,
+    )
 
 
 def iso_text_sql(e: exp.Expression) -> exp.Expression:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from obda.analysis.forest.members import mark_timestamps
+from obda.analysis.forest.member_conditions import mark_timestamps
 from obda.analysis.forest.model import JoinBranch, Pipeline
 from obda.analysis.sql_reading import transform_outside_checks
 from obda.errors import ExecutionError, Location
