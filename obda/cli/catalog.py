@@ -72,7 +72,7 @@ def catalog_check(
             )
         if output:
             with open(output, "w", encoding="utf-8") as fh:
-                Console(file=fh, width=160).print(table)
+                Console(file=fh, width=160, emoji=False).print(table)
         else:
             out.print(table)
         text = None

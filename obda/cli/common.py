@@ -31,8 +31,8 @@ app.add_typer(users_app, name="users")
 
 # soft_wrap: long lines are not broken (a redirected `obda compile > q.sql` stays valid SQL, `file:line:col:`
 # messages stay on one line)
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True, emoji=False)  # no ":100:" → 💯 in a location
+err = Console(stderr=True, soft_wrap=True, emoji=False)
 
 
 class Dialect(str, Enum):

@@ -113,6 +113,14 @@ def test_analyze_sql_json():
     assert doc["members"][0]["projection"] == "bag"
 
 
+def test_a_location_at_column_100_is_printed_as_digits():
+    """rich replaced ``:100:`` by an emoji in error lines (``1💯 type error``); the consoles print no emoji."""
+    sql = "SELECT m.sensor_id FROM measurement m WHERE m.value > 1 AND m.value > 2 AND m.value > 3 AND        m.ts > 'abc'"
+    assert sql.index("m.ts > 'abc'") == 99
+    r = runner.invoke(app, ["analyze", "--sql", sql, "--sources", str(DEMO / "sources.yaml")])
+    assert r.exit_code == 2 and "error: 1:100: type error" in r.output, r.output
+
+
 def test_analyze_aggregate_sql(tmp_path):
     """An aggregate query gets Arasu §8.2's verdict, with the condition that decides it."""
     srcs = str(DEMO / "sources.yaml")
