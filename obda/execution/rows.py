@@ -149,10 +149,7 @@ def evaluate(e: exp.Expression, row: dict):
         a, b = evaluate(e.this, row), evaluate(e.expression, row)
         return None if a is None or b is None else f"{a}{b}"
     if isinstance(e, exp.And):
-        a, b = evaluate(e.this, row), evaluate(e.expression, row)
-        if a is False or b is False:
-            return False
-        return None if a is None or b is None else True
+        return _and(evaluate(e.this, row), evaluate(e.expression, row))
     if isinstance(e, exp.Or):
         a, b = evaluate(e.this, row), evaluate(e.expression, row)
         if a is True or b is True:
@@ -161,8 +158,12 @@ def evaluate(e: exp.Expression, row: dict):
     if isinstance(e, exp.Not):
         a = evaluate(e.this, row)
         return None if a is None else not a
-    if isinstance(e, exp.Is):
-        return evaluate(e.this, row) is None
+    if isinstance(e, exp.Is):  # IS NULL, IS TRUE, IS FALSE: never unknown
+        a, what = evaluate(e.this, row), e.expression
+        return a is None if isinstance(what, exp.Null) else a is bool(what.this)
+    if isinstance(e, exp.Between):  # low <= x AND x <= high, unknown where a side is NULL
+        return _and(_compare("<=", evaluate(e.args["low"], row), evaluate(e.this, row)),
+                    _compare("<=", evaluate(e.this, row), evaluate(e.args["high"], row)))
     if isinstance(e, exp.Nullif):
         a, b = evaluate(e.this, row), evaluate(e.expression, row)
         return None if a is None or a == b else a
@@ -177,13 +178,13 @@ def evaluate(e: exp.Expression, row: dict):
         return _ARITH[type(e)](a, b)
     op = _COMPARISONS.get(type(e))
     if op is not None:
-        a, b = evaluate(e.this, row), evaluate(e.expression, row)
-        if a is None or b is None:
-            return None
-        return OPS[op](a, b)
-    if isinstance(e, exp.Case):  # IF: the first branch whose condition is true (none: NULL)
+        return _compare(op, evaluate(e.this, row), evaluate(e.expression, row))
+    if isinstance(e, exp.Case):  # IF: the first branch whose condition is true (none: NULL); CASE x WHEN v: x = v
+        operand = e.this
+        value = evaluate(operand, row) if operand is not None else None
         for branch in e.args.get("ifs") or []:
-            if evaluate(branch.this, row) is True:
+            when = evaluate(branch.this, row)
+            if (when is True) if operand is None else (_compare("=", value, when) is True):
                 return evaluate(branch.args["true"], row)
         default = e.args.get("default")
         return None if default is None else evaluate(default, row)
@@ -195,10 +196,13 @@ def evaluate(e: exp.Expression, row: dict):
         return None
     if isinstance(e, exp.Tuple):
         return tuple(evaluate(x, row) for x in e.expressions)
-    if isinstance(e, exp.In) and e.args.get("query") is None:  # a check's answers (obda.execution.checks)
+    if isinstance(e, exp.In) and e.args.get("query") is None:  # a check's answers (obda.execution.checks), a list
         v = evaluate(e.this, row)
         if v is None or (type(v) is tuple and None in v):
             return None
+        if any(x.find(exp.Column) for x in e.expressions):  # items read the row: SQL's x = a OR x = b OR …
+            items = [evaluate(x, row) for x in e.expressions]
+            return True if v in [i for i in items if i is not None] else None if None in items else False
         return v in _in_set(e)
     if isinstance(e, exp.Extract):
         v = evaluate(e.expression, row)
@@ -208,6 +212,18 @@ def evaluate(e: exp.Expression, row: dict):
         args = [evaluate(e.args[k], row) for k in fn[0] if e.args.get(k) is not None]
         return None if any(a is None for a in args) else fn[1](*args)
     raise ExecutionError(f"local backend: unsupported expression {e.sql()!r}")
+
+
+def _compare(op: str, a, b):
+    """``a op b`` in three-valued logic: unknown (None) where a side is NULL."""
+    return None if a is None or b is None else OPS[op](a, b)
+
+
+def _and(a, b):
+    """SQL's AND of three truth values."""
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
 
 
 _IN_SETS: dict[int, tuple[exp.In, frozenset]] = {}

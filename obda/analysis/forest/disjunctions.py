@@ -89,8 +89,21 @@ def _not_true_ways(atoms: list[exp.Expression], never_null) -> list[list[exp.Exp
 
 def _not_true(a: exp.Expression, never_null) -> exp.Expression:
     u = unparen(a)
-    op = CMP.get(type(u))
-    cols = list(u.find_all(exp.Column))
-    if op is not None and cols and all(never_null(col) for col in cols):
+    if CMP.get(type(u)) is not None and _never_null(u.this, never_null) and _never_null(u.expression, never_null):
         return _negated(u)
     return exp.Not(this=exp.Coalesce(this=exp.paren(u.copy(), copy=False), expressions=[exp.false()]))
+
+
+def _never_null(x: exp.Expression, never_null) -> bool:
+    """Whether a comparison's side is never NULL: such a column, a constant other than NULL (a typed one too),
+    or such a side moved by an interval."""
+    x = unparen(x)
+    if isinstance(x, exp.Column):
+        return never_null(x)
+    if isinstance(x, (exp.Literal, exp.Boolean, exp.Interval)):
+        return True
+    if isinstance(x, exp.Cast):
+        return isinstance(unparen(x.this), exp.Literal)
+    if isinstance(x, (exp.Add, exp.Sub)):
+        return _never_null(x.this, never_null) and _never_null(x.expression, never_null)
+    return False

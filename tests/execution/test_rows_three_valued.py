@@ -1,0 +1,47 @@
+"""The local backend's per-row evaluator (``obda.execution.rows.evaluate``) against DuckDB, NULLs included.
+
+Conditions a mapping's ``rr:sqlQuery`` may hold, and those the executor writes itself (``NOT COALESCE(a, FALSE)``
+of the disjunction split): an ``IN`` list of columns, ``CASE x WHEN v``, ``BETWEEN``, ``IS TRUE`` / ``IS FALSE``.
+Every combination of NULL and non-NULL values of three integer columns; DuckDB computes the same expression.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import duckdb
+import pytest
+import sqlglot
+
+from obda.execution.rows import evaluate
+
+EXPRESSIONS = [
+    "a IN (b, c)",
+    "NOT a IN (b, c)",
+    "a IN (b, 2)",
+    "a IN (1, 2)",
+    "CASE a WHEN 1 THEN 'one' WHEN b THEN 'b' ELSE 'else' END",
+    "CASE WHEN a > b THEN 1 ELSE 0 END",
+    "a BETWEEN b AND c",
+    "NOT a BETWEEN 1 AND c",
+    "(a > b) IS TRUE",
+    "(a > b) IS FALSE",
+    "NOT (a > b) IS TRUE",
+    "a IS NULL",
+    "NOT COALESCE(a = b AND b < c, FALSE)",
+    "a = b AND b < c",
+    "a = b OR b < c",
+]
+
+VALUES = (None, 1, 2, 3)
+
+
+@pytest.mark.parametrize("text", EXPRESSIONS)
+def test_the_evaluator_agrees_with_duckdb_on_every_null_combination(text):
+    tree = sqlglot.parse_one(text)
+    con = duckdb.connect()
+    for a, b, c in itertools.product(VALUES, repeat=3):
+        row = {"a": a, "b": b, "c": c}
+        (expected,) = con.execute(f"SELECT {text} FROM (SELECT ?::INTEGER AS a, ?::INTEGER AS b, ?::INTEGER AS c)",
+                                  [a, b, c]).fetchone()
+        assert evaluate(tree, row) == expected, (text, row, expected)
