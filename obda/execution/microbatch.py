@@ -340,8 +340,10 @@ class Closing:
                 engine.hold(mi, ts, full, count, self.pending)
 
     def _flush_answers(self) -> None:
-        q = self.query
-        q.emit_static_first(self.batch.first_ts)
+        q, b = self.query, self.batch
+        first = b.first_ts if b.first_ts is not None and b.first_ts <= b.hi else q.runtime.static_time(b.hi)
+        if first is not None:
+            q.emit_static_first(first)
         if self.pending:
             q.emit(self.pending)
             self.emitted += len(self.pending)
@@ -361,8 +363,8 @@ class Closing:
             else:
                 for text in q.engine.windows.times:
                     q.engine.windows.put(text, self.window_rows.get(text, []), b.hi)
-            if (b.first_ts is not None and b.first_ts <= b.hi) or self.pending:
-                self._flush_answers()
+            if (b.first_ts is not None and b.first_ts <= b.hi) or self.pending or rt.static_time(b.hi) is not None:
+                self._flush_answers()  # (static members' answers: at the first closed timestamp, rows or not)
             if self.frame is not None:
                 frame = self.frame
                 if self.filtering:

@@ -230,11 +230,7 @@ class QueryEngine:
 
     def step(self, ts: int, cur: dict[int, Counted]) -> list[Answer]:
         """``cur``: pipeline id -> counted rows of closed timestamp ``ts``."""
-        answers: list[Answer] = []
-        if not self.static_done:
-            self.static_done = True
-            for m in self.members:
-                self._collect(m.plan, m.static_answers(), ts, answers)
+        answers = self.emit_static(ts)
         for text, e in self.timed.items():  # one timestamp's answers, none kept after it (rule A2) but for a window
             found = e.step(ts, cur)
             e.emitted.clear()
@@ -250,6 +246,16 @@ class QueryEngine:
             self._collect(m.plan, m.step(ts, rows), ts, answers)
         if self.plan.keyed_by_time:
             self.emitted.clear()
+        return answers
+
+    def emit_static(self, ts: int) -> list[Answer]:
+        """The answers of the members over static tables only (or constants), once: at the first closed timestamp,
+        whether or not a stream row passed the query's filters by then."""
+        answers: list[Answer] = []
+        if not self.static_done:
+            self.static_done = True
+            for m in self.members:
+                self._collect(m.plan, m.static_answers(), ts, answers)
         return answers
 
     def close_waiting(self, ts: int, answers: list[Answer]) -> None:
@@ -279,9 +285,4 @@ class QueryEngine:
 
     def static_only(self) -> list[Answer]:
         """For a query without any stream table: all answers, once."""
-        answers: list[Answer] = []
-        if not self.static_done:
-            self.static_done = True
-            for m in self.members:
-                self._collect(m.plan, m.static_answers(), None, answers)
-        return answers
+        return self.emit_static(None)

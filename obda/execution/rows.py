@@ -43,6 +43,7 @@ class TableBatch:
     table: str
     groups: dict[int, dict[int, Counted]] = field(default_factory=dict)  # ts -> pipeline id -> key -> count
     max_ts: int | None = None  # largest timestamp among valid, non-late rows (filtered or not)
+    min_ts: int | None = None  # smallest of them: a timestamp of the data (when static members' answers are due)
     rows: int = 0  # all rows read
     valid: int = 0
     late: int = 0
@@ -320,6 +321,7 @@ def process_rows(
         b.valid += 1
         if ts is not None:
             b.max_ts = ts if b.max_ts is None else max(b.max_ts, ts)
+            b.min_ts = ts if b.min_ts is None else min(b.min_ts, ts)
         for p in pipelines:
             if all(evaluate(f, row) is True for f in p.filters):
                 slot = groups.setdefault(ts, {}).setdefault(p.id, defaultdict(int))
@@ -367,6 +369,8 @@ def merge_batches(name: str, parts: list[TableBatch]) -> TableBatch:
         b.files += p.files
         if p.max_ts is not None:
             b.max_ts = p.max_ts if b.max_ts is None else max(b.max_ts, p.max_ts)
+        if p.min_ts is not None:
+            b.min_ts = p.min_ts if b.min_ts is None else min(b.min_ts, p.min_ts)
         for ts, per in p.groups.items():
             slot = b.groups.setdefault(ts, {})
             for pid, rows in per.items():

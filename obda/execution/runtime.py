@@ -172,6 +172,9 @@ class Runtime:
         self.listed_at: float | None = None  # the clock when the micro-batch's files were listed (listed())
         self.buffer: dict[int, dict[int, Counted]] = {}
         self.max_ts: dict[str, int | None] = {s: None for s in streams}
+        # the earliest timestamp of the data read: the answers of the static members are emitted there when no
+        # stream row passed the query's filters by the time it closed (static_time)
+        self.first_data_ts: int | None = None
         self.closed_upto: int | None = None
         self.first_closed: int | None = None  # the first timestamp the current micro-batch closed
         now = clock()
@@ -238,6 +241,8 @@ class Runtime:
             if b.max_ts is not None:
                 old = self.max_ts.get(b.table)
                 self.max_ts[b.table] = b.max_ts if old is None else max(old, b.max_ts)
+            if b.min_ts is not None:
+                self.first_data_ts = b.min_ts if self.first_data_ts is None else min(self.first_data_ts, b.min_ts)
             branch_of = self.views.branch_of if self.views is not None else {}
             for ts, per_pipe in b.groups.items():
                 slot = self.buffer.setdefault(ts, {})
@@ -325,10 +330,21 @@ class Runtime:
                 groups = view_rows.project(self.views, ts, groups, self.engine.joined_statics)
             answers.extend(self.engine.step(ts, groups))
             self.metrics.closed_timestamps += 1
+        at = self.static_time(w) if not closing else None
+        if at is not None:  # no stream row passed the filters yet: the static members' answers are due
+            answers.extend(self.engine.emit_static(at))
         self.closed_upto = w
         self.metrics.closed_upto = w
         self.metrics.rows_out += sum(a.count for a in answers)
         return answers
+
+    def static_time(self, closed: int | None) -> int | None:
+        """When the answers of the static members are due though no stream row passed the query's filters: a
+        timestamp of the data closed by ``closed``; None while there is none (or they were emitted)."""
+        t = self.first_data_ts
+        if self.engine.static_done or t is None or closed is None or t > closed:
+            return None
+        return t
 
     def _admit(self, ts: int, groups: dict) -> dict:
         """The closed timestamp's rows without those that break a used k-constraint (quarantined)."""

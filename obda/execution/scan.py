@@ -242,11 +242,12 @@ def scan_stats(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]]
     """Per (read, file): counts and timestamps for every reader, in **one** small aggregation.
 
     ``readers``: namespace → (its last closed timestamp ``lo``, its pipeline ids).  Rows:
-    ``(g, file, rows, invalid, {ns: (valid, late, max_ts, min_ts, dups)})`` — late: valid with a
+    ``(g, file, rows, invalid, {ns: (valid, late, max_ts, min_ts, dups, first_ts)})`` — late: valid with a
     timestamp at or before the reader's ``lo``; ``max_ts`` over the valid rows after ``lo``
     (the marker, and whether the file must be read again); ``min_ts`` the earliest of those
     the reader's pipelines keep (the first timestamp the range closes with rows); ``dups``: rows after
-    ``lo`` that repeat a declared key (:func:`dedupe_keys`; counted in ``valid`` too).
+    ``lo`` that repeat a declared key (:func:`dedupe_keys`; counted in ``valid`` too); ``first_ts`` the earliest
+    timestamp of the valid rows after ``lo``, kept or not (a timestamp of the data).
     """
     return stats_of(collect_rows(stats_frame(projected, readers)), readers)
 
@@ -260,7 +261,7 @@ def stats_frame(projected, readers: dict[str, tuple[int | None, tuple[int, ...]]
                     lambda views: f"SELECT __g, __file, {aggs} FROM `{views[0]}` GROUP BY __g, __file")
 
 
-STATS = 5  # per reader: valid, late, max_ts, min_ts, key duplicates
+STATS = 6  # per reader: valid, late, max_ts, min_ts, key duplicates, first_ts
 
 
 def stats_of(rows, readers: dict) -> list[tuple]:
@@ -295,6 +296,7 @@ def _stats_aggregates(projected, readers: dict, only: str | None = None, suffix:
             f"MAX(CASE WHEN {after} THEN __ts END) AS `x{k}{suffix}`",
             f"MIN(CASE WHEN {after} AND ({kept}) THEN __ts END) AS `m{k}{suffix}`",
             f"SUM(CASE WHEN {after} AND {dup} THEN 1 ELSE 0 END) AS `d{k}{suffix}`",
+            f"MIN(CASE WHEN {after} THEN __ts END) AS `n{k}{suffix}`",
         ]
     return aggs
 
@@ -331,7 +333,7 @@ def observed_stats(projected, reads: int, readers: dict):
             if not rows:
                 continue
             per = {ns: (got.get(f"v{k}_{g}") or 0, got.get(f"l{k}_{g}") or 0, got.get(f"x{k}_{g}"), got.get(f"m{k}_{g}"),
-                        got.get(f"d{k}_{g}") or 0)
+                        got.get(f"d{k}_{g}") or 0, got.get(f"n{k}_{g}"))
                    for k, ns in enumerate(names)}
             out.append((g, None, rows, got.get(f"invalid_{g}") or 0, per))
         return out

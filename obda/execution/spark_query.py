@@ -111,7 +111,7 @@ class SparkSteps:
             read = reads[g]
             if self.ns not in read.readers:
                 continue
-            valid, late, max_ts, min_ts, dups = per[self.ns]
+            valid, late, max_ts, min_ts, dups, first = per[self.ns]
             if min_ts is not None:
                 batch.first_ts = min_ts if batch.first_ts is None else min(batch.first_ts, min_ts)
             if not read.fresh:
@@ -122,6 +122,8 @@ class SparkSteps:
             b.late += late
             b.invalid += invalid + dups
             b.key_violations += dups
+            if first is not None:
+                b.min_ts = first if b.min_ts is None else min(b.min_ts, first)
             if max_ts is not None:
                 b.max_ts = max_ts if b.max_ts is None else max(b.max_ts, max_ts)
                 if reported:
@@ -346,16 +348,8 @@ class SparkSteps:
                         F.col(TS).alias(AT), *[key_column(pid, j, self.ns) for j in idx]).distinct())
 
     def emit_static_first(self, first_ts: int | None) -> None:
-        """Answers of members over static tables only: once, at the first closed timestamp with rows."""
-        engine = self.engine
-        if engine.static_done:
-            return
-        from obda.execution.query_engine import Answer
-
-        engine.static_done = True
-        static: list[Answer] = []
-        for me in engine.members:
-            engine._collect(me.plan, me.static_answers(), first_ts, static)
+        """Answers of members over static tables only: once, at the first closed timestamp."""
+        static = self.engine.emit_static(first_ts)
         if static:
             self.emit(static)
             self.runtime.metrics.rows_out += sum(a.count for a in static)

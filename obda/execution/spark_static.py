@@ -161,6 +161,7 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
     n_req = len(requests)
     rows, valid, late, invalid = [0] * n_req, [0] * n_req, [0] * n_req, [0] * n_req
     max_ts: list[int | None] = [None] * n_req
+    min_ts: list[int | None] = [None] * n_req
     # per request: (flag position, pipeline id, key getter) of each pipeline
     keyed = {
         g: [(fpos, p.id, tuple_getter(lay.keys[p.id])) for p, fpos in lay.flags]
@@ -180,6 +181,8 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
             m = max_ts[g]
             if m is None or ts > m:
                 max_ts[g] = ts
+            if min_ts[g] is None or ts < min_ts[g]:
+                min_ts[g] = ts
         valid[g] += n
         per_ts = None
         for fpos, pid, key in keyed[g]:
@@ -197,6 +200,7 @@ def decode_batch(spark, collected: CollectedBatch, closed_upto: int | None) -> l
             slot[k] = slot.get(k, 0) + n
     for i, b in enumerate(batches):
         b.rows, b.valid, b.late, b.invalid, b.max_ts = rows[i], valid[i], late[i], invalid[i], max_ts[i]
+        b.min_ts = min_ts[i]
     for i in collected.layouts:
         b = batches[i]
         b.groups = groups[i]

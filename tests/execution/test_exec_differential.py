@@ -26,8 +26,11 @@ def _check(case, seed, steps=14):
     distinct = "DISTINCT" in case.sql or " UNION SELECT" in case.sql
     snapshots = {}
 
-    def on_close(rt, out):
-        if rt.closed_upto is not None:
+    read = [t for t in rows if f" {t} AS " in case.sql + " "]  # the streams the query reads
+    first = min((r["ts"] for t in read for r in rows[t]), default=BASE)
+
+    def on_close(rt, out):  # after every closed timestamp of the data (answers of static members come at the first)
+        if rt.closed_upto is not None and from_us(rt.closed_upto) >= first:
             snapshots[from_us(rt.closed_upto)] = counter_of(out)
 
     rt, out = drive(case.sql, src, batches, static={"r": STATIC_R}, on_close=on_close)

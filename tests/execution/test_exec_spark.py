@@ -51,7 +51,7 @@ def bindings(text, columns):
 
 
 @pytest.mark.parametrize("seed", [1, *(pytest.param(s, marks=pytest.mark.slow) for s in (2, 3))])  # seeds 2, 3: -m slow
-@pytest.mark.parametrize("name", ["tree_static_bag", "row9_set", "cross_or_bag"])
+@pytest.mark.parametrize("name", ["tree_static_bag", "row9_set", "cross_or_bag", "static_union_unmatched_bag"])
 def test_spark_matches_duckdb_and_local_backend(spark, tmp_path, seed, name):
     case = CASE[name]
     src, rows = project(tmp_path, seed)
