@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import datetime as dt
+from decimal import Decimal
 import functools
 import math
 import re
@@ -109,10 +110,7 @@ def evaluate(e: exp.Expression, row: dict):
     if isinstance(e, exp.Literal):
         if e.is_string:
             return e.this
-        try:
-            return int(e.this)
-        except ValueError:
-            return float(e.this)
+        return _number(e.this)
     if isinstance(e, exp.Boolean):
         return bool(e.this)
     if isinstance(e, exp.Null):
@@ -203,8 +201,9 @@ def evaluate(e: exp.Expression, row: dict):
             return None
         if any(x.find(exp.Column) for x in e.expressions):  # items read the row: SQL's x = a OR x = b OR …
             items = [evaluate(x, row) for x in e.expressions]
-            return True if v in [i for i in items if i is not None] else None if None in items else False
-        return v in _in_set(e)
+            return True if any(_compare("=", v, i) for i in items) else None if None in items else False
+        exact, doubles = _in_set(e)
+        return v in (doubles if isinstance(v, float) else exact)
     if isinstance(e, exp.Extract):
         v = evaluate(e.expression, row)
         return None if v is None else _extract(e.this, v)
@@ -215,9 +214,26 @@ def evaluate(e: exp.Expression, row: dict):
     raise ExecutionError(f"local backend: unsupported expression {e.sql()!r}")
 
 
+def _number(text: str):
+    """A numeric literal as SQL reads it: an integer, an exact decimal (``2.33``: DECIMAL, as a decimal column's
+    values are), or an approximate number (``1e3``: DOUBLE)."""
+    try:
+        return int(text)
+    except ValueError:
+        return float(text) if "e" in text.lower() or not _DECIMAL.fullmatch(text) else Decimal(text)
+
+
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)")
+
+
 def _compare(op: str, a, b):
-    """``a op b`` in three-valued logic: unknown (None) where a side is NULL."""
-    return None if a is None or b is None else OPS[op](a, b)
+    """``a op b`` in three-valued logic: unknown (None) where a side is NULL; a decimal with a double is compared
+    as doubles (as SQL engines do)."""
+    if a is None or b is None:
+        return None
+    if isinstance(a, Decimal) and isinstance(b, float) or isinstance(a, float) and isinstance(b, Decimal):
+        a, b = float(a), float(b)
+    return OPS[op](a, b)
 
 
 def _and(a, b):
@@ -227,16 +243,18 @@ def _and(a, b):
     return None if a is None or b is None else True
 
 
-_IN_SETS: dict[int, tuple[exp.In, frozenset]] = {}
+_IN_SETS: dict[int, tuple[exp.In, tuple[frozenset, frozenset]]] = {}
 
 
-def _in_set(e: exp.In) -> frozenset:
-    """The values of an IN list, computed once per node (the node is kept so its id is not reused)."""
+def _in_set(e: exp.In) -> tuple[frozenset, frozenset]:
+    """The values of an IN list, and the same with decimals as doubles (what a double is compared with), computed
+    once per node (the node is kept so its id is not reused)."""
     hit = _IN_SETS.get(id(e))
     if hit is None or hit[0] is not e:
         if len(_IN_SETS) > 256:
             _IN_SETS.clear()
-        hit = (e, frozenset(evaluate(x, {}) for x in e.expressions))
+        exact = frozenset(evaluate(x, {}) for x in e.expressions)
+        hit = (e, (exact, frozenset(float(x) if isinstance(x, Decimal) else x for x in exact)))
         _IN_SETS[id(e)] = hit
     return hit[1]
 

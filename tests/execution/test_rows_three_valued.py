@@ -45,3 +45,21 @@ def test_the_evaluator_agrees_with_duckdb_on_every_null_combination(text):
         (expected,) = con.execute(f"SELECT {text} FROM (SELECT ?::INTEGER AS a, ?::INTEGER AS b, ?::INTEGER AS c)",
                                   [a, b, c]).fetchone()
         assert evaluate(tree, row) == expected, (text, row, expected)
+
+
+DECIMAL_EXPRESSIONS = ["d = 2.33", "d < 2.33", "d >= 2.33", "d IN (2.33, 4.83)", "d + 0.1 + 0.2 = 2.63", "d * 2 <> 4.66",
+                       "x = 2.33", "x < 2.34", "x IN (2.33, 1)", "x = d", "d BETWEEN 2.3 AND 2.33"]
+
+
+@pytest.mark.parametrize("text", DECIMAL_EXPRESSIONS)
+def test_decimal_and_double_values_compare_as_duckdb_compares_them(text):
+    """A decimal literal is an exact DECIMAL (it was read as a double: ``2.33 = 2.33`` was false against a decimal
+    column, so a capacity filter dropped or kept the wrong rows); a decimal with a double compares as doubles."""
+    from decimal import Decimal
+
+    tree = sqlglot.parse_one(text)
+    con = duckdb.connect()
+    for d, x in ((Decimal("2.33"), 2.33), (Decimal("4.83"), 2.5), (Decimal("2.30"), 1.0)):
+        (expected,) = con.execute(f"SELECT {text} FROM (SELECT ?::DECIMAL(10, 2) AS d, ?::DOUBLE AS x)",
+                                  [d, x]).fetchone()
+        assert evaluate(tree, {"d": d, "x": x}) == expected, (text, d, x, expected)
