@@ -89,7 +89,8 @@ class Typing(Arithmetic):
             f = terms.template_constant(self, tmpl, other, node)
             if f is not None:
                 return f if op == "=" else _negate(f)
-        if computed.is_computed(left) or computed.is_computed(right) or (
+        if computed.is_computed(left) or computed.is_computed(right) or computed.takes_text(left) or \
+                computed.takes_text(right) or (
                 (computed.has_arith(left) or computed.has_arith(right)) and not self._one_column(left, right)):
             return self._computed(left, op, right, node)
         if isinstance(left.unnest(), _ARITH) or isinstance(right.unnest(), _ARITH):

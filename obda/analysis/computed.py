@@ -43,6 +43,16 @@ def is_computed(node: exp.Expression) -> bool:
     return False
 
 
+def takes_text(node: exp.Expression) -> bool:
+    """Whether a condition's side is a column's text: ``CAST(c AS VARCHAR)`` (``STR(?v)``), or a time's
+    ``REPLACE(CAST(ts AS VARCHAR), ' ', 'T')`` (``STR(?t)``) — a value computed per row, as a function's."""
+    node = node.unnest()
+    if isinstance(node, exp.Replace):
+        node = node.this.unnest()
+    return (isinstance(node, (exp.Cast, exp.TryCast)) and node.to.is_type(*exp.DataType.TEXT_TYPES)
+            and node.find(exp.Column) is not None)
+
+
 def has_arith(node: exp.Expression) -> bool:
     return any(isinstance(n, ARITH) for n in node.walk())
 

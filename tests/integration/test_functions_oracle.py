@@ -157,6 +157,9 @@ CASES = [
          'STR(?t)) AS ?txt) }', "bounded", 6),
     Case("str_of_time_filtered", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(STRENDS(STR(?t), ":01:00")) }',
          "bounded", 2),
+    # STR(?t) and STR(?v) compared with a string (the analysis refused CAST / REPLACE in a condition)
+    Case("str_of_time_compared", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(STR(?t) >= "2024-01-01T00:01:00"'
+         ' && STR(?v) != "27") }', "bounded", 6),
     Case("distinct_str_of_time", "SELECT DISTINCT ?when WHERE { GRAPH ?t { ?r :value ?v } BIND(STR(?t) AS ?when) "
          "FILTER(?v > 25) }", "bounded", 2),
     Case("regex_of_stream_iri_and_time", 'SELECT ?a ?n ?l WHERE { ?p :name ?n . GRAPH ?t { ?a :raisedBy ?p ; '
