@@ -59,6 +59,11 @@ class SelectContext:
         """The FROM entries ``e`` reads."""
         return {self.resolve(col)[0] for col in e.find_all(exp.Column)}
 
+    @property
+    def host(self) -> str:
+        """The FROM entry a value or condition of constants is computed on: a static table's where there is one."""
+        return next((a for a, t in self.aliases.items() if not t.is_stream), next(iter(self.aliases)))
+
     def never_null(self, col: exp.Column) -> bool:
         """A stream's timestamp (a row without one is refused when read)."""
         alias, name = self.resolve(col)
@@ -120,10 +125,14 @@ def classify(ctx: SelectContext, conds: list[exp.Expression]) -> Classified:
         owners = ctx.owners(c)
         if not owners:
             s = simplify(c.copy())
-            if isinstance(s, exp.Boolean) and not s.this:
-                unsat = True
-            elif not (isinstance(s, exp.Boolean) and s.this):
+            if isinstance(s, exp.Boolean):
+                unsat = unsat or not s.this
+                continue
+            if not ctx.aliases:
                 raise ExecutionError(f"cannot decide the constant condition {c.sql()!r}")
+            # a function of constants (STRENDS of a class IRI): computed per row of one entry, a static table's
+            # where there is one, as a value of constants is (the same for every row)
+            local[ctx.host].append(ctx.unq(c))
             continue
         if len(owners) == 1:
             local[owners.pop()].append(ctx.unq(c))

@@ -125,7 +125,7 @@ def _member(ctx: SelectContext, index: int, found, used_views: dict, locate) -> 
 
     # a value of constants the SQL computes (a function's, STRLEN("abc")): computed per row of one FROM entry,
     # a static table's where there is one (a stream's attribute of the answer would count against its verdict)
-    host = next((a for a, t in aliases.items() if not t.is_stream), next(iter(aliases), None))
+    host = ctx.host if aliases else None
     items: list[OutItem] = []
     for e in sel.expressions:
         body = unparen(e.this if isinstance(e, exp.Alias) else e)
