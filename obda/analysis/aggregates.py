@@ -71,13 +71,6 @@ def aggregate_plan(source, sources: Sources, file: str | None = None, dialect: s
         report = analyze_aggregate(source, sources, file, dialect)
     if isinstance(source, Compilation):
         agg = source.aggregation
-        if report.time_keyed and source.query.order_by:  # nothing for ORDER BY to order (Rule 9)
-            q = source.query
-            line, column = words_position(q.text, "ORDER BY") if q.text else (None, None)
-            raise AnalysisError("ORDER BY orders an aggregate query's answer table, and a query grouped by its "
-                                "timestamps (GROUP BY ?t) keeps none: each group's row is written to the changelog, in "
-                                "timestamp order, when its timestamp closes; drop ORDER BY",
-                                Location(q.location.file, line, column) if line is not None else q.location)
         where = {v: i for i, v in enumerate(source.query.projection)}
         calls = tuple(PlannedCall(c, FUNCTIONS[c.function], None if c.argument is None else where[c.argument])
                       for c in agg.calls)
@@ -234,6 +227,13 @@ def _analyze_compilation(comp, sources: Sources, file: str | None) -> AggregateR
     report = _judge(members, [str(g) for g in agg.group_by], specs, reduced_verdict, char_text, reduced_text,
                     time_keyed=comp.query.window is None)
     report = replace(report, members=tuple(read))
+    if report.time_keyed and comp.query.order_by:  # nothing for ORDER BY to order (Rule 9)
+        q = comp.query
+        line, column = words_position(q.text, "ORDER BY") if q.text else (None, None)
+        raise AnalysisError("ORDER BY orders an aggregate query's answer table, and a query grouped by its "
+                            "timestamps (GROUP BY ?t) keeps none: each group's row is written to the changelog, in "
+                            "timestamp order, when its timestamp closes; drop ORDER BY",
+                            Location(q.location.file, line, column) if line is not None else q.location)
     widths = [member_bounds(m) for m in members if m.differences]
     if report.verdict == BOUNDED and widths and all(b.windowed for b in widths):
         width = describe_micros(max(b.width for b in widths))

@@ -141,6 +141,10 @@ def run(
             if output is not None and is_kafka_url(output):  # at least once, keyed: README "The Kafka sink"
                 sink = KafkaSink(str(output), query.stem, checkpoint / "kafka-sink" if checkpoint else None)
             else:
+                if output and str(output) != "-" and Path(output).is_dir():
+                    raise typer.BadParameter(f"{output} is a folder: --output writes one file of answer lines; give "
+                                             "a file path, or --output-dir FOLDER for a folder of parts",
+                                             param_hint="--output")
                 sink = JsonLinesSink(output) if output and str(output) != "-" else ConsoleSink()  # -: the console
         cq = ContinuousQuery(
             plan_execution(comp, proj.sources, report), base_dir=proj.directory, sink=sink, checkpoint_dir=checkpoint,

@@ -295,9 +295,13 @@ _FUNCTIONS = {
     exp.Upper: (("this",), str.upper),
     exp.Substring: (("this", "start", "length"), _substring),
     exp.Abs: (("this",), abs),
-    exp.Ceil: (("this",), lambda x: math.ceil(x)),
-    exp.Floor: (("this",), lambda x: math.floor(x)),
+    exp.Ceil: (("this",), lambda x: math.ceil(x) if _finite(x) else x),  # NaN and ±INF are their own CEIL (XPath)
+    exp.Floor: (("this",), lambda x: math.floor(x) if _finite(x) else x),
 }
+
+
+def _finite(x) -> bool:
+    return not isinstance(x, float) or math.isfinite(x)
 
 
 def pipeline_key(p: Pipeline, row: dict) -> tuple:

@@ -121,6 +121,14 @@ def test_a_location_at_column_100_is_printed_as_digits():
     assert r.exit_code == 2 and "error: 1:100: type error" in r.output, r.output
 
 
+def test_run_output_that_is_a_folder_is_refused_before_running(tmp_path):
+    """--output FOLDER printed the write error, then a traceback from the cleanup, exit 1."""
+    r = runner.invoke(app, ["run", str(DEMO / "queries" / "hot_readings.rq"), "--project", str(DEMO), "--backend",
+                            "local", "--until-exhausted", "--output", str(tmp_path)])
+    assert r.exit_code == 2 and "is a folder" in r.output and "--output-dir" in r.output, r.output
+    assert "Traceback" not in r.output
+
+
 def test_analyze_aggregate_sql(tmp_path):
     """An aggregate query gets Arasu §8.2's verdict, with the condition that decides it."""
     srcs = str(DEMO / "sources.yaml")
