@@ -128,6 +128,12 @@ def calls_of(sel: exp.Select, ctx: _Ctx) -> list[AggregateCall]:
     out: list[AggregateCall] = []
     for e in sel.expressions:
         for agg in e.find_all(exp.AggFunc):
+            parent = agg.parent
+            if isinstance(parent, (exp.Window, exp.Filter)):  # a window function, an aggregate of some rows
+                what = "window function" if isinstance(parent, exp.Window) else "aggregate with FILTER (WHERE …)"
+                raise ctx.error(f"{what} {parent.sql()} is outside the analysable class; aggregate with GROUP BY"
+                                + ("" if isinstance(parent, exp.Window) else ", and move the condition to WHERE"),
+                                parent)
             name = _SQLGLOT.get(type(agg))
             arg = agg.this
             if isinstance(agg, (exp.Count, exp.Sum, exp.Avg)) and isinstance(arg, exp.Distinct):

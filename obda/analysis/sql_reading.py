@@ -387,8 +387,9 @@ class SelectReading:
             kind = (j.args.get("kind") or "").upper()
             if side in ("LEFT", "RIGHT", "FULL") or kind in ("OUTER", "SEMI", "ANTI"):
                 raise ctx.error(f"{' '.join(x for x in (side, kind) if x)} JOIN is outside the analysable class (outer joins are not monotonic SPJ); use an inner join", j)
-            if j.args.get("using"):
-                raise ctx.error("JOIN ... USING is not supported; write the join condition with ON a.x = b.x", j)
+            if j.args.get("using") or (j.args.get("method") or "").upper() == "NATURAL":
+                what = "NATURAL JOIN" if not j.args.get("using") else "JOIN ... USING"
+                raise ctx.error(f"{what} is not supported; write the join condition with ON a.x = b.x", j)
             self._entry(j.this)
             if j.args.get("on") is not None:
                 conds.append(j.args["on"])

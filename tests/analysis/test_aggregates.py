@@ -193,3 +193,19 @@ def test_rule_9_query_with_order_by_is_refused_naming_the_changelog(demo):
         with pytest.raises(AnalysisError, match=r"GROUP BY \?t.*changelog.*drop ORDER BY") as info:
             refuse()
         assert (info.value.location.line, info.value.location.column) == (2, 100)  # at ORDER BY
+
+
+@pytest.mark.parametrize("sql, words", [
+    ("SELECT m.sensor_id, MAX(m.value) OVER (PARTITION BY m.sensor_id) AS mx FROM measurement m", "window function"),
+    ("SELECT m.sensor_id, SUM(m.value) FILTER (WHERE m.value > 3) AS s FROM measurement m GROUP BY m.sensor_id",
+     "aggregate with FILTER (WHERE …)"),
+])
+def test_a_window_function_or_an_aggregate_of_some_rows_is_refused_located(demo, sql, words):
+    """Both were analysed as a plain aggregate (Theorem 8.5 said bounded; the FILTER was dropped), then refused
+    by the executor."""
+    from obda.analysis import analyze_query
+
+    with pytest.raises(AnalysisError, match="outside the analysable class") as info:
+        analyze_query(sql, demo.sources)
+    assert words in info.value.message and info.value.location.column == 21, info.value
+

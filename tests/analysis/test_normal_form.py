@@ -165,6 +165,9 @@ def err(sources, sql) -> AnalysisError:
     ("SELECT S.A FROM S INTERSECT SELECT T.D FROM T", "INTERSECT", None, None),
     ("SELECT S.A FROM S, S", "used twice", None, None),
     ("WITH q AS (SELECT S.A FROM S) SELECT q.A FROM q", "WITH", None, None),
+    # NATURAL JOIN was read as a cross product (no join condition: wrong answers, a wrong verdict)
+    ("SELECT S.A FROM S NATURAL JOIN T", "NATURAL JOIN is not supported", 1, 32),  # at the joined table
+    ("SELECT S.A FROM S JOIN T USING (A)", "JOIN ... USING is not supported", 1, 24),
 ])
 def test_errors(sources, sql, words, line, col):
     e = err(sources, sql)
