@@ -35,6 +35,7 @@ from sqlglot import exp
 from obda.errors import Location, MappingError
 from obda.mapping.rdf_terms import SCHEME, iri_safe, is_valid_iri, natural_form, time_graph_iri
 from obda.model.mapping import (
+    R2RML_DEFAULT_GRAPH,
     LogicalTable,
     Mapping,
     RefObjectMap,
@@ -47,7 +48,6 @@ from obda.model.sources import Sources
 
 log = logging.getLogger(__name__)
 
-R2RML_DEFAULT_GRAPH = "http://www.w3.org/ns/r2rml#defaultGraph"
 
 Term = URIRef | BNode | Literal
 

@@ -19,13 +19,14 @@ Problem codes:
 ``datatype_mismatch``       rr:datatype that does not fit the column type (:data:`DATATYPE_COMPATIBILITY`)
 ``join_condition_column``   rr:child / rr:parent column missing from the child / parent logical table
 ``unknown_parent``          rr:parentTriplesMap that is not a triples map of the mapping
+``graph_map_ignored``       (warning) a graph map other than rr:defaultGraph: obda's named graphs are timestamps
 """
 
 from __future__ import annotations
 
 from obda.errors import Location, MappingError, Problem, ValidationError
 from obda.mapping.sql import LogicalTableError, LogicalTableInfo, describe_logical_table, find_column
-from obda.model.mapping import Mapping, RefObjectMap, TermMap, TermMapKind, TermType, TriplesMap
+from obda.model.mapping import R2RML_DEFAULT_GRAPH, Mapping, RefObjectMap, TermMap, TermMapKind, TermType, TriplesMap
 from obda.model.ontology import Ontology
 from obda.model.sources import ColumnType, Sources
 
@@ -225,6 +226,16 @@ class _Validator:
             loc,
         )
 
+    def check_graph(self, tm: TriplesMap, g: TermMap) -> None:
+        """A graph map other than ``rr:defaultGraph`` is not what obda's queries read: their named graphs are the
+        streams' timestamps (``GRAPH ?t``)."""
+        if g.value == R2RML_DEFAULT_GRAPH:
+            return
+        self.add("graph_map_ignored", f"triples map {tm.name}: its graph map is not used: obda's named graphs are the "
+                 "streams' timestamps (GRAPH ?t), so these triples are read in the default graph (a static table's) "
+                 "or in the graph of their row's time (a stream's); drop the graph map, or map the time as the "
+                 "logical table's timestamp", _loc(g.location, tm.location), "warning")
+
     # ---- main
 
     def run(self) -> list[Problem]:
@@ -234,6 +245,7 @@ class _Validator:
             self.check_term_map(tm, tm.subject, info, "subject map")
             for g in tm.subject_graphs:
                 self.check_term_map(tm, g, info, "graph map")
+                self.check_graph(tm, g)
             for c in tm.classes:
                 self.check_class(tm, c)
             for pom in tm.predicate_object_maps:
@@ -242,6 +254,7 @@ class _Validator:
                     self.check_predicate(tm, p, pom.objects)
                 for g in pom.graphs:
                     self.check_term_map(tm, g, info, "graph map")
+                    self.check_graph(tm, g)
                 for om in pom.objects:
                     if isinstance(om, TermMap):
                         self.check_term_map(tm, om, info, "object map")

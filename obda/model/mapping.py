@@ -14,6 +14,9 @@ from typing import Union
 
 from obda.errors import Location, MappingError
 
+#: R2RML's default graph (``rr:defaultGraph``): the graph of a graph map that puts triples where no map would
+R2RML_DEFAULT_GRAPH = "http://www.w3.org/ns/r2rml#defaultGraph"
+
 
 class TermType(str, Enum):
     IRI = "iri"

@@ -319,3 +319,14 @@ def test_datatype_mismatch_says_what_the_column_takes() -> None:
     (p,) = [p for p in _problems(body) if p.code == "datatype_mismatch"]
     takes = p.message.split("a double column takes rr:datatype ")[1].split(" (")[0].split(", ")
     assert "xsd:double" in takes and "xsd:integer" not in takes, p.message
+
+
+def test_a_graph_map_is_reported_as_not_used() -> None:
+    """obda's named graphs are the streams' timestamps: a graph map was accepted and silently ignored."""
+    body = GOOD.replace('rr:subjectMap [ rr:template "http://example.org/sensor/{id}" ;',
+                        'rr:subjectMap [ rr:graphMap [ rr:constant <http://example.org/g> ] ;\n'
+                        '        rr:template "http://example.org/sensor/{id}" ;')
+    p = _only(_problems(body), "graph_map_ignored")
+    assert p.severity == "warning" and "GRAPH ?t" in p.message and p.location.line is not None
+    default = body.replace("<http://example.org/g>", "rr:defaultGraph")
+    assert not [p for p in _problems(default) if p.code == "graph_map_ignored"]
