@@ -214,4 +214,6 @@ def test_w3c_validation_agrees_with_materialisation(case: str) -> None:
         assert problems[0].location.line is not None
     else:
         assert not _expects_error(case)
-        assert problems == []
+        # graph maps are reported, not refused (obda's named graphs are timestamps; these cases materialise them)
+        assert [p for p in problems if p.code != "graph_map_ignored"] == []
+        assert all(p.severity == "warning" for p in problems)

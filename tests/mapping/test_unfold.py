@@ -669,3 +669,19 @@ def test_alignment_with_raw_iri_column_compares_strings():
     (cond,) = equal_terms(raw, t)
     assert cond.sql() == "m1.iri = CONCAT('http://x/', CAST(m2.id AS VARCHAR))"
     assert _sqls(equal_terms(raw, _tv("http://x/1"))) == ["m1.iri = 'http://x/1'"]
+
+
+def test_a_number_a_string_column_holds_is_not_compared_as_text():
+    """``rr:column "code"; rr:datatype xsd:integer`` over a string column: ``?v > 50`` was ``m1.o > '50'``, a text
+    comparison (9 > 50 held); refused, naming the way out (type the column in the sources file)."""
+    mapping = MAPPING + """
+ex:CodeTM a rr:TriplesMap;
+  rr:logicalTable [ rr:tableName "sensor" ];
+  rr:subjectMap [ rr:template "http://ex.org/sensor/{id}" ];
+  rr:predicateObjectMap [ rr:predicate ex:number; rr:objectMap [ rr:column "code"; rr:datatype xsd:integer ] ].
+"""
+    for op in (">", "="):
+        with pytest.raises(UnsupportedConstructError, match=r"xsd:integer literal read from a string column.*declare "
+                                                            r"the column integer"):
+            run([P("number", V("s"), V("v"))], ["s"], [Comparison(op, V("v"), lit(50))], mapping=mapping)
+    run([P("pressure", V("s"), V("v"))], ["s"], [Comparison(">", V("v"), lit(5, "decimal"))], mapping=mapping)
