@@ -235,7 +235,10 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
                 _BOOLEAN
         raise Unsat(f"{label}: the truth value of {c.args[0]} (a {dt} term) is a type error")
     if fn == "BOUND":  # a pattern's variable is always bound (NULL columns give no triple); a BIND's, unless an error
-        nullable = term_kind_of(c.args[0], term, _bound(term, label))[2]
+        try:
+            nullable = term_kind_of(c.args[0], term, _bound(term, label))[2]
+        except Unsat:  # a BIND whose value is an error in every row: its variable is unbound
+            return _light(exp.Boolean(this=False)), _BOOLEAN
         if nullable is None:
             return _light(exp.Boolean(this=True)), _BOOLEAN
         return _light(exp.Paren(this=exp.Not(this=exp.Is(this=_sql(nullable), expression=exp.Null())))), _BOOLEAN

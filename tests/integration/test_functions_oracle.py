@@ -157,6 +157,9 @@ CASES = [
          'STR(?t)) AS ?txt) }', "bounded", 6),
     Case("str_of_time_filtered", 'SELECT ?r ?v WHERE { GRAPH ?t { ?r :value ?v } FILTER(STRENDS(STR(?t), ":01:00")) }',
          "bounded", 2),
+    # BOUND of a BIND whose value is always an error (STRLEN of a number): false (it was unbound, and !BOUND false)
+    Case("bound_of_an_error", 'SELECT ?x ?b WHERE { ?x :age ?a BIND(STRLEN(?a) AS ?l) BIND(BOUND(?l) AS ?b) '
+         'FILTER(!BOUND(?l)) }', "bounded", 8),
     # a function of a class IRI: constant in each member, computed on its rows (it stopped the run: "cannot decide
     # the constant condition")
     Case("strends_of_a_class", 'SELECT ?x ?c WHERE { ?x a ?c ; :worksIn ?d FILTER(STRENDS(STR(?c), "ager")) }',
