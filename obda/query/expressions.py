@@ -265,8 +265,14 @@ def time_comparison_problem(c: Comparison, time_vars: frozenset[Var]) -> FilterP
             if other in time_vars:
                 continue
             kind = f"the non-time variable {other}"
-        elif hasattr(other, "is_datetime") and other.is_datetime:  # a dateTime / date literal
-            continue
+        elif hasattr(other, "is_datetime") and other.is_datetime and not other.datatype.endswith("#date"):
+            continue  # a dateTime literal
+        elif hasattr(other, "datatype") and other.datatype.endswith("#date"):
+            return FilterProblem(
+                "time comparison",
+                f"time variable {mine} is compared with the date {other}: SPARQL compares a dateTime only with a "
+                f"dateTime, so no answer would pass; write it as \"{other.lexical}T00:00:00\"^^xsd:dateTime",
+                Hint("var", mine.name))
         elif hasattr(other, "datatype"):
             kind = f"{_literal_kind(other.datatype)} {other}"
         else:

@@ -93,7 +93,7 @@ CASES = [
     ("time comparison", "SELECT ?x WHERE { GRAPH ?t { ?x :v ?v } FILTER(?v < ¦?t) }"),
     ("time variable as term", "SELECT ?x WHERE { GRAPH ?t { ?x a :C } ?x :p ¦?t }"),
     ("time variable as term", "SELECT ?x WHERE { GRAPH ?t { ?x a :C . ¦?t a :D } }"),
-    ("FILTER on unbound variable", "SELECT ?x WHERE { GRAPH ?t { ?x a :C FILTER(¦?t > \"2020-01-01\"^^xsd:date) } }"),
+    ("FILTER on unbound variable", "SELECT ?x WHERE { GRAPH ?t { ?x a :C FILTER(¦?t > \"2020-01-01T00:00:00\"^^xsd:dateTime) } }"),
     ("GRAPH without triple patterns", "SELECT ?x WHERE { ?x a :C . ¦GRAPH ?t0 { GRAPH ?t1 { ?x a :D } } }"),
     ("GRAPH without triple patterns", "SELECT ?x WHERE { ?x a :C .\n  ¦GRAPH ?t { } }"),
     ("GRAPH without triple patterns", "SELECT ?x WHERE { ?x a :C . ¦GRAPH ?t { { ?x a :D } UNION { GRAPH ?u { ?x a :E } } } }"),
