@@ -22,6 +22,7 @@ rdflib's tree has no positions.
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 from contextlib import contextmanager
@@ -71,7 +72,7 @@ def _parse_sparql(text: str, file: str | None, base: str | None, vocabulary=None
     if deep is not None:  # rdflib's parser recurses per level: fail here, located, not with a RecursionError
         raise _nesting_error(deep, MAX_NESTING + 1, file)
     try:
-        with _stack_for(tk.deepest(tokens)[1]):
+        with _stack_for(tk.deepest(tokens)[1]), _ill_typed_literals_quiet():
             tree = parseQuery(text)
     except ParseBaseException as e:
         raise QuerySyntaxError(f"SPARQL syntax error: {e.msg}", Location(file, e.lineno, e.col)) from None
@@ -80,9 +81,23 @@ def _parse_sparql(text: str, file: str | None, base: str | None, vocabulary=None
     except Exception as e:  # rdflib raises plain exceptions for some lexical errors
         raise QuerySyntaxError(f"SPARQL syntax error: {e}", Location(file)) from None
     try:
-        return Converter(text, file, base, vocabulary).convert(tree)
+        with _ill_typed_literals_quiet():
+            return Converter(text, file, base, vocabulary).convert(tree)
     except RecursionError:
         raise _nesting_error(*tk.deepest(tokens), file) from None
+
+
+@contextmanager
+def _ill_typed_literals_quiet():
+    """rdflib logs a traceback for a literal whose lexical form is not of its datatype (``"abc"^^xsd:integer``);
+    the literal is valid SPARQL (an error where it is compared, as SPARQL says), so the parse stays quiet."""
+    log = logging.getLogger("rdflib.term")
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 # Python frames rdflib's parser uses per nesting level (measured: about 40 for a parenthesis inside FILTER,

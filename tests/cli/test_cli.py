@@ -129,6 +129,19 @@ def test_run_output_that_is_a_folder_is_refused_before_running(tmp_path):
     assert "Traceback" not in r.output
 
 
+def test_an_ill_typed_literal_prints_no_traceback(tmp_path, caplog):
+    """rdflib logged a Python traceback for "abc"^^xsd:decimal (a valid SPARQL term, an error where compared)."""
+    import logging
+
+    q = tmp_path / "q.rq"
+    q.write_text('PREFIX : <http://example.org/turbine#>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n'
+                 'SELECT ?s WHERE { ?s :hasCapacity "abc"^^xsd:decimal }\n')
+    with caplog.at_level(logging.WARNING, logger="rdflib.term"):
+        r = runner.invoke(app, ["analyze", str(q), "--project", str(DEMO)])
+    assert r.exit_code == 0 and "Traceback" not in r.output, r.output
+    assert not [rec for rec in caplog.records if rec.name == "rdflib.term"], caplog.records
+
+
 def test_analyze_aggregate_sql(tmp_path):
     """An aggregate query gets Arasu §8.2's verdict, with the condition that decides it."""
     srcs = str(DEMO / "sources.yaml")
