@@ -158,6 +158,8 @@ class AnalysisReport:
             used = ", ".join(self.constraints_used) or "none suffices"
             lines.append(f"under the declared k-constraints: {self.constrained_verdict.upper()} (using: {used}; "
                          "while the data keeps them, which the executor monitors)")
+        if self.forest is None and self.forest_error is not None:  # the theory's verdict, but `obda run` refuses it
+            lines.append(f"not executable: {self.forest_error}")
         for n in self.notes:
             lines.append(f"note: {n}")
         for m in self.members:

@@ -211,7 +211,9 @@ def evaluate(e: exp.Expression, row: dict):
     if fn is not None:  # FILTER / BIND functions (obda.mapping.functions), as Spark SQL computes them
         args = [evaluate(e.args[k], row) for k in fn[0] if e.args.get(k) is not None]
         return None if any(a is None for a in args) else fn[1](*args)
-    raise ExecutionError(f"local backend: unsupported expression {e.sql()!r}")
+    raise ExecutionError(f"the local backend does not compute {e.sql()!r} (written in a mapping's rr:sqlQuery, or "
+                         "computed by the query); run it with the Spark backend (--backend spark, the default), "
+                         "which computes any Spark SQL")
 
 
 def _number(text: str):

@@ -142,6 +142,15 @@ def test_an_ill_typed_literal_prints_no_traceback(tmp_path, caplog):
     assert not [rec for rec in caplog.records if rec.name == "rdflib.term"], caplog.records
 
 
+def test_analyze_says_when_the_executor_cannot_run_an_analysable_query():
+    """The verdict is the theory's; a query the executor refuses was shown as plain BOUNDED (JSON said
+    not_executable, the text did not)."""
+    sql = ("SELECT m.sensor_id FROM measurement m, maintenance e WHERE m.ts = e.ts AND "
+           "CONCAT(CAST(m.ts AS VARCHAR), e.kind) = 'x'")
+    r = runner.invoke(app, ["analyze", "--sql", sql, "--sources", str(DEMO / "sources.yaml")])
+    assert r.exit_code == 0 and "\nnot executable: " in r.stdout and "stream's timestamp" in r.stdout, r.output
+
+
 def test_analyze_aggregate_sql(tmp_path):
     """An aggregate query gets Arasu §8.2's verdict, with the condition that decides it."""
     srcs = str(DEMO / "sources.yaml")
