@@ -149,6 +149,11 @@ def test_analyze_says_when_the_executor_cannot_run_an_analysable_query():
            "CONCAT(CAST(m.ts AS VARCHAR), e.kind) = 'x'")
     r = runner.invoke(app, ["analyze", "--sql", sql, "--sources", str(DEMO / "sources.yaml")])
     assert r.exit_code == 0 and "\nnot executable: " in r.stdout and "stream's timestamp" in r.stdout, r.output
+    # a check inside OR: it stopped with "unknown table or alias 'a'" (the executor read the subquery's columns)
+    sql = ("SELECT m.sensor_id FROM measurement m WHERE m.value > 90 OR (m.sensor_id, m.ts) IN "
+           "(SELECT a.sensor_id, a.ts FROM alarm a)")
+    r = runner.invoke(app, ["analyze", "--sql", sql, "--sources", str(DEMO / "sources.yaml")])
+    assert r.exit_code == 0 and "not executable: " in r.stdout and "UNION of two SELECTs" in r.stdout, r.output
 
 
 def test_analyze_aggregate_sql(tmp_path):
