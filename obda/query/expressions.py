@@ -203,6 +203,12 @@ def _unsupported(e, operand: bool = False) -> FilterProblem:
         if name == "Builtin_EXISTS":
             return FilterProblem("EXISTS", "EXISTS inside an expression is not supported; write FILTER EXISTS { … } on "
                                  "its own (a group's FILTERs all hold)", Hint("word", "EXISTS"))
+        if name in functions._BUILTINS or (name == "Function" and str(e.get("iri")) in functions.CASTS):
+            fn = functions._BUILTINS[name][0] if name in functions._BUILTINS else functions.CASTS[str(e["iri"])]
+            return FilterProblem(fn, f"the truth value of {fn}(…) (SPARQL's effective boolean value of its result) "
+                                 f"is not computed; compare the result instead (FILTER({fn}(…) != 0), or = \"\" for a "
+                                 "string)",
+                                 Hint("word", fn.split(":")[-1]) if name != "Function" else Hint("callee"))
         if name.startswith("Builtin_"):
             fn = name[len("Builtin_"):]
             return FilterProblem(

@@ -125,6 +125,9 @@ CASES = [
     ("FILTER on unbound variable", "SELECT ?x WHERE { ?x :n ?n { ?x :q ?z FILTER(¦?n > 1) } }"),
     # projection
     ("unbound answer variable", "SELECT ?x ¦?nope WHERE { ?x a :C }"),
+    # a function obda computes, alone as a FILTER's condition (its truth value): the message said "function ABS is
+    # not supported (obda computes ABS, …)"
+    ("ABS", "SELECT ?x WHERE { ?x :v ?v FILTER(¦ABS(?v)) }"),
 ]
 
 
@@ -190,3 +193,10 @@ def test_an_empty_where_clause_selecting_everything_is_an_error():
     with pytest.raises(UnsupportedConstructError) as info:
         parse_query(HEAD + "SELECT * WHERE { }")
     assert info.value.construct == "empty projection"
+
+
+def test_a_computed_value_alone_in_filter_names_what_to_write():
+    """ABS is computed; what is not is the truth value of its result: the message said ABS was unsupported, and
+    listed ABS among the functions obda computes."""
+    with pytest.raises(UnsupportedConstructError, match=r"truth value of ABS\(…\).*FILTER\(ABS\(…\) != 0\)"):
+        parse_query(HEAD + "SELECT ?x WHERE { ?x :v ?v FILTER(ABS(?v)) }")
