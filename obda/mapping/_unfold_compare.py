@@ -24,6 +24,7 @@ from obda.mapping._unfold_terms import (
     Val,
     category,
     concat_sql,
+    held_as_text,
     literal_sql,
     may_contain,
     number_sql,
@@ -34,9 +35,8 @@ from obda.mapping._unfold_terms import (
 )
 from obda.mapping._unfold_text import UNRESERVED
 from obda.mapping.template_text import iso_text
-from obda.errors import UnsupportedConstructError
 from obda.model.mapping import TermType
-from obda.model.query import XSD, short_iri
+from obda.model.query import XSD
 from obda.model.sources import ColumnType
 
 
@@ -295,13 +295,8 @@ def compare_literals(op: str, a: TermValue, b: TermValue) -> list[Expr]:
         raise Unsat(f"{label}: different language tags")
     if op not in ("=", "!=") and ca not in ("numeric", "string", "boolean", "datetime", "date"):
         raise Unsat(f"{label}: values of datatype {a.datatype} are not ordered")
-    for tv in (a, b):  # a number (a truth value, a time) a string column holds: its text does not compare as one
-        if ca in ("numeric", "boolean", "datetime") and not tv.is_constant and (
-                not tv.native or tv.parts[0].val.type is ColumnType.STRING):  # type: ignore[union-attr]
-            raise UnsupportedConstructError(
-                "literal of a string column", f"{label}: {_describe(tv)} is an {short_iri(tv.datatype)} literal read "
-                "from a string column, and obda compares such values only from a column of that type (as text, 9 > "
-                "50 would hold); declare the column integer, decimal, double, boolean or timestamp in the sources file")
+    held_as_text(a, label)
+    held_as_text(b, label)
     left = _literal_side(a, b, label)
     right = _literal_side(b, a, label)
     return [_cmp(op, left, right)]

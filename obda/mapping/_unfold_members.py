@@ -21,7 +21,8 @@ from obda.mapping._unfold_ir import Arith, Cmp, Col, Expr, NotAll, NotNull, Raw,
 from obda.mapping._unfold_optimize import eliminate_self_joins, rename_aliases, simplify, split_cmp
 from obda.mapping._unfold_read import const
 from obda.mapping._unfold_tables import FromEntry, select_sql
-from obda.mapping._unfold_terms import Slot, TermValue, Unsat, Val, category, projection_sql, time_sql
+from obda.mapping._unfold_terms import (Slot, TermValue, Unsat, Val, category, held_as_text, projection_sql,
+                                         time_sql)
 from obda.mapping._unfold_views import PLACEHOLDER, TS, ViewUse
 from obda.mapping.functions import computed_value
 from obda.model.compilation import AtomSource, MemberOrigin
@@ -206,6 +207,8 @@ def _bind_value(m: _Member, var: Var, e, label: str | None = None) -> TermValue:
             return const(exp.Literal.number(x.lexical)), x.datatype
         if isinstance(x, Var):
             tv = m.bound.get(x)
+            if tv is not None:
+                held_as_text(tv, label or f"BIND(… AS {var})")
             if tv is None or not tv.native or category(tv.datatype) != "numeric":
                 raise UnsupportedConstructError(
                     "BIND", f"{label or f'BIND(… AS {var})'} computes with {x}, which is not a number column (a "

@@ -28,12 +28,13 @@ from typing import Union
 
 from sqlglot import exp
 
+from obda.errors import UnsupportedConstructError
 from obda.mapping._unfold_ir import Col, Const, Expr, Shift
 from obda.mapping._unfold_read import const, from_sqlglot, parse_datetime
 from obda.mapping._unfold_text import Cast, Concat, Encode, IsoText
 from obda.mapping.template_text import alphabet, can_contain
 from obda.model.mapping import TermType
-from obda.model.query import XSD
+from obda.model.query import XSD, short_iri
 from obda.model.sources import ColumnType
 from obda.model.terms import NUMERIC
 
@@ -125,6 +126,19 @@ def make_parts(parts: list[Part]) -> tuple[Part, ...]:
 
 # ----------------------------------------------------------------------------- datatypes
 
+
+
+def held_as_text(tv: "TermValue", label: str) -> None:
+    """Refuse a number, truth value or time that is held as text: a literal of such a datatype read from a string
+    column (``rr:column "code"; rr:datatype xsd:integer``) or built by a template. Compared or computed with as
+    text, ``9 > 50`` would hold and ``"9" + 1`` would fail."""
+    if category(tv.datatype) in ("numeric", "boolean", "datetime") and not tv.is_constant and (
+            not tv.native or tv.parts[0].val.type is ColumnType.STRING):  # type: ignore[union-attr]
+        raise UnsupportedConstructError(
+            "literal of a string column", f"{label}: {tv.label or 'the value'} is an {short_iri(tv.datatype)} literal "
+            "held as text (a string column, or a template), and obda compares and computes with such values only "
+            "from a column of that type (as text, 9 > 50 would hold); declare the column integer, decimal, double, "
+            "boolean or timestamp in the sources file")
 
 
 def category(datatype: str | None) -> str:

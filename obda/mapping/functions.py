@@ -40,6 +40,7 @@ from obda.mapping._unfold_terms import (
     Val,
     category,
     concat_sql,
+    held_as_text,
     literal_sql,
     projection_sql,
 )
@@ -147,7 +148,15 @@ def _lexical_form(e, term) -> Expr | None:
     return None
 
 
+def _typed(e, term, label: str) -> None:
+    """Refuse computing with a number, truth value or time that a term holds as text (``held_as_text``); its text
+    is still its lexical form (STR)."""
+    if not isinstance(e, (Arithmetic, Call)) and not (isinstance(e, str) and e == ERROR):
+        held_as_text(term(e), label)
+
+
 def _number(e, term, label: str) -> tuple[Expr, str]:
+    _typed(e, term, label)
     sql, dt = _value(e, term, label)
     if dt == _DATETIME:
         raise UnsupportedConstructError("dateTime arithmetic", f"{label}: arithmetic on the dateTime {e} is not "
@@ -290,6 +299,8 @@ def _call(c: Call, term, label: str) -> tuple[Expr, str]:
         return _light(exp.RegexpReplace(this=text, expression=exp.Literal.string(pattern),
                                         replacement=exp.Literal.string(c.args[2].lexical))), dt  # type: ignore
     if fn in _CMP:  # a comparison as a value (IF's condition): literals of one category, IRIs by their text
+        for x in c.args:
+            _typed(x, term, label)
         (a, da), (b, db) = (_value(x, term, label) for x in c.args)
         if _lang(da) is not None or _lang(db) is not None:
             raise UnsupportedConstructError("language-tagged literal", f"{label}: {c} compares a language-tagged "
