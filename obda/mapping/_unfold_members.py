@@ -342,6 +342,11 @@ def _check_aggregated(query: Query, bound: dict, errors: dict) -> None:
         tv = bound.get(c.argument) if c.argument is not None else None
         if tv is None:
             continue
+        if c.function.split("_")[0] in ("sum", "avg", "min", "max", "median"):  # numbers, not their text
+            try:
+                held_as_text(tv, str(c))
+            except UnsupportedConstructError as e:
+                raise UnsupportedConstructError(e.construct, e.message, c.location or query.location) from None
         kind, dt = term_kind(tv)
         if c.function.startswith("group_concat"):
             if (kind, dt) == ("literal", XSD + "string"):
