@@ -199,10 +199,10 @@ def evaluate(e: exp.Expression, row: dict):
         v = evaluate(e.this, row)
         if v is None or (type(v) is tuple and None in v):
             return None
-        if any(x.find(exp.Column) for x in e.expressions):  # items read the row: SQL's x = a OR x = b OR …
+        reads_row, exact, doubles = _in_set(e)
+        if reads_row:  # items read the row: SQL's x = a OR x = b OR …
             items = [evaluate(x, row) for x in e.expressions]
             return True if any(_compare("=", v, i) for i in items) else None if None in items else False
-        exact, doubles = _in_set(e)
         return v in (doubles if isinstance(v, float) else exact)
     if isinstance(e, exp.Extract):
         v = evaluate(e.expression, row)
@@ -245,18 +245,22 @@ def _and(a, b):
     return None if a is None or b is None else True
 
 
-_IN_SETS: dict[int, tuple[exp.In, tuple[frozenset, frozenset]]] = {}
+_IN_SETS: dict[int, tuple[exp.In, tuple[bool, frozenset, frozenset]]] = {}
 
 
-def _in_set(e: exp.In) -> tuple[frozenset, frozenset]:
-    """The values of an IN list, and the same with decimals as doubles (what a double is compared with), computed
-    once per node (the node is kept so its id is not reused)."""
+def _in_set(e: exp.In) -> tuple[bool, frozenset, frozenset]:
+    """Whether an IN list's items read the row (columns: evaluated per row); else its values, and the same with
+    decimals as doubles (what a double is compared with). Computed once per node (a check's list may hold many
+    answers; the node is kept so its id is not reused)."""
     hit = _IN_SETS.get(id(e))
     if hit is None or hit[0] is not e:
         if len(_IN_SETS) > 256:
             _IN_SETS.clear()
-        exact = frozenset(evaluate(x, {}) for x in e.expressions)
-        hit = (e, (exact, frozenset(float(x) if isinstance(x, Decimal) else x for x in exact)))
+        if any(x.find(exp.Column) for x in e.expressions):
+            hit = (e, (True, frozenset(), frozenset()))
+        else:
+            exact = frozenset(evaluate(x, {}) for x in e.expressions)
+            hit = (e, (False, exact, frozenset(float(x) if isinstance(x, Decimal) else x for x in exact)))
         _IN_SETS[id(e)] = hit
     return hit[1]
 
