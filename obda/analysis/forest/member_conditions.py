@@ -125,7 +125,7 @@ def classify(ctx: SelectContext, conds: list[exp.Expression]) -> Classified:
         if any(isinstance(n, (exp.Exists, exp.Subquery, exp.Select)) for n in c.walk()):
             raise ExecutionError(f"the condition {c.sql()!r} tests a subquery inside OR / NOT: the executor tests "
                                  "IN (SELECT …) and EXISTS as conditions of their own (ANDed); write the OR as a UNION "
-                                 "of two SELECTs")
+                                 "of two SELECTs", ctx.reading.ctx.loc(c))
         owners = ctx.owners(c)
         if not owners:
             s = simplify(c.copy())
