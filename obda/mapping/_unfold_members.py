@@ -174,12 +174,14 @@ def _same_term_leaf(f: Comparison):
 _DOUBLE = {XSD + "double", XSD + "float"}
 
 
-def _located(e: UnsupportedConstructError, query: Query, at: tuple) -> UnsupportedConstructError:
-    """``e`` at a line and column of the query's text when it has none (the functions' errors name the BIND or
-    FILTER, not where it is written)."""
-    if e.location.line is not None or at[0] is None:
+def _located(e: UnsupportedConstructError, query: Query, at: tuple | Location | None) -> UnsupportedConstructError:
+    """``e`` where the query writes what it refuses, when it has no line (the functions' errors name the BIND,
+    FILTER or aggregate, not where it is written): ``at`` a (line, column) of the query's text, or a location."""
+    if isinstance(at, tuple):
+        at = Location(query.location.file, at[0], at[1]) if at[0] is not None else None
+    if e.location.line is not None or at is None:
         return e
-    return UnsupportedConstructError(e.construct, e.message, Location(query.location.file, at[0], at[1]))
+    return UnsupportedConstructError(e.construct, e.message, at)
 
 
 def _bind_value(m: _Member, var: Var, e, label: str | None = None) -> TermValue:
@@ -346,7 +348,7 @@ def _check_aggregated(query: Query, bound: dict, errors: dict) -> None:
             try:
                 held_as_text(tv, str(c))
             except UnsupportedConstructError as e:
-                raise UnsupportedConstructError(e.construct, e.message, c.location or query.location) from None
+                raise _located(e, query, c.location or query.location) from None
         kind, dt = term_kind(tv)
         if c.function.startswith("group_concat"):
             if (kind, dt) == ("literal", XSD + "string"):
